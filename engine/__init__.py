@@ -1,0 +1,1 @@
+"""copy-as-decode engine: edit programs, their resolver and the copy/gen decoder."""

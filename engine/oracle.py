@@ -1,0 +1,85 @@
+"""Oracle programs: the best program for an (input, gold) pair, built without a model.
+
+* line level: ``difflib.SequenceMatcher(None, in_lines, gold_lines, autojunk=False)``; every
+  matching block becomes a line copy, every gap in the gold a gen.
+* token level: greedy left-to-right longest match of gold tokens against input tokens, keeping
+  matches of at least ``min_span`` tokens as token copies; the rest is gen.
+
+Both resolve to the gold byte-exactly by construction (and the tests check it).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections import defaultdict
+from typing import Sequence
+
+from engine.lines import split_lines
+from engine.program import CopyLines, CopyTokens, Gen, Op, Program, merge_adjacent
+
+
+def line_oracle(source: str, gold: str) -> Program:
+    """Line-copy oracle program turning ``source`` into ``gold``."""
+    src, dst = split_lines(source), split_lines(gold)
+    matcher = difflib.SequenceMatcher(None, src, dst, autojunk=False)
+    ops: list[Op] = []
+    cursor = 0  # next gold line not yet emitted
+    for block in matcher.get_matching_blocks():
+        if block.b > cursor:
+            ops.append(Gen("".join(dst[cursor:block.b])))
+        if block.size:
+            ops.append(CopyLines(block.a + 1, block.a + block.size))
+        cursor = block.b + block.size
+    if cursor < len(dst):
+        ops.append(Gen("".join(dst[cursor:])))
+    return Program(merge_adjacent(ops))
+
+
+def greedy_token_matches(src_ids: Sequence[int], gold_ids: Sequence[int], min_span: int) -> list[tuple[int, int, int]]:
+    """Greedy left-to-right longest matches ``(gold_pos, src_pos, length)`` with length >= min_span.
+
+    At each gold position take the longest run that also occurs in the input (ties: earliest
+    input position); if it is shorter than ``min_span``, emit that token as gen and move on.
+    """
+    positions: dict[int, list[int]] = defaultdict(list)
+    for i, tok in enumerate(src_ids):
+        positions[tok].append(i)
+    matches: list[tuple[int, int, int]] = []
+    g = 0
+    n_src, n_gold = len(src_ids), len(gold_ids)
+    while g < n_gold:
+        best_len, best_src = 0, -1
+        for s in positions.get(gold_ids[g], ()):
+            length = 1
+            while s + length < n_src and g + length < n_gold and src_ids[s + length] == gold_ids[g + length]:
+                length += 1
+            if length > best_len:
+                best_len, best_src = length, s
+        if best_len >= max(1, min_span):
+            matches.append((g, best_src, best_len))
+            g += best_len
+        else:
+            g += 1
+    return matches
+
+
+def token_oracle(source: str, gold: str, src_ids: Sequence[int], src_pieces: Sequence[str],
+                 gold_ids: Sequence[int], gold_pieces: Sequence[str], min_span: int = 1) -> Program:
+    """Token-copy oracle program. Pieces are from :func:`engine.tokens.token_pieces`.
+
+    A match is kept as a copy only if its input pieces spell the same text as the gold pieces
+    (they can differ when a byte-level token holds part of a character at a span edge).
+    """
+    ops: list[Op] = []
+    cursor = 0  # gold token index not yet emitted
+    for g, s, length in greedy_token_matches(src_ids, gold_ids, min_span):
+        copied = "".join(src_pieces[s:s + length])
+        if copied != "".join(gold_pieces[g:g + length]):
+            continue
+        if g > cursor:
+            ops.append(Gen("".join(gold_pieces[cursor:g])))
+        ops.append(CopyTokens(s + 1, s + length))
+        cursor = g + length
+    if cursor < len(gold_ids):
+        ops.append(Gen("".join(gold_pieces[cursor:])))
+    return Program(merge_adjacent(ops))

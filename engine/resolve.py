@@ -1,0 +1,80 @@
+"""The resolver: program + input -> edited text. Deterministic, no model.
+
+``strict`` mode raises :class:`ResolveError` naming the op and the reason; ``clipped`` mode
+clamps every range into the input and reports what it changed as warnings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, Sequence
+
+from engine.lines import split_lines
+from engine.program import CopyLines, CopyTokens, Gen, Op, Program, parse
+
+Mode = Literal["strict", "clipped"]
+
+
+class ResolveError(ValueError):
+    """A program that cannot be resolved against this input in strict mode."""
+
+
+@dataclass
+class Resolution:
+    text: str
+    warnings: list[str] = field(default_factory=list)
+
+
+def _check_range(kind: str, index: int, op: Op, start: int, end: int, limit: int, mode: Mode,
+                 warnings: list[str]) -> tuple[int, int] | None:
+    """Validate ``start..end`` against ``1..limit``; in clipped mode return the clamped range."""
+    label = f"op {index + 1} ({op.serialize()})"
+    problem = None
+    if limit == 0:
+        problem = f"the input has no {kind}s to copy"
+    elif start > end:
+        problem = f"{kind} range {start}-{end} is reversed (input has {limit} {kind}s)"
+    elif start < 1 or end > limit:
+        problem = f"{kind} range {start}-{end} is outside 1-{limit}"
+    if problem is None:
+        return start, end
+    if mode == "strict":
+        raise ResolveError(f"{label}: {problem}")
+    if limit == 0:
+        warnings.append(f"{label}: {problem}; dropped")
+        return None
+    lo, hi = sorted((min(max(start, 1), limit), min(max(end, 1), limit)))
+    warnings.append(f"{label}: {problem}; clipped to {lo}-{hi}")
+    return lo, hi
+
+
+def resolve_op(op: Op, index: int, lines: Sequence[str], token_pieces: Sequence[str] | None,
+               mode: Mode = "strict", warnings: list[str] | None = None) -> str:
+    """Text that one op contributes (see :mod:`engine.lines` for the newline convention)."""
+    warnings = warnings if warnings is not None else []
+    if isinstance(op, Gen):
+        return op.text
+    if isinstance(op, CopyLines):
+        rng = _check_range("line", index, op, op.start, op.end, len(lines), mode, warnings)
+        return "" if rng is None else "".join(lines[rng[0] - 1: rng[1]])
+    if isinstance(op, CopyTokens):
+        if token_pieces is None:
+            raise ResolveError(f"op {index + 1} ({op.serialize()}): token copies need the input's tokenization")
+        rng = _check_range("token", index, op, op.start, op.end, len(token_pieces), mode, warnings)
+        return "" if rng is None else "".join(token_pieces[rng[0] - 1: rng[1]])
+    raise ResolveError(f"op {index + 1}: unknown op type {type(op).__name__}")
+
+
+def resolve(program: Program | str, source: str, mode: Mode = "strict",
+            token_pieces: Sequence[str] | None = None) -> Resolution:
+    """Resolve ``program`` (an AST or its text) against ``source``.
+
+    ``token_pieces`` is the input's tokenization as text pieces that concatenate to ``source``
+    (see :func:`engine.tokens.token_pieces`); only token copies need it.
+    """
+    if isinstance(program, str):
+        program = parse(program)
+    lines = split_lines(source)
+    warnings: list[str] = []
+    parts = [resolve_op(op, i, lines, token_pieces, mode, warnings) for i, op in enumerate(program.ops)]
+    return Resolution("".join(parts), warnings)

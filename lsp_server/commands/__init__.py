@@ -1,0 +1,1 @@
+"""Subcommands of the copy-as-decode CLI that belong to the language server."""
