@@ -66,3 +66,35 @@ def _pieces_by_prefix(tokenizer: Any, ids: Sequence[int]) -> list[str]:
         pieces.append(now[len(before):] if now.startswith(before) else now)
         before = now
     return pieces
+
+
+class IncrementalDetokenizer:
+    """Text of a growing token sequence, released only when complete (no half characters)."""
+
+    def __init__(self, tokenizer: Any):
+        self.tokenizer = tokenizer
+        self.ids: list[int] = []
+        self.text = ""
+        self._prefix_offset = 0  # ids[_prefix_offset:_read_offset] give context for the next decode
+        self._read_offset = 0
+
+    def snapshot(self) -> tuple:
+        return (len(self.ids), self.text, self._prefix_offset, self._read_offset)
+
+    def restore(self, state: tuple) -> None:
+        n, self.text, self._prefix_offset, self._read_offset = state
+        del self.ids[n:]
+
+    def push(self, ids: Sequence[int]) -> str:
+        """Add tokens; return the newly completed text (may be empty)."""
+        self.ids.extend(ids)
+        prefix = decode(self.tokenizer, self.ids[self._prefix_offset:self._read_offset])
+        full = decode(self.tokenizer, self.ids[self._prefix_offset:])
+        if full.endswith("\ufffd") or not full.startswith(prefix):
+            return ""
+        new = full[len(prefix):]
+        self.text += new
+        # keep a few tokens of left context so the next decode sees the same neighbours
+        self._prefix_offset = max(0, len(self.ids) - _WINDOW)
+        self._read_offset = len(self.ids)
+        return new

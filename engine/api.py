@@ -1,0 +1,121 @@
+"""The Python API for edits: one request in, a stream of events out (CLI, LSP and benchmarks use it).
+
+    engine = Engine.load("default")                       # or a hub id / folder / .gguf
+    for event in engine.stream(EditRequest(text, "Fix the bug")):
+        ...                                               # EditStarted, OpResolved..., EditFinished
+    result = engine.edit(EditRequest(text, "Fix the bug", mode="speculative"))
+
+An ``Engine`` holds one loaded model and is safe to share; each request builds its own decoder
+state. Edits of one engine run one at a time (a lock), since they share the model's device.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Callable, Iterator, Literal
+
+from engine.events import EditFinished, EditResult, Event
+from engine.lines import split_lines
+from engine.models import DEFAULT_MODEL, LoadedModel, load_model
+from engine.program import Program
+
+Mode = Literal["program", "speculative", "ar", "pld", "forced"]
+MODES: tuple[str, ...] = ("program", "speculative", "ar", "pld", "forced")
+MAX_INPUT_CHARS = 200_000
+MAX_INPUT_LINES = 5_000
+
+
+class EditError(ValueError):
+    """A request the engine refuses (bad range, input too large, bad mode); the message says why."""
+
+
+def never_cancelled() -> bool:
+    return False
+
+
+@dataclass
+class EditRequest:
+    """One edit.
+
+    ``text`` is the whole document; ``lines`` (1-based, inclusive) limits the edit to a region,
+    the rest is shown to the model as read-only context (``context_lines`` on each side).
+    ``program`` is only for ``mode="forced"``: the program to decode instead of the model's choice.
+    ``monotonic`` (program mode): each line copy must start after the previous one ended.
+    ``token_copies`` (program mode): also allow ``<copy tokens="a-b"/>``.
+    """
+
+    text: str
+    instruction: str
+    lines: tuple[int, int] | None = None
+    mode: Mode = "program"
+    max_new_tokens: int = 1024
+    context_lines: int = 20
+    token_copies: bool = False
+    monotonic: bool = True
+    temperature: float = 0.0
+    seed: int = 0
+    program: Program | None = None
+
+    def region_bounds(self) -> tuple[int, int]:
+        """0-based [start, end) line indices of the edited region; validates ``lines``."""
+        n = len(split_lines(self.text))
+        if self.lines is None:
+            return 0, n
+        a, b = self.lines
+        if a < 1 or b < a or b > max(n, 1):
+            raise EditError(f"line range {a}-{b} is invalid: the document has {n} lines "
+                            "(1-based, inclusive, start <= end)")
+        return a - 1, min(b, n)
+
+    def validate(self) -> None:
+        if self.mode not in MODES:
+            raise EditError(f"unknown mode {self.mode!r}; choose one of {', '.join(MODES)}")
+        if len(self.text) > MAX_INPUT_CHARS or len(split_lines(self.text)) > MAX_INPUT_LINES:
+            raise EditError(f"input too large: {len(self.text)} characters / {len(split_lines(self.text))} lines "
+                            f"(limit {MAX_INPUT_CHARS} characters, {MAX_INPUT_LINES} lines); select a region")
+        if self.max_new_tokens < 1:
+            raise EditError("max_new_tokens must be at least 1")
+        if self.mode == "forced" and self.program is None:
+            raise EditError("mode 'forced' needs a program to decode")
+        self.region_bounds()
+
+
+@dataclass
+class Engine:
+    """A loaded model plus the per-model decoding state (grammar compiler, vocabulary tables)."""
+
+    loaded: LoadedModel
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @classmethod
+    def load(cls, model: str = DEFAULT_MODEL, device: str | None = None, dtype: str | None = None,
+             progress: Callable[[str], None] | None = None, trust_remote_code: bool = False) -> "Engine":
+        return cls(load_model(model, device=device, dtype=dtype, progress=progress,
+                              trust_remote_code=trust_remote_code))
+
+    @property
+    def name(self) -> str:
+        return self.loaded.name
+
+    def stream(self, request: EditRequest, cancelled: Callable[[], bool] = never_cancelled) -> Iterator[Event]:
+        """Events of one edit, as they happen. ``cancelled`` is polled before every model step;
+        once it returns True the edit stops within one step with ``stop_reason == "cancelled"``
+        and ``output_text`` equal to the input (nothing half-done is returned)."""
+        from engine.decode import run_edit
+
+        request.validate()
+        with self._lock:
+            yield from run_edit(self.loaded, request, cancelled)
+
+    def edit(self, request: EditRequest, on_event: Callable[[Event], None] | None = None,
+             cancelled: Callable[[], bool] = never_cancelled) -> EditResult:
+        """Run an edit to the end and return its result (``on_event`` sees every event)."""
+        result = None
+        for event in self.stream(request, cancelled):
+            if on_event is not None:
+                on_event(event)
+            if isinstance(event, EditFinished):
+                result = event.result
+        assert result is not None
+        return result

@@ -1,0 +1,71 @@
+"""One edit from request to events: split out the region, build the prompt, run the mode's
+decoder, and wrap its outcome into an :class:`EditResult`. The only place that knows all modes."""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, Iterator
+
+from engine.events import EditFinished, EditResult, EditStarted, Event, OpResolved
+from engine.lines import split_lines
+from engine.models import LoadedModel
+from engine.program import CopyTokens
+from engine.program_decoder import DecodeOutcome, check_program, decode_program
+from engine.prompt import TEXT_FENCE_OPEN, PromptParts, program_messages, render, text_messages
+from engine.tables import tables_for
+from engine.text_decoder import decode_text
+from engine.tokens import encode, token_pieces
+
+
+def run_edit(loaded: LoadedModel, request, cancelled: Callable[[], bool]) -> Iterator[Event]:
+    """Events of one edit (``request`` is an :class:`engine.api.EditRequest`, already validated)."""
+    started = time.perf_counter()
+    lines = split_lines(request.text)
+    a, b = request.region_bounds()
+    ctx = max(0, request.context_lines)
+    region = "".join(lines[a:b])
+    parts = PromptParts(instruction=request.instruction, region=region,
+                        before="".join(lines[max(0, a - ctx):a]), after="".join(lines[b:b + ctx]), first_line=a + 1)
+    tables = tables_for(loaded)
+    token_copies = request.token_copies
+    if request.mode == "forced":
+        token_copies = token_copies or any(isinstance(op, CopyTokens) for op in request.program.ops)
+        pieces = token_pieces(loaded.tokenizer, encode(loaded.tokenizer, region)) if token_copies else None
+        check_program(request.program, region, pieces)
+    if request.mode in ("program", "forced"):
+        prompt_ids = render(loaded.tokenizer, program_messages(parts))
+    else:
+        prompt_ids = render(loaded.tokenizer, text_messages(parts), assistant_prefix=TEXT_FENCE_OPEN)
+    yield EditStarted(mode=request.mode, model=loaded.name, input_lines=len(split_lines(region)),
+                      prompt_tokens=len(prompt_ids))
+    if request.mode in ("program", "forced"):
+        decoder = decode_program(loaded, tables, region, prompt_ids, request.max_new_tokens, cancelled,
+                                 token_copies=token_copies,
+                                 teacher_program=request.program if request.mode == "forced" else None,
+                                 temperature=request.temperature, seed=request.seed,
+                                 monotonic=request.monotonic and request.mode != "forced")
+    else:
+        decoder = decode_text(loaded, tables, region, prompt_ids, request.max_new_tokens, cancelled, request.mode)
+    outcome: DecodeOutcome | None = None
+    for item in decoder:
+        if isinstance(item, OpResolved):
+            yield item
+        else:
+            outcome = item
+    assert outcome is not None
+    before, after = "".join(lines[:a]), "".join(lines[b:])
+    cancelled_now = outcome.stop_reason == "cancelled"
+    output = request.text if cancelled_now else before + outcome.region_output + after
+    total = time.perf_counter() - started
+    result = EditResult(
+        mode=request.mode, model=loaded.name, input_text=request.text, output_text=output,
+        region=(a + 1, b) if request.lines else None, region_input=region,
+        region_output=region if cancelled_now else outcome.region_output,
+        program=outcome.program, raw_output=outcome.raw_output, tokens=outcome.tokens,
+        prompt_tokens=len(prompt_ids), stop_reason=outcome.stop_reason,
+        timings={"total_s": round(total, 6),
+                 "decode_s": round(sum(v for k, v in outcome.breakdown.items() if k.endswith("_s") and k != "prefill_s"), 6),
+                 "prefill_s": outcome.breakdown.get("prefill_s", 0.0)},
+        breakdown=outcome.breakdown, warnings=outcome.warnings,
+    )
+    yield EditFinished(result)

@@ -1,0 +1,194 @@
+"""The program grammar for xgrammar, compiled per request, plus the per-step range constraint.
+
+Three objects with the xgrammar lifecycle (see STYLE.md): :class:`GrammarCompilerCache` is built
+once per tokenizer, :func:`program_ebnf` describes one request's grammar (line numbers limited to
+``1..n`` without leading zeros; gen bodies that can never contain a reserved literal), and
+:class:`RangeConstraint` adds what a context-free grammar cannot say cheaply: ``I <= J``.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from functools import lru_cache
+from typing import Any, Sequence
+
+import numpy as np
+
+from engine.program import RESERVED_LITERALS
+
+
+def int_range_ebnf(n: int) -> str:
+    """EBNF alternatives matching exactly the decimal integers ``1..n`` (no leading zeros)."""
+    if n < 1:
+        raise ValueError("an integer range needs n >= 1")
+    digits = str(n)
+    alts: list[str] = []
+    for width in range(1, len(digits)):  # every shorter number
+        alts.append("[1-9]" + "[0-9]" * (width - 1))
+    for i, ch in enumerate(digits):  # numbers of full width below n, by first differing digit
+        low = "1" if i == 0 else "0"
+        if ch > low:
+            top = chr(ord(ch) - 1)
+            cls = f"[{low}-{top}]" if top != low else f'"{low}"'
+            prefix = f'"{digits[:i]}" ' if i else ""
+            alts.append(prefix + cls + " [0-9]" * (len(digits) - i - 1))
+    alts.append(f'"{digits}"')
+    return " | ".join(f"({a})" for a in alts)
+
+
+def _escape_class_char(ch: str) -> str:
+    return "\\" + ch if ch in "\\]^-[" else ch
+
+
+@lru_cache(maxsize=1)
+def gen_body_ebnf() -> str:
+    """Rules ``body0..bodyK``: strings that contain no reserved literal (an automaton over the
+    proper prefixes of the literals, written as right-recursive rules; ``body0`` starts it)."""
+    prefixes = sorted({lit[:i] for lit in RESERVED_LITERALS for i in range(len(lit))}, key=lambda s: (len(s), s))
+    index = {p: i for i, p in enumerate(prefixes)}
+    alphabet = sorted({c for lit in RESERVED_LITERALS for c in lit})
+
+    def step(state: str, ch: str) -> str | None:
+        text = state + ch
+        if any(text.endswith(lit) for lit in RESERVED_LITERALS):
+            return None  # would complete a reserved literal: not allowed
+        for k in range(len(text), -1, -1):  # longest suffix that is a prefix of a literal
+            if text[len(text) - k:] in index:
+                return text[len(text) - k:]
+        return ""
+
+    rules = []
+    for state in prefixes:
+        alts = ['""']
+        special = []
+        for ch in alphabet:
+            nxt = step(state, ch)
+            if nxt == "":
+                continue
+            special.append(ch)
+            if nxt is not None:
+                alts.append(f'"{ch}" body{index[nxt]}')
+        other = "".join(_escape_class_char(c) for c in special)
+        alts.append((f"[^{other}]" if other else "[\\s\\S]") + " body0")
+        rules.append(f"body{index[state]} ::= " + " | ".join(alts))
+    return "\n".join(rules)
+
+
+def program_ebnf(n_lines: int, n_tokens: int = 0) -> str:
+    """The grammar of programs over an input with ``n_lines`` lines (and ``n_tokens`` tokens, if
+    token copies are on). With no lines, only gens are possible."""
+    copies = []
+    if n_lines >= 1:
+        copies.append('"lines=\\"" lnum "-" lnum')
+    if n_tokens >= 1:
+        copies.append('"tokens=\\"" tnum "-" tnum')
+    op = '"<gen>" body0 "</gen>"'
+    rules = [
+        'root ::= "<program>" ops "</program>"',
+        "ops ::= \"\" | op ops",
+    ]
+    if copies:
+        op = '"<copy " (' + " | ".join(copies) + ') "\\"/>" | ' + op
+        if n_lines >= 1:
+            rules.append("lnum ::= " + int_range_ebnf(n_lines))
+        if n_tokens >= 1:
+            rules.append("tnum ::= " + int_range_ebnf(n_tokens))
+    rules.append("op ::= " + op)
+    rules.append(gen_body_ebnf())
+    return "\n".join(rules)
+
+
+class GrammarCompilerCache:
+    """xgrammar state that lives as long as a model: its TokenizerInfo and a GrammarCompiler
+    (which caches compiled grammars, so repeated sizes are free)."""
+
+    def __init__(self, tokenizer: Any, vocab_size: int):
+        import xgrammar as xgr
+
+        self.xgr = xgr
+        self.info = xgr.TokenizerInfo.from_huggingface(tokenizer, vocab_size=vocab_size)
+        self.compiler = xgr.GrammarCompiler(self.info)
+        self.vocab_size = vocab_size
+        self._lock = threading.Lock()
+
+    def matcher(self, n_lines: int, n_tokens: int = 0) -> Any:
+        with self._lock:
+            compiled = self.compiler.compile_grammar(program_ebnf(n_lines, n_tokens))
+        return self.xgr.GrammarMatcher(compiled, terminate_without_stop_token=True)
+
+    def new_bitmask(self) -> Any:
+        return self.xgr.allocate_token_bitmask(1, self.info.vocab_size)
+
+
+def allowed_ids(bitmask: Any, vocab_size: int) -> np.ndarray:
+    """Token ids whose bit is set in an xgrammar bitmask (1 x ceil(V/32) int32)."""
+    bits = np.unpackbits(bitmask.numpy().view(np.uint8), bitorder="little")[:vocab_size]
+    return np.flatnonzero(bits)
+
+
+_OPEN_I = re.compile(r'<copy (lines|tokens)="([0-9]*)$')
+_OPEN_J = re.compile(r'<copy (lines|tokens)="([0-9]+)-([0-9]*)$')
+
+
+class RangeConstraint:
+    """Per-step mask for what a context-free grammar cannot say cheaply: ``I <= J``, and (when
+    ``monotonic``) line copies that move forward through the input, each starting after the
+    previous one ended, so a program cannot copy a line twice or loop back.
+
+    The grammar already limits every number to ``1..n`` without leading zeros; here a digit token
+    is masked when no completion of the number lies in the allowed interval. ``tag_text`` is the
+    text of the op being written, from its ``<``.
+    """
+
+    def __init__(self, vocab_texts: Sequence[str], n_lines: int, n_tokens: int, monotonic: bool = True):
+        self.vocab_texts = vocab_texts
+        self.limits = {"lines": n_lines, "tokens": n_tokens}
+        self.monotonic = monotonic
+        self.next_line = 1  # smallest start allowed for the next line copy
+
+    def copied(self, kind: str, end: int) -> None:
+        if kind == "lines" and self.monotonic:
+            self.next_line = max(self.next_line, end + 1)
+
+    def banned(self, tag_text: str, candidates: np.ndarray) -> list[int]:
+        if tag_text == "<":
+            if self.next_line <= self.limits["lines"] or self.limits["tokens"]:
+                return []
+            return [t for t in candidates.tolist() if self.vocab_texts[t].startswith("c")]
+        match = _OPEN_J.search(tag_text)
+        if match:
+            kind, prefix = match.group(1), match.group(3)
+            low, high = int(match.group(2)), self.limits[match.group(1)]
+        else:
+            match = _OPEN_I.search(tag_text)
+            if not match or match.group(1) != "lines":
+                return []
+            kind, prefix, low, high = "lines", match.group(2), self.next_line, self.limits["lines"]
+        closer = '"' if match.re is _OPEN_J else "-"
+        del kind
+        out = []
+        for tok in candidates.tolist():
+            text = self.vocab_texts[tok]
+            digits = len(text) - len(text.lstrip("0123456789"))
+            new_prefix = prefix + text[:digits]
+            closes = digits < len(text) and text[digits] == closer
+            if not _has_completion(new_prefix, closes, low, high):
+                out.append(tok)
+        return out
+
+
+def _has_completion(prefix: str, closes: bool, low: int, high: int) -> bool:
+    """Can a number starting with ``prefix`` (exactly ``prefix`` if ``closes``) lie in low..high?"""
+    if not prefix:
+        return not closes
+    value = int(prefix)
+    if closes:
+        return low <= value <= high
+    width = len(prefix)
+    while width <= len(str(high)):
+        span = 10 ** (width - len(prefix))
+        if value * span <= high and (value + 1) * span - 1 >= low:
+            return True
+        width += 1
+    return False

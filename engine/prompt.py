@@ -1,0 +1,92 @@
+"""Prompts: the instruction, the input (numbered for programs) and the format rules, rendered
+through the model's chat template.
+
+Two styles share one layout: ``program`` (the model writes an edit program; the input is shown
+with line numbers) and ``text`` (the model rewrites the region in a code fence; used by ``ar``,
+``speculative`` and ``pld``). Text outside the edited region is shown as read-only context.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from engine.lines import split_lines
+
+TEXT_FENCE_OPEN = "```\n"
+TEXT_FENCE_CLOSE = "\n```"
+
+PROGRAM_RULES = """You edit code by writing an edit program instead of rewriting the code.
+The program is <program> followed by ops and then </program>. There are two ops:
+- <copy lines="I-J"/> copies input lines I to J (inclusive, numbers as shown in the input) unchanged. After the tag, the copied lines appear automatically.
+- <gen>TEXT</gen> writes new text (complete lines, each ending with a newline).
+Copy every line that stays the same; write only the changed lines with <gen>. Never renumber: numbers always refer to the input as shown."""
+
+PROGRAM_EXAMPLE_INPUT = "def area(w, h):\n    \"\"\"Area of a rectangle.\"\"\"\n    return w + h\n\n\nprint(area(2, 3))\n"
+PROGRAM_EXAMPLE_INSTRUCTION = "Fix the bug in area."
+PROGRAM_EXAMPLE_OUTPUT = (
+    '<program><copy lines="1-2"/>def area(w, h):\n    """Area of a rectangle."""\n'
+    "<gen>    return w * h\n</gen>"
+    '<copy lines="4-6"/>\n\nprint(area(2, 3))\n</program>'
+)
+
+TEXT_RULES = """You edit code. Reply with the complete edited code in one code block and nothing else: keep every unchanged line exactly as it is."""
+
+
+@dataclass(frozen=True)
+class PromptParts:
+    """What the model is shown, before rendering through a chat template."""
+
+    instruction: str
+    region: str
+    before: str = ""
+    after: str = ""
+    first_line: int = 1
+
+
+def numbered(text: str) -> str:
+    """The input with 1-based line numbers, ``"12| code"``; the terminator of each line is kept."""
+    lines = split_lines(text)
+    out = [f"{i}| {line}" for i, line in enumerate(lines, start=1)]
+    if out and not out[-1].endswith("\n"):
+        out[-1] += "\n"
+    return "".join(out)
+
+
+def _context_block(parts: PromptParts) -> str:
+    chunks = []
+    if parts.before:
+        chunks.append("Context before the code to edit (read-only):\n" + TEXT_FENCE_OPEN + parts.before.rstrip("\n") + TEXT_FENCE_CLOSE + "\n\n")
+    if parts.after:
+        chunks.append("Context after the code to edit (read-only):\n" + TEXT_FENCE_OPEN + parts.after.rstrip("\n") + TEXT_FENCE_CLOSE + "\n\n")
+    return "".join(chunks)
+
+
+def program_messages(parts: PromptParts) -> list[dict[str, str]]:
+    """Chat messages for program mode (one worked example, then the request)."""
+    def user(instruction: str, region: str, context: str = "") -> str:
+        return (f"{context}Instruction: {instruction}\n\nInput ({len(split_lines(region))} lines):\n"
+                f"{numbered(region)}\nWrite the edit program.")
+
+    return [
+        {"role": "system", "content": PROGRAM_RULES},
+        {"role": "user", "content": user(PROGRAM_EXAMPLE_INSTRUCTION, PROGRAM_EXAMPLE_INPUT)},
+        {"role": "assistant", "content": PROGRAM_EXAMPLE_OUTPUT},
+        {"role": "user", "content": user(parts.instruction, parts.region, _context_block(parts))},
+    ]
+
+
+def text_messages(parts: PromptParts) -> list[dict[str, str]]:
+    """Chat messages for whole-text regeneration (ar, speculative, pld)."""
+    body = parts.region if parts.region.endswith("\n") or not parts.region else parts.region + "\n"
+    return [
+        {"role": "system", "content": TEXT_RULES},
+        {"role": "user", "content": f"{_context_block(parts)}Instruction: {parts.instruction}\n\nCode:\n"
+                                     f"{TEXT_FENCE_OPEN}{body}```"},
+    ]
+
+
+def render(tokenizer: Any, messages: list[dict[str, str]], assistant_prefix: str = "") -> list[int]:
+    """Token ids of the chat, ending inside the assistant turn after ``assistant_prefix``."""
+    text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    return list(tokenizer.encode(text + assistant_prefix, add_special_tokens=False))

@@ -1,0 +1,217 @@
+"""Text modes: the model rewrites the region as plain text in a code fence.
+
+* ``ar``: plain greedy decoding, one forward per token (the baseline).
+* ``speculative`` (lossless): the engine drafts the continuation from the input at the aligned
+  position (long, whole-line drafts), verifies the draft in ONE forward and keeps the longest
+  prefix greedy decoding would produce, plus the model's own next token. The output is the
+  greedy output; only the number of forwards changes.
+* ``pld``: transformers' own prompt-lookup decoding (``generate(prompt_lookup_num_tokens=10)``),
+  the peer users would pick today.
+
+All three report the output as ops, line by line: a line equal to the input line at the aligned
+position is a ``CopyLines``, any other line a ``Gen``; so the editor gets the same event stream.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterator, Sequence
+
+import torch
+
+from engine.events import OpResolved, TokenCounts
+from engine.lines import split_lines
+from engine.models import LoadedModel
+from engine.program import CopyLines, Gen, Op, Program, merge_adjacent
+from engine.program_decoder import DecodeOutcome
+from engine.prompt import TEXT_FENCE_CLOSE
+from engine.session import KVSession
+from engine.tables import ModelTables
+from engine.tokens import IncrementalDetokenizer, encode
+
+MIN_DRAFT, MAX_DRAFT = 8, 256
+MATCH_NGRAM = (6, 4, 2, 1)
+
+
+def final_text(raw: str, region: str) -> str:
+    """The edited region from the model's raw reply: everything before the closing fence, with the
+    region's own choice of final newline."""
+    cut = raw.find(TEXT_FENCE_CLOSE)
+    body = raw[:cut + 1] if cut >= 0 else raw
+    if region and not region.endswith("\n") and body.endswith("\n"):
+        body = body[:-1]
+    elif (region.endswith("\n") or not region) and body and not body.endswith("\n"):
+        body += "\n"
+    return body
+
+
+@dataclass
+class LineReporter:
+    """Turns the growing raw text into per-line ops, aligned to the input by a moving pointer."""
+
+    region: str
+    started: float
+    input_lines: list[str] = field(default_factory=list)
+    emitted: str = ""
+    ops: list[Op] = field(default_factory=list)
+    pointer: int = 0  # next input line expected
+
+    def __post_init__(self) -> None:
+        self.input_lines = split_lines(self.region)
+
+    def _op_for(self, line: str) -> Op:
+        for j in list(range(self.pointer, len(self.input_lines))) + list(range(0, self.pointer)):
+            if self.input_lines[j] == line:
+                self.pointer = j + 1
+                return CopyLines(j + 1, j + 1)
+        return Gen(line)
+
+    def report(self, upto: str, counts: TokenCounts, final: bool = False) -> Iterator[OpResolved]:
+        """Emit ops for the complete lines of ``upto`` not emitted yet (all of it when ``final``).
+        The last complete line is held back until more text follows: its newline may still be
+        dropped by :func:`final_text`."""
+        rest = upto[len(self.emitted):]
+        lines = split_lines(rest)
+        if not final:
+            lines = [ln for ln in lines if ln.endswith("\n")][:-1]
+        for line in lines:
+            op = self._op_for(line)
+            self.emitted += line
+            self.ops.append(op)
+            consumed = self.pointer if isinstance(op, CopyLines) else max(
+                (o.end for o in self.ops if isinstance(o, CopyLines)), default=0)
+            yield OpResolved(index=len(self.ops) - 1, op=op, text=line, resolved=self.emitted,
+                             input_lines_consumed=consumed, tokens=counts,
+                             elapsed_s=time.perf_counter() - self.started)
+
+
+def _find_draft(out: Sequence[int], src: Sequence[int], hint: int, size: int) -> tuple[list[int], int]:
+    """Draft ``size`` tokens from ``src`` after an occurrence of the output's last n-gram,
+    preferring the occurrence nearest after ``hint`` (the aligned position). Returns (draft, end)."""
+    for n in MATCH_NGRAM:
+        if len(out) < n:
+            continue
+        tail = list(out[-n:])
+        best = -1
+        for start in _occurrences(src, tail):
+            if best < 0 or (start >= hint - n and (best < hint - n or start < best)):
+                best = start
+        if best >= 0 and best + n < len(src):
+            end = min(len(src), best + n + size)
+            return list(src[best + n:end]), end
+    return [], hint
+
+
+def _occurrences(src: Sequence[int], tail: list[int]) -> Iterator[int]:
+    first, n = tail[0], len(tail)
+    for i in range(len(src) - n + 1):
+        if src[i] == first and list(src[i:i + n]) == tail:
+            yield i
+
+
+def decode_text(loaded: LoadedModel, tables: ModelTables, region: str, prompt_ids: Sequence[int],
+                max_new_tokens: int, cancelled: Callable[[], bool], mode: str,
+                ) -> Iterator[OpResolved | DecodeOutcome]:
+    """Yield an :class:`OpResolved` per output line, then one :class:`DecodeOutcome`."""
+    started = time.perf_counter()
+    if mode == "pld":
+        yield from _decode_pld(loaded, tables, region, prompt_ids, max_new_tokens, started)
+        return
+    tokenizer = loaded.tokenizer
+    session = KVSession(loaded)
+    detok = IncrementalDetokenizer(tokenizer)
+    reporter = LineReporter(region, started)
+    src = encode(tokenizer, region)
+    out: list[int] = []
+    copied = generated = 0
+    draft_size, hint = 32, 0
+    stop_reason = "done"
+    logits = session.append(list(prompt_ids), "prefill")
+    next_token = int(torch.argmax(logits))
+    while True:
+        if cancelled():
+            stop_reason = "cancelled"
+            break
+        if next_token in tables.stop_ids:
+            break
+        if len(out) >= max_new_tokens:
+            stop_reason = "max_tokens"
+            break
+        draft: list[int] = []
+        if mode == "speculative":
+            draft, end = _find_draft(out + [next_token], src, hint, min(draft_size, max_new_tokens - len(out) - 1))
+        if draft:
+            base = session.length
+            rows = session.append([next_token] + draft, "verify", all_logits=True)
+            preds = torch.argmax(rows, dim=-1).tolist()
+            accepted = 0
+            while accepted < len(draft) and preds[accepted] == draft[accepted]:
+                accepted += 1
+            session.crop(base + 1 + accepted)
+            new = [next_token] + draft[:accepted]
+            next_token = preds[accepted]
+            hint = end - (len(draft) - accepted)
+            draft_size = min(MAX_DRAFT, draft_size * 2) if accepted == len(draft) else max(MIN_DRAFT, accepted + 1)
+            generated += 1
+            copied += accepted
+        else:
+            logits = session.append([next_token], "step")
+            new = [next_token]
+            next_token = int(torch.argmax(logits))
+            generated += 1
+        stop_at = next((i for i, t in enumerate(new) if t in tables.stop_ids), None)
+        if stop_at is not None:
+            new = new[:stop_at]
+        out.extend(new)
+        detok.push(new)
+        if stop_at is not None:
+            break
+        if TEXT_FENCE_CLOSE in detok.text:
+            break
+        yield from reporter.report(detok.text, TokenCounts(generated, copied, 0))
+    out = out[:max_new_tokens]
+    raw = IncrementalDetokenizer(tokenizer)
+    raw.push(out)
+    text = final_text(raw.text, region)
+    yield from reporter.report(text, TokenCounts(generated, copied, 0), final=True)
+    breakdown = session.breakdown()
+    breakdown["decode_steps"] = generated
+    breakdown["output_tokens"] = len(out)
+    yield DecodeOutcome(program=Program(merge_adjacent(reporter.ops)), region_output=text, raw_output=raw.text,
+                        tokens=TokenCounts(generated, copied, 0), stop_reason=stop_reason,
+                        breakdown=breakdown, warnings=[])
+
+
+def _decode_pld(loaded: LoadedModel, tables: ModelTables, region: str, prompt_ids: Sequence[int],
+                max_new_tokens: int, started: float) -> Iterator[OpResolved | DecodeOutcome]:
+    from transformers import StoppingCriteria, StoppingCriteriaList
+
+    tokenizer = loaded.tokenizer
+
+    class FenceClosed(StoppingCriteria):
+        def __call__(self, input_ids, scores, **kwargs):  # noqa: ANN001
+            tail = tokenizer.decode(input_ids[0, len(prompt_ids):].tolist())
+            return torch.tensor([TEXT_FENCE_CLOSE in tail], device=input_ids.device)
+
+    ids = torch.tensor([list(prompt_ids)], device=loaded.device)
+    t = time.perf_counter()
+    with torch.inference_mode():
+        result = loaded.model.generate(
+            ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=max_new_tokens,
+            prompt_lookup_num_tokens=10, eos_token_id=sorted(tables.stop_ids),
+            pad_token_id=tokenizer.eos_token_id, stopping_criteria=StoppingCriteriaList([FenceClosed()]),
+        )
+    gen_s = time.perf_counter() - t
+    out = [tok for tok in result[0, len(prompt_ids):].tolist()]
+    stop_at = next((i for i, tok in enumerate(out) if tok in tables.stop_ids), None)
+    out = out[:stop_at] if stop_at is not None else out
+    detok = IncrementalDetokenizer(tokenizer)
+    detok.push(out)
+    text = final_text(detok.text, region)
+    counts = TokenCounts(len(out), 0, 0)
+    reporter = LineReporter(region, started)
+    yield from reporter.report(text, counts, final=True)
+    yield DecodeOutcome(program=Program(merge_adjacent(reporter.ops)), region_output=text, raw_output=detok.text,
+                        tokens=counts, stop_reason="done" if len(out) < max_new_tokens else "max_tokens",
+                        breakdown={"generate_s": round(gen_s, 6), "output_tokens": len(out)}, warnings=[])
