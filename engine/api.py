@@ -43,6 +43,8 @@ class EditRequest:
     ``program`` is only for ``mode="forced"``: the program to decode instead of the model's choice.
     ``monotonic`` (program mode): each line copy must start after the previous one ended.
     ``token_copies`` (program mode): also allow ``<copy tokens="a-b"/>``.
+    ``temperature`` > 0 samples (seeded by ``seed``) instead of greedy; ``logit_bias`` adds to the
+    logits of the given token ids before the grammar mask (program mode).
     """
 
     text: str
@@ -55,6 +57,7 @@ class EditRequest:
     monotonic: bool = True
     temperature: float = 0.0
     seed: int = 0
+    logit_bias: dict[int, float] | None = None
     program: Program | None = None
 
     def region_bounds(self) -> tuple[int, int]:

@@ -43,6 +43,7 @@ def run_edit(loaded: LoadedModel, request, cancelled: Callable[[], bool]) -> Ite
                                  token_copies=token_copies,
                                  teacher_program=request.program if request.mode == "forced" else None,
                                  temperature=request.temperature, seed=request.seed,
+                                 logit_bias=request.logit_bias,
                                  monotonic=request.monotonic and request.mode != "forced")
     else:
         decoder = decode_text(loaded, tables, region, prompt_ids, request.max_new_tokens, cancelled, request.mode)

@@ -72,7 +72,7 @@ class DecodeOutcome:
 def decode_program(loaded: LoadedModel, tables: ModelTables, region: str, prompt_ids: Sequence[int],
                    max_new_tokens: int, cancelled: Callable[[], bool], token_copies: bool = False,
                    teacher_program: Program | None = None, temperature: float = 0.0, seed: int = 0,
-                   monotonic: bool = True) -> Iterator[OpResolved | DecodeOutcome]:
+                   monotonic: bool = True, logit_bias: dict[int, float] | None = None) -> Iterator[OpResolved | DecodeOutcome]:
     """Yield an :class:`OpResolved` per op, then one :class:`DecodeOutcome`."""
     started = time.perf_counter()
     tokenizer = loaded.tokenizer
@@ -93,6 +93,11 @@ def decode_program(loaded: LoadedModel, tables: ModelTables, region: str, prompt
     ranges = RangeConstraint(tables.vocab_texts, len(lines), len(input_ids), monotonic=monotonic)
     teacher = ProgramTeacher(teacher_program, tables) if teacher_program is not None else None
     generator = torch.Generator().manual_seed(seed)
+    bias = None
+    if logit_bias:
+        bias = torch.zeros(loaded.vocab_size)
+        for tok, value in logit_bias.items():
+            bias[int(tok)] = float(value)
 
     session = KVSession(loaded)
     detok = IncrementalDetokenizer(tokenizer)
@@ -174,7 +179,7 @@ def decode_program(loaded: LoadedModel, tables: ModelTables, region: str, prompt
         if teacher is not None:
             token = teacher.choose(bitmask, banned)
         else:
-            token = _choose(logits, bitmask, tables, scanner.in_gen, banned, temperature, generator)
+            token = _choose(logits if bias is None else logits + bias, bitmask, tables, scanner.in_gen, banned, temperature, generator)
             if lookahead is not None and _starts_op(lookahead.text + tables.vocab_texts[token]):
                 # The line the model began with "<" is an op: it meant to end the gen first.
                 matcher.rollback(1)

@@ -1,0 +1,210 @@
+"""Speedup bounds from the measured kernel curve s(N) (see ../shared/DESIGN.md, "Cost model").
+
+Costs are in units of one decode step (one one-token forward): a forward of n tokens costs
+``n / s(n)`` steps. ``s`` is interpolated linearly in log2(N) between measured points, with
+s(1) = 1 by definition and s held flat beyond the largest measured N.
+
+* paper-style bound, per corpus: ``T / (T_gen + sum_k N_k / s(N_k))`` over the line-oracle span
+  histogram (T gold tokens, T_gen of them generated, N_k the tokens of copy span k; the token
+  convention of :mod:`engine.analysis`).
+* structure-aware bound: the program mode's real work for the oracle program. Every token the
+  model must choose (gen text and program structure: op openers, digits, closers) is one decode
+  step, every forced literal one forward of its tokens, every splice one forward of the copied
+  tokens: ``T / (chosen + sum_r n_r / s(n_r) + sum_k N_k / s(N_k))``. The counts come from
+  :func:`program_structure`, a model-free walk of the oracle program through the same grammar,
+  range constraint and teacher the engine's ``forced`` mode uses.
+* fused: the engine appends a chosen token, the literals it forces and a splice in ONE forward,
+  so it does fewer forwards than the structure-aware model charges; ``T / sum_f n_f / s(n_f)``
+  over the engine's measured forward sizes predicts its time from the kernel alone.
+
+Corpus values are pooled (sum of T over sum of costs), like the measured pooled speedup.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from bisect import bisect_right
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+
+@dataclass(frozen=True)
+class KernelCurve:
+    ns: tuple[int, ...]
+    speedups: tuple[float, ...]
+    source: str = ""
+
+    @classmethod
+    def from_points(cls, points: Sequence[dict[str, Any]], source: str = "") -> "KernelCurve":
+        pts = sorted((int(p["N"]), float(p["speedup"])) for p in points if p.get("speedup"))
+        if not pts:
+            raise ValueError("kernel curve: no measured points")
+        if pts[0][0] != 1:
+            pts.insert(0, (1, 1.0))
+        pts[0] = (1, 1.0)  # s(1) = 1 by definition; the measured ratio is noise around it
+        return cls(tuple(n for n, _ in pts), tuple(s for _, s in pts), source)
+
+    @classmethod
+    def load(cls, path: Path | str) -> "KernelCurve":
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        return cls.from_points(data["points"], source=str(path))
+
+    def s(self, n: float) -> float:
+        if n <= 1:
+            return 1.0
+        if n >= self.ns[-1]:
+            return self.speedups[-1]
+        x = math.log2(n)
+        i = bisect_right(self.ns, n) - 1  # ns[i] <= n < ns[i + 1]
+        x0, x1 = math.log2(self.ns[i]), math.log2(self.ns[i + 1])
+        s0, s1 = self.speedups[i], self.speedups[i + 1]
+        return s0 + (s1 - s0) * (x - x0) / (x1 - x0)
+
+    def cost(self, n: float) -> float:
+        """Decode steps that one forward of ``n`` tokens costs (0 for no tokens)."""
+        return n / self.s(n) if n > 0 else 0.0
+
+    def costs(self, sizes: Sequence[int]) -> float:
+        return sum(self.cost(n) for n in sizes)
+
+
+def paper_cost(t_gen: int, spans: Sequence[int], curve: KernelCurve) -> float:
+    return t_gen + curve.costs(spans)
+
+
+def structure_cost(chosen: int, literal_runs: Sequence[int], splices: Sequence[int], curve: KernelCurve) -> float:
+    return chosen + curve.costs(literal_runs) + curve.costs(splices)
+
+
+def bound(tokens: float, cost: float) -> float | None:
+    return tokens / cost if cost > 0 else None
+
+
+@dataclass
+class OracleSpans:
+    """The line-oracle span histogram of one case (token convention of :mod:`engine.analysis`)."""
+
+    T: int
+    T_gen: int
+    spans: list[int]
+
+
+def oracle_spans(tokenizer: Any, source: str, gold: str) -> OracleSpans:
+    from engine.analysis import tokens_per_op
+    from engine.lines import split_lines
+    from engine.oracle import line_oracle
+    from engine.program import CopyLines
+    from engine.tokens import encode, token_pieces
+
+    gold_ids = encode(tokenizer, gold)
+    program = line_oracle(source, gold)
+    src_lines = split_lines(source)
+    texts = ["".join(src_lines[op.start - 1:op.end]) if isinstance(op, CopyLines) else op.text for op in program.ops]
+    per_op = tokens_per_op(texts, token_pieces(tokenizer, gold_ids))
+    spans = [n for op, n in zip(program.ops, per_op) if isinstance(op, CopyLines) and n > 0]
+    return OracleSpans(T=len(gold_ids), T_gen=len(gold_ids) - sum(spans), spans=spans)
+
+
+@dataclass
+class ProgramStructure:
+    """What decoding one program costs in program mode, by kind (no model involved).
+
+    ``chosen``: tokens the model must pick (``gen_chosen`` of them inside gen bodies, the rest
+    structure); ``literal_runs``: token count of each forced literal appended after the prompt
+    (``prefix_literal_tokens`` ride along with the prompt's prefill and ``trailing_literal_tokens``,
+    forced after the last choice, are never forwarded: neither costs anything);
+    ``splices``: tokens of each copy appended to the cache.
+    """
+
+    chosen: int = 0
+    gen_chosen: int = 0
+    literal_runs: list[int] = field(default_factory=list)
+    prefix_literal_tokens: int = 0
+    trailing_literal_tokens: int = 0
+    splices: list[int] = field(default_factory=list)
+
+    @property
+    def structure_chosen(self) -> int:
+        return self.chosen - self.gen_chosen
+
+    @property
+    def literal_tokens(self) -> int:
+        return sum(self.literal_runs) + self.prefix_literal_tokens + self.trailing_literal_tokens
+
+
+def program_structure(loaded: Any, tables: Any, region: str, program: Any) -> ProgramStructure:
+    """Walk ``program`` through the grammar exactly as ``forced`` mode does, without the model:
+    at each point either the grammar fixes a literal (jump-forward string, cut at a copy close,
+    as the decoder cuts it) or the teacher picks the next token. Mirrors
+    :func:`engine.program_decoder.decode_program`; the benchmark checks the counts against the
+    engine's own token counts for every case."""
+    from engine.grammar import RangeConstraint
+    from engine.lines import split_lines
+    from engine.program import CopyLines, CopyTokens
+    from engine.program_decoder import ProgramTeacher
+    from engine.scanner import ProgramScanner
+    from engine.tables import unpack_allowed
+    from engine.tokens import encode
+
+    tokenizer = loaded.tokenizer
+    lines = split_lines(region)
+    line_ids = [encode(tokenizer, line) for line in lines]
+    token_copies = any(isinstance(op, CopyTokens) for op in program.ops)
+    n_tokens = len(encode(tokenizer, region)) if token_copies else 0
+    matcher = tables.grammar.matcher(len(lines), n_tokens)
+    bitmask = tables.grammar.new_bitmask()
+    ranges = RangeConstraint(tables.vocab_texts, len(lines), n_tokens, monotonic=False)
+    teacher = ProgramTeacher(program, tables)
+    scanner = ProgramScanner()
+    out = ProgramStructure()
+    crossing = set(tables.copy_crossing_ids.tolist())
+
+    def feed(text: str) -> None:
+        for op in scanner.feed(text):
+            if isinstance(op, CopyLines):
+                out.splices.append(sum(len(ids) for ids in line_ids[op.start - 1:op.end]))
+                ranges.copied("lines", op.end)
+            elif isinstance(op, CopyTokens):
+                out.splices.append(op.end - op.start + 1)
+
+    def take_forced(before_prefill: bool) -> None:
+        while True:
+            literal = matcher.find_jump_forward_string()
+            if not literal:
+                return
+            cut = scanner.copy_close_offset(literal)
+            literal = literal[:cut] if cut else literal
+            if not matcher.accept_string(literal):
+                raise RuntimeError(f"grammar refused its own forced literal {literal!r}")
+            teacher.advance(literal.encode("utf-8"))
+            n = len(encode(tokenizer, literal))
+            if before_prefill:
+                out.prefix_literal_tokens += n
+            else:
+                out.literal_runs.append(n)
+            feed(literal)
+
+    take_forced(before_prefill=True)
+    while not matcher.is_terminated():
+        matcher.fill_next_token_bitmask(bitmask)
+        banned: set[int] = set()
+        in_gen = scanner.in_gen
+        if not in_gen:
+            banned |= crossing
+            if scanner.tag == "<" or scanner.tag.startswith("<copy "):
+                banned.update(ranges.banned(scanner.tag, unpack_allowed(bitmask, loaded.vocab_size)))
+        token = teacher.choose(bitmask, banned)
+        if not matcher.accept_token(token):
+            raise RuntimeError(f"grammar refused token {token}")
+        teacher.advance(tables.vocab_bytes[token])
+        out.chosen += 1
+        out.gen_chosen += int(in_gen)
+        feed(tables.vocab_texts[token])
+        runs_before = len(out.literal_runs)
+        take_forced(before_prefill=False)
+        if matcher.is_terminated():  # the decoder stops here: what it forced last is never forwarded
+            out.trailing_literal_tokens = sum(out.literal_runs[runs_before:])
+            del out.literal_runs[runs_before:]
+    return out

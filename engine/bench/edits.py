@@ -1,0 +1,443 @@
+"""Corpus edit benchmarks: every arm on every case, side by side, one process.
+
+Families
+--------
+``forced``: every arm produces the gold, so only the mechanism's cost differs.
+  * ``ar``: the gold's tokens after the text prompt, one forward each (teacher-forced greedy).
+  * ``pld``: prompt-lookup drafting as transformers does it (the leftmost earlier occurrence of the
+    last 2-gram, else 1-gram, in prompt + output; up to 10 draft tokens; drafts cut at an end
+    token), each draft verified in one forward with logits for every position and accepted while
+    it equals the gold.
+  * ``speculative``: the engine's line-aligned drafting (:func:`engine.text_decoder._find_draft`,
+    with its draft-size schedule), verified against the gold the same way.
+  * ``program``: Copy-as-Decode through the engine's ``forced`` mode with the line-oracle program
+    (``Engine.edit(EditRequest(mode="forced", program=line_oracle(input, gold)))``); its output
+    must equal the gold.
+  The text arms run on the engine's own :class:`engine.session.KVSession` and text prompt, so
+  their forwards are timed by the same code as the engine's.
+``free``: the model decides. ``ar``, ``pld``, ``speculative`` and ``program`` through
+  ``Engine.edit`` with the corpus instruction; outputs are compared with ``ar`` and tested (pass@1).
+
+Measures
+--------
+``decode_s``: seconds of the decode phase's model forwards, the prompt's prefill excluded, plus
+the grammar's time for ``program`` (the engine's ``timings["decode_s"]``). ``wall_s``: the decode
+phase's wall clock (Python overhead included). Speedups vs ``ar``: pooled (sum of ``ar`` over sum
+of the arm) and the median of per-case ratios. Arms run interleaved per case, their order rotating
+from case to case, after a warm-up of every arm.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from engine.bench.bounds import (KernelCurve, bound, oracle_spans, paper_cost, program_structure,
+                                 structure_cost)
+from engine.bench.harness import ForwardMeter, machine_info, median, ratio, rotate
+from engine.bench.runner import DEFAULT_TIMEOUT_S, TestOutcome, run_tests
+
+FAMILIES = ("forced", "free")
+ARMS = ("ar", "pld", "speculative", "program")
+PLD_DRAFT_TOKENS = 10  # transformers: prompt_lookup_num_tokens=10 (the engine's pld mode)
+PLD_MAX_NGRAM = 2  # transformers' PromptLookupCandidateGenerator default
+
+WARMUP_INPUT = 'def add(a, b):\n    """Sum of a and b."""\n    return a - b\n\n\nprint(add(2, 3))\n'
+WARMUP_GOLD = 'def add(a, b):\n    """Sum of a and b."""\n    return a + b\n\n\nprint(add(2, 3))\n'
+
+
+@dataclass
+class ArmRun:
+    """One arm on one case."""
+
+    decode_s: float
+    wall_s: float
+    forward_sizes: list[int]
+    output_tokens: int
+    tokens: dict[str, int]
+    breakdown: dict[str, Any]
+    stop_reason: str = "done"
+    output: str | None = None
+    ok: bool | None = None
+    test: TestOutcome | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def pld_draft(seq: Sequence[int], stop_ids: frozenset[int] | set[int] = frozenset(),
+              num_tokens: int = PLD_DRAFT_TOKENS, max_ngram: int = PLD_MAX_NGRAM) -> list[int]:
+    """transformers' prompt lookup (PromptLookupCandidateGenerator.get_candidates) on a list:
+    for n = max_ngram..1, the leftmost window equal to the last n tokens that has a continuation
+    gives up to ``num_tokens`` following tokens, cut before the first end token."""
+    length = len(seq)
+    for n in range(min(max_ngram, length - 1), 0, -1):
+        tail = list(seq[length - n:])
+        first = tail[0]
+        for idx in range(length - n + 1):
+            if seq[idx] == first and list(seq[idx:idx + n]) == tail:
+                start, end = idx + n, min(idx + n + num_tokens, length)
+                if start < end:
+                    draft = list(seq[start:end])
+                    for i, tok in enumerate(draft):
+                        if tok in stop_ids:
+                            return draft[:i]
+                    return draft
+    return []
+
+
+def teacher_forced(loaded: Any, arm: str, prompt_ids: Sequence[int], gold_ids: Sequence[int],
+                   src_ids: Sequence[int], stop_ids: frozenset[int]) -> ArmRun:
+    """A text arm decoding the gold: ``ar`` one token per forward, ``pld``/``speculative`` drafts
+    verified in one forward each (all positions' logits, as a verifier needs) and accepted while
+    they equal the gold; the rejected tail is cropped from the cache as a real verifier does."""
+    from engine.session import KVSession
+    from engine.text_decoder import MAX_DRAFT, MIN_DRAFT, _find_draft
+
+    session = KVSession(loaded)
+    gold = list(gold_ids)
+    total = len(gold)
+    steps = accepted_total = 0
+    with ForwardMeter(loaded.model) as meter:
+        session.append(list(prompt_ids), "prefill")
+        start = time.perf_counter()
+        pos, draft_size, hint = 0, 32, 0
+        prompt = list(prompt_ids)
+        while pos < total:
+            draft: list[int] = []
+            end = hint
+            if arm == "pld":
+                draft = pld_draft(prompt + gold[:pos + 1], stop_ids)
+            elif arm == "speculative":
+                draft, end = _find_draft(gold[:pos + 1], src_ids, hint, draft_size)
+            elif arm != "ar":
+                raise ValueError(f"unknown forced text arm {arm!r}")
+            steps += 1
+            if not draft:
+                session.append([gold[pos]], "step")
+                pos += 1
+                continue
+            base = session.length
+            session.append([gold[pos]] + draft, "verify", all_logits=True)
+            accepted = 0
+            while accepted < len(draft) and pos + 1 + accepted < total and draft[accepted] == gold[pos + 1 + accepted]:
+                accepted += 1
+            session.crop(base + 1 + accepted)
+            accepted_total += accepted
+            if arm == "speculative":  # the engine's schedule (engine/text_decoder.py)
+                hint = end - (len(draft) - accepted)
+                draft_size = min(MAX_DRAFT, draft_size * 2) if accepted == len(draft) else max(MIN_DRAFT, accepted + 1)
+            pos += 1 + accepted
+        wall = time.perf_counter() - start
+    decode = sum(v for k, v in session.seconds.items() if k != "prefill")
+    return ArmRun(decode_s=decode, wall_s=wall, forward_sizes=meter.sizes(1), output_tokens=total,
+                  tokens={"generated": steps, "copied": accepted_total, "forced": 0},
+                  breakdown=session.breakdown(), ok=True)
+
+
+def engine_arm(engine: Any, request: Any) -> tuple[ArmRun, Any]:
+    """One ``Engine.edit`` call, metered. Returns the run and the :class:`EditResult`."""
+    from engine.tokens import encode
+
+    loaded = engine.loaded
+    with ForwardMeter(loaded.model) as meter:
+        result = engine.edit(request)
+    breakdown = dict(result.breakdown)
+    if request.mode == "pld":
+        # WORKAROUND (engine bug reported): the engine's pld timings put the prompt's prefill
+        # inside decode_s (generate() does its own prefill). Its first forward is that prefill:
+        # time the decode phase as the remaining forwards, like the other modes.
+        prefill = meter.records[0].seconds if meter.records else 0.0
+        decode = meter.seconds(1)
+        wall = result.timings["total_s"] - prefill
+        breakdown.update({"prefill_s": round(prefill, 6), "prefill_calls": 1,
+                          "verify_s": round(decode, 6), "verify_calls": max(0, len(meter.records) - 1)})
+    else:
+        decode = result.timings["decode_s"]
+        wall = result.timings["total_s"] - result.timings.get("prefill_s", 0.0)
+    tokens = {"generated": result.tokens.generated, "copied": result.tokens.copied, "forced": result.tokens.forced}
+    run = ArmRun(decode_s=decode, wall_s=wall, forward_sizes=meter.sizes(1),
+                 output_tokens=len(encode(loaded.tokenizer, result.region_output)), tokens=tokens,
+                 breakdown=breakdown, stop_reason=result.stop_reason, output=result.output_text)
+    return run, result
+
+
+class EditBench:
+    """Runs one family's arms over cases and turns the runs into the results record."""
+
+    def __init__(self, engine: Any, family: str, arms: Sequence[str], kernel: KernelCurve | None = None,
+                 max_new_tokens: int | None = None, test_timeout: float = DEFAULT_TIMEOUT_S,
+                 run_tests_: bool = True):
+        from engine.tables import tables_for
+
+        if family not in FAMILIES:
+            raise ValueError(f"unknown family {family!r}; choose forced or free")
+        unknown = [a for a in arms if a not in ARMS]
+        if unknown:
+            raise ValueError(f"unknown arm(s) {', '.join(unknown)}; choose from {', '.join(ARMS)}")
+        if "ar" not in arms:
+            raise ValueError("the arms must include ar: every speedup is measured against it")
+        self.engine = engine
+        self.loaded = engine.loaded
+        self.tables = tables_for(self.loaded)
+        self.family = family
+        self.arms = list(arms)
+        self.kernel = kernel
+        self.max_new_tokens = max_new_tokens
+        self.test_timeout = test_timeout
+        self.run_tests = run_tests_
+
+    # -- one case -------------------------------------------------------------------------
+    def cap(self, case: Any) -> int:
+        """New-token limit of a free-family case: ``--max-new-tokens`` or 1.5 x input tokens + 64."""
+        from engine.tokens import encode
+
+        if self.max_new_tokens:
+            return self.max_new_tokens
+        return min(4096, int(1.5 * len(encode(self.loaded.tokenizer, case.input))) + 64)
+
+    def run_arm(self, case: Any, arm: str) -> ArmRun:
+        from engine.api import EditRequest
+        from engine.oracle import line_oracle
+        from engine.prompt import TEXT_FENCE_OPEN, PromptParts, render, text_messages
+        from engine.tokens import encode
+
+        tok = self.loaded.tokenizer
+        if self.family == "forced":
+            if arm == "program":
+                program = line_oracle(case.input, case.gold)
+                run, result = engine_arm(self.engine, EditRequest(case.input, case.instruction, mode="forced",
+                                                                  program=program, max_new_tokens=1 << 16))
+                run.ok = result.output_text == case.gold
+                run.output = None
+                return run
+            prompt = render(tok, text_messages(PromptParts(instruction=case.instruction, region=case.input)),
+                            assistant_prefix=TEXT_FENCE_OPEN)
+            return teacher_forced(self.loaded, arm, prompt, encode(tok, case.gold), encode(tok, case.input),
+                                  self.tables.stop_ids)
+        run, _ = engine_arm(self.engine, EditRequest(case.input, case.instruction, mode=arm,
+                                                     max_new_tokens=self.cap(case)))
+        return run
+
+    def warm_up(self) -> None:
+        """Every arm once on a small edit (the first forwards and ``generate`` call of a process
+        are several times slower), results thrown away."""
+        from engine.corpora import EditCase
+
+        case = EditCase(id="warmup", corpus="warmup", language="python", input=WARMUP_INPUT, gold=WARMUP_GOLD,
+                        instruction="Fix the bug in add.")
+        saved, self.max_new_tokens = self.max_new_tokens, 48
+        try:
+            for arm in self.arms:
+                self.run_arm(case, arm)
+        finally:
+            self.max_new_tokens = saved
+
+    def oracle_record(self, case: Any, program_run: ArmRun | None) -> dict[str, Any]:
+        """The case's bound inputs: oracle spans, the program's structure (walk), their costs."""
+        from engine.oracle import line_oracle
+
+        spans = oracle_spans(self.loaded.tokenizer, case.input, case.gold)
+        walk = program_structure(self.loaded, self.tables, case.input, line_oracle(case.input, case.gold))
+        rec: dict[str, Any] = {
+            "T": spans.T, "T_gen": spans.T_gen, "spans": spans.spans,
+            "chosen": walk.chosen, "gen_chosen": walk.gen_chosen, "structure_chosen": walk.structure_chosen,
+            "literal_runs": walk.literal_runs, "literal_tokens": walk.literal_tokens, "splices": walk.splices,
+        }
+        if program_run is not None and self.family == "forced":
+            t = program_run.tokens
+            rec["walk_matches_engine"] = (walk.chosen == t["generated"] and walk.literal_tokens == t["forced"]
+                                          and sum(walk.splices) == t["copied"])
+        if self.kernel is not None:
+            k = self.kernel
+            rec["paper_cost"] = paper_cost(spans.T_gen, spans.spans, k)
+            rec["structure_cost"] = structure_cost(walk.chosen, walk.literal_runs, walk.splices, k)
+            if program_run is not None and self.family == "forced":
+                rec["fused_cost"] = k.costs(program_run.forward_sizes)
+        return rec
+
+    def run_case(self, case: Any, order: Sequence[str], on_arm: Callable[[str], None] | None = None) -> dict[str, Any]:
+        from engine.tokens import encode
+
+        runs: dict[str, ArmRun] = {}
+        for arm in order:
+            if on_arm:
+                on_arm(arm)
+            runs[arm] = self.run_arm(case, arm)
+        ar = runs["ar"]
+        record: dict[str, Any] = {"id": case.id, "gold_tokens": len(encode(self.loaded.tokenizer, case.gold)),
+                                  "input_tokens": len(encode(self.loaded.tokenizer, case.input)), "order": list(order),
+                                  "arms": {}}
+        if self.family == "free":
+            record["max_new_tokens"] = self.cap(case)
+        for arm in self.arms:
+            run = runs[arm]
+            entry: dict[str, Any] = {
+                "decode_s": run.decode_s, "wall_s": run.wall_s, "speedup_vs_ar": ratio(ar.decode_s, run.decode_s),
+                "wall_speedup_vs_ar": ratio(ar.wall_s, run.wall_s),
+                "forwards": len(run.forward_sizes), "forward_tokens": sum(run.forward_sizes),
+                "max_forward": max(run.forward_sizes, default=0),
+                "output_tokens": run.output_tokens, "tokens": run.tokens, "breakdown": run.breakdown,
+                "stop_reason": run.stop_reason,
+            }
+            if self.kernel is not None:
+                entry["kernel_cost"] = self.kernel.costs(run.forward_sizes)
+            if self.family == "forced":
+                entry["ok"] = run.ok
+            else:
+                entry["same_as_ar"] = run.output == ar.output
+                if self.run_tests:
+                    outcome = run_tests(case, run.output, timeout=self.test_timeout)
+                    entry["test"] = outcome.status
+                    if not outcome.passed:
+                        entry["test_detail"] = outcome.detail[-300:]
+            record["arms"][arm] = entry
+        if self.family == "free" and self.run_tests:
+            record["gold_test"] = run_tests(case, None, timeout=self.test_timeout).status
+        if self.kernel is not None or self.family == "forced":
+            record["oracle"] = self.oracle_record(case, runs.get("program"))
+        return record
+
+    # -- the corpus ---------------------------------------------------------------------------
+    def run(self, cases: Sequence[Any], progress: bool = True, warmup: bool = True) -> list[dict[str, Any]]:
+        if warmup:
+            self.warm_up()
+        records = []
+        if not progress:
+            for i, case in enumerate(cases):
+                records.append(self.run_case(case, rotate(self.arms, i)))
+            return records
+        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                                   TimeRemainingColumn)
+
+        columns = (TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                   TimeElapsedColumn(), TimeRemainingColumn())
+        with Progress(*columns, transient=False) as bar:
+            task = bar.add_task(f"{self.family}", total=len(cases) * len(self.arms))
+
+            for i, case in enumerate(cases):
+                def on_arm(arm: str, case_id: str = case.id) -> None:
+                    bar.update(task, description=f"{self.family} {case_id} [{arm}]")
+
+                first = len(records) * len(self.arms)
+                records.append(self.run_case(case, rotate(self.arms, i), on_arm))
+                bar.update(task, completed=first + len(self.arms))
+        return records
+
+
+def summarize(records: Sequence[dict[str, Any]], arms: Sequence[str], family: str,
+              kernel: KernelCurve | None) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """(per-arm summary, bounds) of a list of case records."""
+    out: dict[str, Any] = {}
+    ar_total = sum(r["arms"]["ar"]["decode_s"] for r in records)
+    ar_wall = sum(r["arms"]["ar"]["wall_s"] for r in records)
+    ar_cost = sum(r["arms"]["ar"].get("kernel_cost", 0.0) for r in records)
+    for arm in arms:
+        entries = [r["arms"][arm] for r in records]
+        total = sum(e["decode_s"] for e in entries)
+        wall = sum(e["wall_s"] for e in entries)
+        s: dict[str, Any] = {
+            "total_s": total,
+            "median_s": median([e["decode_s"] for e in entries]),
+            "speedup_vs_ar": ratio(ar_total, total),
+            "median_speedup_vs_ar": median([e["speedup_vs_ar"] for e in entries]),
+            "wall_total_s": wall,
+            "wall_speedup_vs_ar": ratio(ar_wall, wall),
+            "tokens": sum(e["output_tokens"] for e in entries),
+            "forwards": sum(e["forwards"] for e in entries),
+            "forward_tokens": sum(e["forward_tokens"] for e in entries),
+            "generated": sum(e["tokens"]["generated"] for e in entries),
+            "copied": sum(e["tokens"]["copied"] for e in entries),
+            "forced": sum(e["tokens"]["forced"] for e in entries),
+            "breakdown": _sum_breakdowns([e["breakdown"] for e in entries]),
+            "python_overhead_s": wall - total,
+        }
+        if kernel is not None:
+            s["predicted_speedup_vs_ar"] = ratio(ar_cost, sum(e.get("kernel_cost", 0.0) for e in entries))
+        if family == "forced":
+            s["ok"] = sum(bool(e["ok"]) for e in entries)
+        else:
+            s["same_as_ar"] = sum(bool(e["same_as_ar"]) for e in entries)
+            s["stopped_at_limit"] = sum(e["stop_reason"] == "max_tokens" for e in entries)
+            if entries and "test" in entries[0]:
+                s["pass"] = sum(e["test"] == "pass" for e in entries)
+                s["pass_at_1"] = s["pass"] / len(entries) if entries else None
+        out[arm] = s
+    return out, _bounds(records, kernel, out)
+
+
+def _sum_breakdowns(items: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    total: dict[str, Any] = {}
+    for item in items:
+        for key, value in item.items():
+            if isinstance(value, (int, float)):
+                total[key] = total.get(key, 0) + value
+    return {k: round(v, 6) if isinstance(v, float) else v for k, v in sorted(total.items())}
+
+
+def _bounds(records: Sequence[dict[str, Any]], kernel: KernelCurve | None,
+            arms: dict[str, Any]) -> dict[str, Any] | None:
+    oracles = [r["oracle"] for r in records if "oracle" in r]
+    if kernel is None or not oracles:
+        return None
+    t_all = sum(o["T"] for o in oracles)
+    out: dict[str, Any] = {
+        "paper": bound(t_all, sum(o["paper_cost"] for o in oracles)),
+        "structure_aware": bound(t_all, sum(o["structure_cost"] for o in oracles)),
+        "paper_median": median([bound(o["T"], o["paper_cost"]) for o in oracles]),
+        "structure_aware_median": median([bound(o["T"], o["structure_cost"]) for o in oracles]),
+        "kernel": kernel.source,
+        "T": t_all, "T_gen": sum(o["T_gen"] for o in oracles), "K": sum(len(o["spans"]) for o in oracles),
+        "chosen": sum(o["chosen"] for o in oracles),
+        "structure_chosen": sum(o["structure_chosen"] for o in oracles),
+        "literal_runs": sum(len(o["literal_runs"]) for o in oracles),
+        "literal_tokens": sum(o["literal_tokens"] for o in oracles),
+        "splice_tokens": sum(sum(o["splices"]) for o in oracles),
+    }
+    if all("fused_cost" in o for o in oracles):
+        out["fused"] = bound(t_all, sum(o["fused_cost"] for o in oracles))
+    if all("walk_matches_engine" in o for o in oracles):
+        out["walk_matches_engine"] = sum(o["walk_matches_engine"] for o in oracles)
+    program = arms.get("program", {}).get("speedup_vs_ar")
+    if program and out["structure_aware"]:
+        out["program_vs_structure_aware"] = program / out["structure_aware"]
+    if program and out["paper"]:
+        out["program_vs_paper"] = program / out["paper"]
+    return out
+
+
+def run_corpus(engine: Any, corpus: str, family: str, arms: Sequence[str] = ARMS, limit: int | None = None,
+               offset: int = 0, kernel: KernelCurve | None = None, max_new_tokens: int | None = None,
+               test_timeout: float = DEFAULT_TIMEOUT_S, run_tests_: bool = True, progress: bool = True,
+               warmup: bool = True, command: str = "") -> dict[str, Any]:
+    """The results record of one corpus and family (the JSON a ``bench edits`` run writes)."""
+    from engine.corpora import load_corpus
+
+    cases = load_corpus(corpus)[offset:]
+    if limit is not None:
+        cases = cases[:max(0, limit)]
+    bench = EditBench(engine, family, arms, kernel=kernel, max_new_tokens=max_new_tokens,
+                      test_timeout=test_timeout, run_tests_=run_tests_)
+    started = time.perf_counter()
+    records = bench.run(cases, progress=progress, warmup=warmup)
+    summary, bounds = summarize(records, bench.arms, family, kernel)
+    data: dict[str, Any] = {
+        "corpus": corpus, "family": family, "cases": len(records), "model": engine.name,
+        "device": engine.loaded.device, "arms": summary, "bounds": bounds,
+        "settings": {"arms": bench.arms, "limit": limit, "offset": offset, "max_new_tokens": max_new_tokens,
+                     "max_new_tokens_rule": None if max_new_tokens else "min(4096, 1.5 x input tokens + 64)",
+                     "test_timeout_s": test_timeout, "warmup": warmup},
+        "machine": machine_info(engine.loaded.device, engine.loaded.dtype),
+        "command": command,
+        "elapsed_s": round(time.perf_counter() - started, 1),
+        "definitions": {
+            "decode_s": "decode-phase model forwards (+ grammar for program), prompt prefill excluded",
+            "wall_s": "decode-phase wall clock, Python overhead included",
+            "speedup_vs_ar": "pooled: sum of ar decode_s / sum of the arm's",
+            "median_speedup_vs_ar": "median over cases of ar decode_s / arm decode_s",
+            "predicted_speedup_vs_ar": "from the kernel curve and each arm's forward sizes (n / s(n) per forward)",
+        },
+        "per_case": records,
+    }
+    if family == "free" and run_tests_ and records and "gold_test" in records[0]:
+        data["reference"] = {"gold_pass": sum(r["gold_test"] == "pass" for r in records), "cases": len(records)}
+    return data

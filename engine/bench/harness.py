@@ -1,0 +1,163 @@
+"""What every benchmark shares: the machine description, a meter on the model's forwards, the
+results file, the engine cache and small statistics helpers."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+import shlex
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+
+def set_threads(threads: int | None) -> None:
+    """Pin torch's intra-op threads. On a shared machine one thread per process is far steadier
+    than oversubscribed OpenMP threads spinning against other work (see results/BENCHMARKS.md)."""
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
+
+
+def cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine_info(device: str = "cpu", dtype: Any = None) -> dict[str, Any]:
+    """Where a result was measured: CPU/GPU, cores, threads, library versions, date."""
+    import torch
+    import transformers
+
+    info: dict[str, Any] = {
+        "device": str(device),
+        "dtype": str(dtype).removeprefix("torch.") if dtype is not None else None,
+        "cpu": cpu_name(),
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+    }
+    try:
+        info["load_average"] = [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        pass
+    if str(device).startswith("cuda") and torch.cuda.is_available():
+        info["gpu"] = torch.cuda.get_device_name(0)
+    return info
+
+
+def command_line(argv: Sequence[str] | None = None) -> str:
+    """The command as a person would retype it."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    return shlex.join(["copy-as-decode", *args])
+
+
+def write_json(path: Path | str, data: Any) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    return path
+
+
+def median(values: Sequence[float]) -> float | None:
+    values = [v for v in values if v is not None]
+    return float(statistics.median(values)) if values else None
+
+
+def ratio(num: float | None, den: float | None) -> float | None:
+    if num is None or not den:
+        return None
+    return num / den
+
+
+def rotate(items: Sequence[str], k: int) -> list[str]:
+    """``items`` rotated by ``k``: the arm order of case ``k``, so no arm always runs first."""
+    if not items:
+        return []
+    k %= len(items)
+    return list(items[k:]) + list(items[:k])
+
+
+@dataclass
+class Forward:
+    tokens: int
+    seconds: float
+
+
+@dataclass
+class ForwardMeter:
+    """Counts and times every forward of ``model`` while active (``with ForwardMeter(m) as meter``).
+
+    Hooks on the top-level module see every call, whoever makes it (the engine's KV session or
+    ``generate``), so the benchmarks count forwards the same way for every arm. On CUDA the
+    post-hook synchronises, so the time is the forward's, not its launch's.
+    """
+
+    model: Any
+    records: list[Forward] = field(default_factory=list)
+    _handles: list[Any] = field(default_factory=list, repr=False)
+    _start: float = 0.0
+    _tokens: int = 0
+
+    def __enter__(self) -> "ForwardMeter":
+        self._handles = [
+            self.model.register_forward_pre_hook(self._pre, with_kwargs=True),
+            self.model.register_forward_hook(self._post, with_kwargs=True),
+        ]
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+
+    def _pre(self, module: Any, args: Any, kwargs: dict) -> None:
+        ids = kwargs.get("input_ids")
+        if ids is None and args:
+            ids = args[0]
+        if ids is None:
+            ids = kwargs.get("inputs_embeds")
+        self._tokens = int(ids.shape[1]) if ids is not None else 0
+        self._start = time.perf_counter()
+
+    def _post(self, module: Any, args: Any, kwargs: dict, output: Any) -> None:
+        import torch
+
+        if torch.cuda.is_available() and next(module.parameters()).is_cuda:
+            torch.cuda.synchronize()
+        self.records.append(Forward(self._tokens, time.perf_counter() - self._start))
+
+    def sizes(self, skip: int = 0) -> list[int]:
+        return [f.tokens for f in self.records[skip:]]
+
+    def seconds(self, skip: int = 0) -> float:
+        return sum(f.seconds for f in self.records[skip:])
+
+
+_ENGINES: dict[tuple, Any] = {}
+
+
+def get_engine(model: str = "default", device: str | None = None, dtype: str | None = None,
+               progress: Any = None) -> Any:
+    """One loaded :class:`engine.api.Engine` per (model, device, dtype) per process."""
+    from engine.api import Engine
+
+    key = (model, device, dtype)
+    if key not in _ENGINES:
+        _ENGINES[key] = Engine.load(model, device=device, dtype=dtype, progress=progress)
+    return _ENGINES[key]

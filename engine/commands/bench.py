@@ -1,0 +1,169 @@
+"""``copy-as-decode bench``: side-by-side speed benchmarks (see engine/bench/).
+
+    copy-as-decode bench kernel [--json PATH] [--plot PATH] [--model M] [--context 1024] [--trials K]
+    copy-as-decode bench edits --corpus NAME --family forced|free [--arms ar,pld,speculative,program]
+                               [--limit N] [--json PATH] [--plot PATH] [--kernel PATH]
+    copy-as-decode bench report [--results DIR]      # Markdown tables of the result files
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def add_parser(subparsers: Any) -> None:
+    parser = subparsers.add_parser("bench", help="speed benchmarks: kernel curve s(N) and corpus edits",
+                                   description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="bench_command", required=True, metavar="BENCH")
+
+    def model_options(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--model", default="default", help="'default' (embedded SmolLM2-135M), a hub id, a folder or a .gguf")
+        p.add_argument("--device", default=None, help="cpu, cuda, ... (default: CUDA when present)")
+        p.add_argument("--dtype", default=None, help="float32, bfloat16, ... (default: bf16 on CUDA, fp32 on CPU)")
+        p.add_argument("--threads", type=int, default=None,
+                       help="torch intra-op threads (default: torch's choice; 1 is steadiest on a shared CPU)")
+        p.add_argument("--json", type=Path, metavar="PATH", help="write the results here")
+        p.add_argument("--plot", type=Path, metavar="PATH", help="write the PNG here (default: next to --json)")
+
+    kernel = sub.add_parser("kernel", help="s(N) = N one-token forwards / one N-token forward over a cached context")
+    model_options(kernel)
+    kernel.add_argument("--context", type=int, default=1024, help="cached context tokens (default 1024)")
+    kernel.add_argument("--trials", type=int, default=3, help="trials per N; medians are reported (default 3)")
+    kernel.add_argument("--warmup", type=int, default=1, help="warm-up rounds before timing (default 1)")
+    kernel.add_argument("--ns", default=None, help="comma list of N (default 1,2,4,...,512)")
+    kernel.set_defaults(func=run_kernel)
+
+    edits = sub.add_parser("edits", help="every arm on corpus cases, side by side")
+    model_options(edits)
+    edits.add_argument("--corpus", required=True, help="humanevalfix-<python|js|...> or canitedit")
+    edits.add_argument("--family", required=True, choices=("forced", "free"),
+                       help="forced: every arm decodes the gold (mechanism cost); free: the model decides")
+    edits.add_argument("--arms", default="ar,pld,speculative,program",
+                       help="comma list of ar, pld, speculative, program (ar is required; default: all)")
+    edits.add_argument("--limit", type=int, default=None, help="only the first N cases")
+    edits.add_argument("--offset", type=int, default=0, help="skip the first cases")
+    edits.add_argument("--kernel", type=Path, metavar="PATH",
+                       help="kernel JSON for the bounds; forced family without it: measure the kernel first")
+    edits.add_argument("--kernel-trials", type=int, default=2, help="trials when the kernel is measured here")
+    edits.add_argument("--max-new-tokens", type=int, default=None,
+                       help="free family: new-token limit per edit (default: 1.5 x input tokens + 64)")
+    edits.add_argument("--test-timeout", type=float, default=15.0, help="seconds per test run (free family)")
+    edits.add_argument("--no-tests", action="store_true", help="free family: skip pass@1")
+    edits.add_argument("--no-warmup", action="store_true", help="skip the warm-up (not for real measurements)")
+    edits.set_defaults(func=run_edits)
+
+    report = sub.add_parser("report", help="Markdown tables from results/bench_*.json")
+    report.add_argument("--results", type=Path, default=Path("results"), help="folder of bench_*.json (default results)")
+    report.set_defaults(func=run_report)
+
+
+def _plot_path(args: argparse.Namespace) -> Path | None:
+    if args.plot:
+        return args.plot
+    return args.json.with_suffix(".png") if args.json else None
+
+
+def _load(args: argparse.Namespace, console: Any) -> Any:
+    from engine.bench.harness import get_engine, set_threads
+
+    set_threads(args.threads)
+    return get_engine(args.model, args.device, args.dtype, progress=lambda m: console.print(f"[dim]{m}[/dim]"))
+
+
+def run_kernel(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from engine.bench.harness import command_line, write_json
+    from engine.bench.kernel import kernel_table, parse_ns
+    from engine.models import ModelLoadError
+
+    console = Console(stderr=True)
+    try:
+        ns = parse_ns(args.ns)
+        engine = _load(args, console)
+    except (ValueError, ModelLoadError) as exc:
+        print(f"copy-as-decode bench kernel: {exc}", file=sys.stderr)
+        return 2
+    loaded = engine.loaded
+    data = kernel_record(loaded, args.context, ns, args.trials, args.warmup, console, command_line())
+    table = Table(title=f"s(N), {loaded.name} on {loaded.device}, context {args.context}", title_justify="left")
+    for col in ("N", "N one-token forwards (ms)", "one N-token forward (ms)", "s(N)"):
+        table.add_column(col, justify="right")
+    for row in kernel_table(data):
+        table.add_row(*row)
+    Console().print(table)
+    if args.json:
+        console.print(f"wrote {write_json(args.json, data)}")
+    plot = _plot_path(args)
+    if plot:
+        from engine.bench.plot import plot_kernel
+
+        console.print(f"wrote {plot_kernel([(f'{loaded.name} ({loaded.device})', data)], plot)}")
+    return 0
+
+
+def kernel_record(loaded: Any, context: int, ns: Any, trials: int, warmup: int, console: Any, command: str) -> dict:
+    from engine.bench.harness import machine_info
+    from engine.bench.kernel import measure_kernel
+
+    data = measure_kernel(loaded.model, loaded.device, context=context, ns=ns, trials=trials, warmup=warmup,
+                          progress=lambda m: console.print(f"[dim]{m}[/dim]"))
+    return {"model": loaded.name, "device": loaded.device, **data,
+            "machine": machine_info(loaded.device, loaded.dtype), "command": command}
+
+
+def run_edits(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from engine.bench.bounds import KernelCurve
+    from engine.bench.edits import ARMS, run_corpus
+    from engine.bench.harness import command_line, write_json
+    from engine.bench.kernel import DEFAULT_NS
+    from engine.corpora import CorpusError, load_corpus
+    from engine.models import ModelLoadError
+
+    console = Console(stderr=True)
+    arms = [a.strip() for a in args.arms.split(",") if a.strip()]
+    bad = [a for a in arms if a not in ARMS]
+    if bad or "ar" not in arms:
+        print(f"copy-as-decode bench edits: --arms {args.arms!r}: choose from {', '.join(ARMS)} and include ar",
+              file=sys.stderr)
+        return 2
+    try:
+        load_corpus(args.corpus)
+        kernel = KernelCurve.load(args.kernel) if args.kernel else None
+        engine = _load(args, console)
+    except (CorpusError, ModelLoadError, OSError, ValueError, KeyError) as exc:
+        print(f"copy-as-decode bench edits: {exc}", file=sys.stderr)
+        return 2
+    if kernel is None and args.family == "forced":
+        console.print("no --kernel given: measuring s(N) first (same process) for the bounds")
+        record = kernel_record(engine.loaded, 1024, DEFAULT_NS, args.kernel_trials, 1, console, command_line())
+        kernel = KernelCurve.from_points(record["points"], source="measured in this run")
+    data = run_corpus(engine, args.corpus, args.family, arms, limit=args.limit, offset=args.offset, kernel=kernel,
+                      max_new_tokens=args.max_new_tokens, test_timeout=args.test_timeout,
+                      run_tests_=not args.no_tests, warmup=not args.no_warmup, command=command_line())
+    if args.kernel is None and kernel is not None:
+        data["kernel_points"] = record["points"]
+    from engine.bench.report import edits_table
+
+    Console().print(edits_table(data))
+    if args.json:
+        console.print(f"wrote {write_json(args.json, data)}")
+    plot = _plot_path(args)
+    if plot:
+        from engine.bench.plot import plot_edits
+
+        console.print(f"wrote {plot_edits(data, plot)}")
+    return 0
+
+
+def run_report(args: argparse.Namespace) -> int:
+    from engine.bench.report import markdown_report
+
+    print(markdown_report(args.results))
+    return 0
