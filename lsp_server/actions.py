@@ -1,0 +1,187 @@
+"""The code actions, the edit command's argument contract, and which lines an edit covers.
+
+Command ``copyAsDecode.server.edit`` takes ONE argument object::
+
+    {"uri": str, "range": LSP Range | null, "instruction": str | null, "kind": "fix" | "edit"}
+
+Region rule (which lines the model may rewrite; the rest of the file is read-only context):
+
+* a non-empty ``range`` (a selection): every line it touches, whole (a selection that ends at
+  column 0 of a line does not take that line);
+* an empty ``range`` (the cursor) or a diagnostic without a selection: the whole document when it
+  has at most ``wholeDocumentLines`` lines (default 200); otherwise the top-level block around
+  the cursor / diagnostics (from the nearest line above that starts at column 0, through the
+  line before the next one; a block longer than 150 lines is cut to 60 lines either side);
+* ``range`` null: the whole document.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping, Sequence
+
+from lsprotocol import types
+
+from engine.lines import line_offsets, split_lines
+from lsp_server.positions import DEFAULT, Encoding, LineIndex
+
+COMMAND_EDIT = "copyAsDecode.server.edit"
+COMMAND_CANCEL = "copyAsDecode.server.cancel"
+COMMAND_SETTINGS = "copyAsDecode.server.settings"
+FIX_TITLE = "AI fix"
+EDIT_TITLE = "AI edit\u2026"
+DEFAULT_FIX_INSTRUCTION = "Fix the bug"
+MAX_BLOCK_LINES = 150
+BLOCK_WINDOW = 60
+_CONTINUATIONS = (")", "]", "}", "else", "elif", "except", "finally", "catch", "end")
+
+
+@dataclass(frozen=True)
+class EditArgs:
+    """The validated argument object of ``copyAsDecode.server.edit``."""
+
+    uri: str
+    range: types.Range | None
+    instruction: str | None
+    kind: str = "edit"
+
+    @classmethod
+    def parse(cls, raw: Any) -> "EditArgs":
+        """Raises ValueError with a message that shows the expected shape."""
+        shape = '{"uri": str, "range": Range | null, "instruction": str | null, "kind": "fix" | "edit"}'
+        if isinstance(raw, (list, tuple)) and len(raw) == 1:
+            raw = raw[0]
+        if not isinstance(raw, Mapping):
+            raise ValueError(f"{COMMAND_EDIT} takes one argument object {shape}, got {raw!r}")
+        uri = raw.get("uri")
+        if not isinstance(uri, str) or not uri:
+            raise ValueError(f"{COMMAND_EDIT}: 'uri' must be the document's URI; expected {shape}")
+        rng = raw.get("range")
+        parsed_range = None
+        if rng is not None:
+            try:
+                parsed_range = types.Range(
+                    start=types.Position(line=int(rng["start"]["line"]), character=int(rng["start"]["character"])),
+                    end=types.Position(line=int(rng["end"]["line"]), character=int(rng["end"]["character"])))
+            except (KeyError, TypeError, ValueError):
+                raise ValueError(f"{COMMAND_EDIT}: 'range' must be an LSP Range or null, got {rng!r}") from None
+        instruction = raw.get("instruction")
+        if instruction is not None and not isinstance(instruction, str):
+            raise ValueError(f"{COMMAND_EDIT}: 'instruction' must be a string or null, got {instruction!r}")
+        kind = raw.get("kind") or "edit"
+        if kind not in ("fix", "edit"):
+            raise ValueError(f"{COMMAND_EDIT}: 'kind' must be \"fix\" or \"edit\", got {kind!r}")
+        if kind == "fix" and not (instruction or "").strip():
+            instruction = DEFAULT_FIX_INSTRUCTION
+        return cls(uri, parsed_range, instruction.strip() if instruction else None, kind)
+
+
+def fix_instruction(diagnostics: Sequence[types.Diagnostic]) -> str:
+    """"Fix: <message>; <message>" from the diagnostics (deduplicated), or "Fix the bug"."""
+    messages: list[str] = []
+    for diagnostic in diagnostics:
+        message = " ".join(diagnostic.message.split())
+        if message and message not in messages:
+            messages.append(message)
+    return "Fix: " + "; ".join(messages) if messages else DEFAULT_FIX_INSTRUCTION
+
+
+def _line_of(offsets: list[int], offset: int) -> int:
+    """0-based engine line containing string ``offset`` (the last line for the end of text)."""
+    import bisect
+
+    n = len(offsets) - 1
+    if n == 0:
+        return 0
+    return max(0, min(bisect.bisect_right(offsets, offset) - 1, n - 1))
+
+
+def _is_block_start(line: str) -> bool:
+    stripped = line.strip()
+    return bool(stripped) and not line[0].isspace() and not stripped.startswith(_CONTINUATIONS)
+
+
+def block_around(lines: list[str], index: int) -> tuple[int, int]:
+    """0-based inclusive bounds of the top-level block holding line ``index`` (module docstring)."""
+    start = index
+    while start > 0 and not _is_block_start(lines[start]):
+        start -= 1
+    end = max(index, start)
+    while end + 1 < len(lines) and not _is_block_start(lines[end + 1]):
+        end += 1
+    while end > index and not lines[end].strip():
+        end -= 1
+    if end - start + 1 > MAX_BLOCK_LINES:
+        start, end = max(start, index - BLOCK_WINDOW), min(end, index + BLOCK_WINDOW)
+    return start, end
+
+
+def region_lines(text: str, selection: tuple[int, int] | None, anchors: Iterable[int] = (),
+                 whole_document_lines: int = 200) -> tuple[int, int] | None:
+    """Engine lines (1-based, inclusive) an edit covers, or None for the whole document.
+
+    ``selection``: string offsets (start, end) of the client's range, None when there is none;
+    ``anchors``: string offsets of the cursor / diagnostics when the selection is empty."""
+    offsets = line_offsets(text)
+    n = len(offsets) - 1
+    if selection is None or n == 0:
+        return None
+    start, end = selection
+    if end > start:
+        first = _line_of(offsets, start)
+        last = _line_of(offsets, end)
+        if last > first and offsets[last] == end:
+            last -= 1
+        return first + 1, last + 1
+    if n <= whole_document_lines:
+        return None
+    lines = split_lines(text)
+    spans = [block_around(lines, _line_of(offsets, a)) for a in (start, *anchors)]
+    return min(s for s, _ in spans) + 1, max(e for _, e in spans) + 1
+
+
+def _kind_wanted(kind: str, only: Sequence[str] | None) -> bool:
+    if not only:
+        return True
+    return any(kind == want or kind.startswith(want + ".") or want == "" for want in only)
+
+
+def code_actions(uri: str, text: str, params: types.CodeActionParams, encoding: Encoding = DEFAULT,
+                 whole_document_lines: int = 200) -> list[types.CodeAction]:
+    """"AI fix" (quickfix; for the diagnostics in the request, or the cursor/selection) and
+    "AI edit…" (refactor.rewrite; the client asks the user for the instruction)."""
+    only = [getattr(k, "value", k) for k in (params.context.only or [])]
+    diagnostics = list(params.context.diagnostics or [])
+    index = LineIndex(text)
+    sel_start, sel_end = index.offsets_of(params.range, encoding)
+    selection_range = index.range_at(sel_start, sel_end, encoding)
+    actions: list[types.CodeAction] = []
+
+    if _kind_wanted(types.CodeActionKind.QuickFix.value, only):
+        fix_range = selection_range
+        if sel_start == sel_end and diagnostics:
+            anchors = []
+            for diagnostic in diagnostics:
+                anchors.extend(index.offsets_of(diagnostic.range, encoding))
+            lines = region_lines(text, (sel_start, sel_end), anchors, whole_document_lines)
+            if lines is not None:  # a large file: pin the block of the diagnostics now
+                a, b = line_offsets(text)[lines[0] - 1], line_offsets(text)[lines[1]]
+                fix_range = index.range_at(a, b, encoding)
+        argument = {"uri": uri, "range": _range_json(fix_range),
+                    "instruction": fix_instruction(diagnostics), "kind": "fix"}
+        actions.append(types.CodeAction(
+            title=FIX_TITLE, kind=types.CodeActionKind.QuickFix, diagnostics=diagnostics or None,
+            is_preferred=bool(diagnostics) or None,
+            command=types.Command(title=FIX_TITLE, command=COMMAND_EDIT, arguments=[argument])))
+
+    if _kind_wanted(types.CodeActionKind.RefactorRewrite.value, only):
+        argument = {"uri": uri, "range": _range_json(selection_range), "instruction": None, "kind": "edit"}
+        actions.append(types.CodeAction(
+            title=EDIT_TITLE, kind=types.CodeActionKind.RefactorRewrite,
+            command=types.Command(title=EDIT_TITLE, command=COMMAND_EDIT, arguments=[argument])))
+    return actions
+
+
+def _range_json(rng: types.Range) -> dict:
+    return {"start": {"line": rng.start.line, "character": rng.start.character},
+            "end": {"line": rng.end.line, "character": rng.end.character}}

@@ -1,0 +1,149 @@
+"""Loaded models shared by every workspace, and the queue edits wait in.
+
+ModelPool: one ``Engine`` per distinct (model, device, dtype, trustRemoteCode), loaded lazily on
+first use in a worker thread (the event loop keeps serving), shared by every workspace and
+document that names it. At most ``capacity`` engines stay loaded (least recently used is dropped
+first; an engine that an edit is still using stays alive until that edit ends). Concurrent
+requests for a model that is loading wait for the same load. A failed load is not cached: the
+next request retries (the user may have fixed the setting).
+
+EditQueue: edits run one at a time, first come first served (they share the CPU/GPU, and the
+engine itself serialises edits on one model). A newer request for the SAME document cancels the
+older one, running or queued: the older one stops within one decoding step, restores what it had
+streamed, and reports "superseded"; then the newer one starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from lsp_server.config import Settings
+
+Loader = Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class ModelKey:
+    model: str
+    device: str
+    dtype: str
+    trust_remote_code: bool
+
+    @classmethod
+    def of(cls, settings: Settings) -> "ModelKey":
+        return cls(settings.model, settings.device, settings.dtype, settings.trust_remote_code)
+
+    def describe(self) -> str:
+        return f"{self.model} ({self.device}, {self.dtype})"
+
+
+def _default_loader(key: ModelKey, progress: Callable[[str], None]) -> Any:
+    from engine.api import Engine
+
+    device = None if key.device == "auto" else key.device
+    dtype = None if key.dtype == "auto" else key.dtype
+    return Engine.load(key.model, device=device, dtype=dtype, progress=progress,
+                       trust_remote_code=key.trust_remote_code)
+
+
+class ModelPool:
+    def __init__(self, capacity: int = 2, loader: Loader = _default_loader):
+        self.capacity = max(1, capacity)
+        self._loader = loader
+        self._engines: OrderedDict[ModelKey, Any] = OrderedDict()
+        self._loading: dict[ModelKey, asyncio.Future] = {}
+
+    def loaded(self, key: ModelKey) -> bool:
+        return key in self._engines
+
+    def names(self) -> list[str]:
+        return [key.describe() for key in self._engines]
+
+    async def get(self, key: ModelKey, progress: Callable[[str], None] = lambda _m: None) -> Any:
+        """The engine for ``key``, loading it if needed (raises the loader's error, e.g.
+        engine.models.ModelLoadError, to every waiter)."""
+        if key in self._engines:
+            self._engines.move_to_end(key)
+            return self._engines[key]
+        pending = self._loading.get(key)
+        if pending is None:
+            loop = asyncio.get_running_loop()
+            pending = loop.create_future()
+            self._loading[key] = pending
+
+            def report(message: str) -> None:
+                loop.call_soon_threadsafe(progress, message)
+
+            def load() -> None:
+                try:
+                    engine = self._loader(key, report)
+                except BaseException as exc:  # noqa: BLE001 - handed to the waiters
+                    loop.call_soon_threadsafe(self._finish, key, None, exc)
+                else:
+                    loop.call_soon_threadsafe(self._finish, key, engine, None)
+
+            threading.Thread(target=load, name=f"load {key.model}", daemon=True).start()
+        return await asyncio.shield(pending)
+
+    def _finish(self, key: ModelKey, engine: Any, error: BaseException | None) -> None:
+        future = self._loading.pop(key)
+        if error is not None:
+            future.set_exception(error)
+            future.exception()  # mark retrieved: no "never retrieved" warning when nobody waits
+            return
+        self._engines[key] = engine
+        self._engines.move_to_end(key)
+        while len(self._engines) > self.capacity:
+            self._engines.popitem(last=False)
+        future.set_result(engine)
+
+
+class Superseded(Exception):
+    """A queued edit was replaced by a newer request for the same document."""
+
+
+class EditQueue:
+    """One edit at a time (FIFO); a newer request for a document cancels the older one."""
+
+    def __init__(self) -> None:
+        self._lock = asyncio.Lock()
+        self._latest: dict[str, object] = {}
+        self._cancel: dict[object, Callable[[str], None]] = {}
+
+    def claim(self, uri: str, ticket: object, cancel: Callable[[str], None]) -> None:
+        """Register ``ticket`` as the newest request for ``uri``; cancels the previous one
+        (``cancel("superseded")``)."""
+        previous = self._latest.get(uri)
+        self._latest[uri] = ticket
+        self._cancel[ticket] = cancel
+        if previous is not None and previous in self._cancel:
+            self._cancel[previous]("superseded")
+
+    def is_latest(self, uri: str, ticket: object) -> bool:
+        return self._latest.get(uri) is ticket
+
+    def release(self, uri: str, ticket: object) -> None:
+        self._cancel.pop(ticket, None)
+        if self._latest.get(uri) is ticket:
+            del self._latest[uri]
+
+    def cancel_all(self, uri: str | None = None) -> int:
+        """Cancel every running/queued edit (of ``uri`` when given); returns how many."""
+        count = 0
+        for ticket, cancel in list(self._cancel.items()):
+            if uri is None or self._latest.get(uri) is ticket:
+                cancel("cancelled")
+                count += 1
+        return count
+
+    @property
+    def busy(self) -> bool:
+        return self._lock.locked()
+
+    def slot(self) -> asyncio.Lock:
+        """``async with queue.slot():`` runs one edit."""
+        return self._lock

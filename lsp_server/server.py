@@ -1,0 +1,397 @@
+"""The language server: thin LSP handlers that delegate to config, actions, models and jobs.
+
+Features: "AI fix" / "AI edit…" code actions, the commands ``copyAsDecode.server.edit``
+(stream an edit into the document), ``copyAsDecode.server.cancel`` (``{"uri": str | null}``:
+stop running/queued edits) and ``copyAsDecode.server.settings`` (``{"uri": str}``: the effective
+settings, for debugging), and the notification ``copyAsDecode/status``
+(``{"state": "loading" | "ready" | "editing" | "error", "message": str}``) that status bars show.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types
+from pygls.lsp.server import LanguageServer
+from pygls.uris import to_fs_path
+
+from lsp_server import __version__
+from lsp_server.actions import (COMMAND_CANCEL, COMMAND_EDIT, COMMAND_SETTINGS, EditArgs, code_actions,
+                                region_lines)
+from lsp_server.config import SECTION, ConfigWatcher, Settings, WorkspaceConfig
+from lsp_server.documents import DocumentStore
+from lsp_server.jobs import EditJob, JobContext, Outcome
+from lsp_server.models import EditQueue, ModelKey, ModelPool
+from lsp_server.positions import LineIndex, negotiate
+
+log = logging.getLogger(__name__)
+STATUS = "copyAsDecode/status"
+
+
+class CopyAsDecodeServer(LanguageServer):
+    def __init__(self, pool: ModelPool | None = None):
+        super().__init__("copy-as-decode", __version__,
+                         text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
+        self.documents = DocumentStore()
+        self.config = WorkspaceConfig()
+        self.pool = pool or ModelPool()
+        self.queue = EditQueue()
+        self.running: dict[str, EditJob] = {}       # document URI -> its running edit
+        self.watcher: ConfigWatcher | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.encoding = "utf-16"
+        self._init_warnings: list[str] = []
+
+    # -- client capabilities -----------------------------------------------------------------
+    def _cap(self, *path: str) -> Any:
+        node: Any = self.client_capabilities
+        for name in path:
+            node = getattr(node, name, None) if node is not None else None
+        return node
+
+    @property
+    def supports_pull(self) -> bool:
+        return bool(self._cap("workspace", "configuration"))
+
+    # -- messages ----------------------------------------------------------------------------
+    def status(self, state: str, message: str) -> None:
+        self.protocol.notify(STATUS, {"state": state, "message": message})
+
+    def show(self, message: str, kind: types.MessageType = types.MessageType.Info) -> None:
+        log.log(logging.ERROR if kind == types.MessageType.Error else logging.INFO, "%s", message)
+        self.window_show_message(types.ShowMessageParams(type=kind, message=f"copy-as-decode: {message}"))
+
+    def log_to_client(self, message: str, kind: types.MessageType = types.MessageType.Log) -> None:
+        self.window_log_message(types.LogMessageParams(type=kind, message=message))
+
+    def warn(self, warnings: list[str]) -> None:
+        for warning in warnings:
+            self.show(warning, types.MessageType.Warning)
+
+    # -- settings ----------------------------------------------------------------------------
+    def _path_of(self, uri: str) -> Path | None:
+        path = to_fs_path(uri) if uri.startswith("file:") else None
+        return Path(path) if path else None
+
+    async def pull_settings(self, scope: str | None) -> list[str]:
+        """workspace/configuration for ``scope`` (a document or folder URI; None: global)."""
+        if not self.supports_pull:
+            return []
+        try:
+            result = await asyncio.wait_for(self.workspace_configuration_async(types.ConfigurationParams(
+                items=[types.ConfigurationItem(scope_uri=scope, section=SECTION)])), 10)
+        except Exception as exc:  # noqa: BLE001 - keep the previous pulled settings
+            self.log_to_client(f"workspace/configuration failed: {exc}", types.MessageType.Warning)
+            return []
+        return self.config.set_pulled(scope or "", result[0] if result else None)
+
+    async def settings_for(self, uri: str, pull: bool = True) -> tuple[Settings, list[str]]:
+        warnings = await self.pull_settings(uri) if pull else []
+        settings, more = self.config.settings_for(self._path_of(uri), uri if uri in self.config.pulled else None)
+        return settings, warnings + more
+
+    def watch_config_for(self, uri: str) -> None:
+        path = self._path_of(uri)
+        if path is None or self.watcher is None:
+            return
+        root = self.config.root_for(path)
+        folder = path.parent
+        while True:
+            self.watcher.watch(folder)
+            if root is None or folder == root or folder == folder.parent:
+                break
+            folder = folder.parent
+        for file in self.config.config_files(path):
+            self.watcher.watch(file.parent)
+
+    def config_file_changed(self, path: Path) -> None:
+        """On the loop: a watched config file changed; reload it, keep the last good on error."""
+        if path.exists():
+            layer, error = self.config.files.reload(path)
+            if error:
+                self.show(error, types.MessageType.Error)
+                self.status("error", f"invalid config file {path.name}")
+                return
+            self.warn(layer.warnings)
+            self.log_to_client(f"copy-as-decode: reloaded settings from {path}", types.MessageType.Info)
+        else:
+            self.config.files.forget(path)
+            self.log_to_client(f"copy-as-decode: {path} was removed", types.MessageType.Info)
+        self.preload_changed_models()
+
+    def preload_changed_models(self) -> None:
+        """After a settings change, load the models open documents now use (hot reload), but only
+        once the user has used the server (nothing is loaded before the first edit)."""
+        if not self.pool.names():
+            return
+        keys = set()
+        for uri in self.documents.uris():
+            settings, _ = self.config.settings_for(self._path_of(uri), uri if uri in self.config.pulled else None)
+            keys.add(ModelKey.of(settings))
+        for key in keys:
+            if not self.pool.loaded(key):
+                asyncio.ensure_future(self._preload(key))
+
+    async def _preload(self, key: ModelKey) -> None:
+        try:
+            await self.engine_for(key)
+        except Exception:  # noqa: BLE001 - already reported to the user by engine_for
+            pass
+
+    async def engine_for(self, key: ModelKey) -> Any:
+        """The engine for ``key``; loads it with a progress bar and status notifications.
+        Raises engine.models.ModelLoadError (reported to the user here)."""
+        if self.pool.loaded(key):
+            return await self.pool.get(key)
+        self.status("loading", f"loading {key.describe()}")
+        token = None
+        if self._cap("window", "work_done_progress"):
+            token = f"copy-as-decode/load/{id(key)}-{asyncio.get_running_loop().time()}"
+            try:
+                await asyncio.wait_for(self.work_done_progress.create_async(token), 10)
+                self.work_done_progress.begin(token, types.WorkDoneProgressBegin(
+                    title="Loading model", message=key.describe(), cancellable=False))
+            except Exception:  # noqa: BLE001
+                token = None
+
+        def progress(message: str) -> None:
+            self.log_to_client(f"copy-as-decode: {message}")
+            if token is not None:
+                self.work_done_progress.report(token, types.WorkDoneProgressReport(message=message))
+
+        try:
+            engine = await self.pool.get(key, progress)
+        except Exception as exc:
+            message = str(exc) if exc.__class__.__name__ == "ModelLoadError" else f"model {key.model!r}: {exc}"
+            if token is not None:
+                self.work_done_progress.end(token, types.WorkDoneProgressEnd(message=f"failed: {message}"))
+            self.status("error", message)
+            self.show(f"cannot load the model: {message}. Fix copyAsDecode.model (the server keeps running).",
+                      types.MessageType.Error)
+            raise
+        if token is not None:
+            self.work_done_progress.end(token, types.WorkDoneProgressEnd(message="loaded"))
+            self.work_done_progress.tokens.pop(token, None)
+        self.status("ready", f"{key.describe()} loaded")
+        return engine
+
+    # -- the edit command --------------------------------------------------------------------
+    async def run_edit(self, raw: Any) -> dict:
+        try:
+            args = EditArgs.parse(raw)
+        except ValueError as exc:
+            return self._fail(str(exc))
+        doc = self.documents.get(args.uri)
+        if doc is None:
+            return self._fail(f"{args.uri} is not open in the editor; open it first (edits apply to the "
+                              "editor's buffer, not to the file on disk)")
+        if not args.instruction:
+            return self._fail("an instruction is needed for \"AI edit\": pass it in the command's "
+                              "'instruction' field (editors prompt for it)")
+        stop = threading.Event()
+        ticket = object()
+        holder: dict[str, Any] = {"reason": "cancelled"}
+
+        def cancel(reason: str) -> None:
+            if not stop.is_set():
+                holder["reason"] = reason
+            job = holder.get("job")
+            if job is not None:
+                job.cancel(reason)
+            stop.set()
+
+        def stopped_early() -> dict:
+            if holder["reason"] == "superseded":
+                return Outcome("superseded", "AI edit replaced by a newer request for this document").json()
+            return Outcome("cancelled", "AI edit cancelled before it started").json()
+
+        self.queue.claim(args.uri, ticket, cancel)
+        try:
+            if self.queue.busy:
+                self.status("editing", "queued behind another AI edit")
+            async with self.queue.slot():
+                if stop.is_set():
+                    return stopped_early()
+                settings, warnings = await self.settings_for(args.uri)
+                for warning in warnings:
+                    self.log_to_client(f"copy-as-decode: {warning}", types.MessageType.Warning)
+                doc = self.documents.get(args.uri)
+                if doc is None:
+                    return self._fail("the document was closed before the edit started")
+                problem = self._check_request(doc.text, args, settings)
+                if problem:
+                    return self._fail(problem)
+                try:
+                    engine = await self.engine_for(ModelKey.of(settings))
+                except Exception as exc:  # noqa: BLE001 - reported by engine_for
+                    return Outcome("error", f"cannot load the model: {exc}").json()
+                doc = self.documents.get(args.uri)
+                if doc is None:
+                    return self._fail("the document was closed before the edit started")
+                if stop.is_set():
+                    return stopped_early()
+                lines = self._region(doc.text, args, settings)
+                ctx = JobContext(server=self, documents=self.documents, encoding=self.encoding,
+                                 document_changes=bool(self._cap("workspace", "workspace_edit", "document_changes")),
+                                 progress=bool(self._cap("window", "work_done_progress")))
+                job = EditJob(ctx, args.uri, lines, args.instruction, settings, stop)
+                holder["job"] = job
+                if stop.is_set():
+                    return stopped_early()
+                self.status("editing", f"{args.kind}: {settings.mode} with {engine.name}")
+                self.running[args.uri] = job
+                try:
+                    outcome = await job.run(engine)
+                finally:
+                    if self.running.get(args.uri) is job:
+                        del self.running[args.uri]
+        finally:
+            self.queue.release(args.uri, ticket)
+        return self._report(outcome)
+
+    def _report(self, outcome: Outcome) -> dict:
+        """Tell the user how an edit ended (a log line when it went well, a message otherwise)."""
+        if outcome.status in ("done", "unchanged"):
+            self.log_to_client(f"copy-as-decode: {outcome.message}", types.MessageType.Info)
+        else:
+            quiet = outcome.status in ("cancelled", "superseded")
+            self.show(outcome.message, types.MessageType.Info if quiet else
+                      types.MessageType.Error if outcome.status == "error" else types.MessageType.Warning)
+        self.status("error" if outcome.status == "error" else "ready", outcome.message)
+        return outcome.json()
+
+    def _region(self, text: str, args: EditArgs, settings: Settings) -> tuple[int, int] | None:
+        if args.range is None:
+            return None
+        start, end = LineIndex(text).offsets_of(args.range, self.encoding)
+        return region_lines(text, (start, end), (), settings.whole_document_lines)
+
+    def _check_request(self, text: str, args: EditArgs, settings: Settings) -> str | None:
+        """Why the engine would refuse this request (size limits, range), before loading a model."""
+        from engine.api import EditError, EditRequest
+
+        try:
+            EditRequest(text=text, instruction=args.instruction or "", lines=self._region(text, args, settings),
+                        mode=settings.mode, max_new_tokens=settings.max_new_tokens,
+                        context_lines=settings.context_lines).validate()
+        except EditError as exc:
+            return str(exc)
+        return None
+
+    def _fail(self, message: str) -> dict:
+        self.show(message, types.MessageType.Error)
+        self.status("error", message)
+        return Outcome("error", message).json()
+
+
+def create_server(pool: ModelPool | None = None) -> CopyAsDecodeServer:
+    """The server with its features registered (tests may pass a ModelPool with a fake loader)."""
+    server = CopyAsDecodeServer(pool)
+
+    @server.feature(types.INITIALIZE)
+    def initialize(ls: CopyAsDecodeServer, params: types.InitializeParams) -> None:
+        ls.encoding = negotiate(params.capabilities)
+        ls.documents.encoding = ls.encoding
+        roots = [Path(p) for p in (to_fs_path(f.uri) for f in params.workspace_folders or []) if p]
+        if not roots and params.root_uri and (root := to_fs_path(params.root_uri)):
+            roots = [Path(root)]
+        ls.config = WorkspaceConfig(roots)
+        ls._init_warnings = ls.config.set_user(params.initialization_options)
+
+    @server.feature(types.INITIALIZED)
+    async def initialized(ls: CopyAsDecodeServer, params: types.InitializedParams) -> None:
+        ls.loop = asyncio.get_running_loop()
+        loop = ls.loop
+        ls.watcher = ConfigWatcher(lambda path: loop.call_soon_threadsafe(ls.config_file_changed, path))
+        for root in ls.config.roots:
+            ls.watcher.watch(root)
+        ls.warn(ls._init_warnings)
+        if ls._cap("workspace", "did_change_configuration", "dynamic_registration"):
+            try:
+                await ls.client_register_capability_async(types.RegistrationParams(registrations=[
+                    types.Registration(id="copy-as-decode-config", method=types.WORKSPACE_DID_CHANGE_CONFIGURATION,
+                                       register_options={"section": SECTION})]))
+            except Exception as exc:  # noqa: BLE001
+                ls.log_to_client(f"copy-as-decode: cannot register for configuration changes: {exc}")
+        ls.warn(await ls.pull_settings(None))
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
+    def did_change_folders(ls: CopyAsDecodeServer, params: types.DidChangeWorkspaceFoldersParams) -> None:
+        removed = {Path(p).resolve() for p in (to_fs_path(f.uri) for f in params.event.removed) if p}
+        added = [Path(p).resolve() for p in (to_fs_path(f.uri) for f in params.event.added) if p]
+        ls.config.roots = [r for r in ls.config.roots if r not in removed] + added
+        for root in added:
+            if ls.watcher is not None:
+                ls.watcher.watch(root)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+    def did_open(ls: CopyAsDecodeServer, params: types.DidOpenTextDocumentParams) -> None:
+        ls.documents.open(params.text_document)
+        ls.watch_config_for(params.text_document.uri)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+    def did_change(ls: CopyAsDecodeServer, params: types.DidChangeTextDocumentParams) -> None:
+        ls.documents.change(params)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+    def did_close(ls: CopyAsDecodeServer, params: types.DidCloseTextDocumentParams) -> None:
+        ls.documents.close(params.text_document.uri)
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+    async def did_change_configuration(ls: CopyAsDecodeServer, params: types.DidChangeConfigurationParams) -> None:
+        if isinstance(params.settings, dict) and params.settings:
+            ls.warn(ls.config.set_pushed(params.settings))
+        ls.config.pulled.clear()  # per-document settings are pulled again at each edit
+        ls.warn(await ls.pull_settings(None))
+        ls.preload_changed_models()
+
+    @server.feature(types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionOptions(
+        code_action_kinds=[types.CodeActionKind.QuickFix, types.CodeActionKind.RefactorRewrite]))
+    def code_action(ls: CopyAsDecodeServer, params: types.CodeActionParams) -> list[types.CodeAction] | None:
+        doc = ls.documents.get(params.text_document.uri)
+        if doc is None:
+            return None
+        settings, _ = ls.config.settings_for(ls._path_of(doc.uri))
+        return code_actions(doc.uri, doc.text, params, ls.encoding, settings.whole_document_lines)
+
+    @server.feature(types.WINDOW_WORK_DONE_PROGRESS_CANCEL)
+    def progress_cancel(ls: CopyAsDecodeServer, params: types.WorkDoneProgressCancelParams) -> None:
+        for job in list(ls.running.values()):
+            if job.token == params.token:
+                job.cancel("cancelled")
+
+    @server.command(COMMAND_EDIT)
+    async def edit(ls: CopyAsDecodeServer, *args: Any) -> dict:
+        return await ls.run_edit(list(args))
+
+    @server.command(COMMAND_CANCEL)
+    def cancel(ls: CopyAsDecodeServer, *args: Any) -> dict:
+        uri = args[0].get("uri") if args and isinstance(args[0], dict) else None
+        count = 0
+        for job in list(ls.running.values()):
+            if uri is None or job.uri == uri:
+                job.cancel("cancelled")
+                count += 1
+        queued = ls.queue.cancel_all(uri)
+        count = max(count, queued)
+        return {"cancelled": count}
+
+    @server.command(COMMAND_SETTINGS)
+    async def settings(ls: CopyAsDecodeServer, *args: Any) -> dict:
+        uri = args[0].get("uri") if args and isinstance(args[0], dict) else ""
+        effective, warnings = await ls.settings_for(uri) if uri else ls.config.settings_for(None)
+        return {"settings": effective.lsp_dict(), "warnings": warnings, "loadedModels": ls.pool.names()}
+
+    @server.feature(types.SHUTDOWN)
+    def shutdown(ls: CopyAsDecodeServer, *args: Any) -> None:
+        ls.queue.cancel_all()
+        for job in list(ls.running.values()):
+            job.cancel("cancelled")
+        if ls.watcher is not None:
+            ls.watcher.stop()
+
+    return server

@@ -1,0 +1,105 @@
+-- Headless Neovim (0.7+) drives the copy-as-decode server like a user would: open a buggy file,
+-- put a diagnostic on the bug, run the "AI fix" code action, wait for the edit, then write the
+-- buffer text (as the server sees it: lines + final newline when 'eol') and a JSON log.
+-- Inputs come from the environment (see tests/test_neovim.py); exits with :qa! or :cquit 1.
+local env = vim.env
+local file, out, log_path = env.CAD_FILE, env.CAD_OUT, env.CAD_LOG
+local cmd = vim.fn.json_decode(env.CAD_CMD)
+local settings = vim.fn.json_decode(env.CAD_SETTINGS)
+local timeout_ms = tonumber(env.CAD_TIMEOUT_MS or "180000")
+local log = { statuses = {}, messages = {}, progress = 0 }
+
+local function write_log()
+  vim.fn.writefile({ vim.fn.json_encode(log) }, log_path)
+end
+
+local function fail(msg)
+  log.error = msg
+  write_log()
+  vim.cmd('cquit 1')
+end
+
+local ok, err = pcall(function()
+  vim.cmd('edit ' .. vim.fn.fnameescape(file))
+  local bufnr = vim.api.nvim_get_current_buf()
+  local initialized = false
+  local client_id = vim.lsp.start_client({
+    name = 'copy-as-decode',
+    cmd = cmd,
+    cmd_env = vim.fn.json_decode(env.CAD_SERVER_ENV),
+    root_dir = vim.fn.fnamemodify(file, ':h'),
+    on_init = function(client)
+      -- Neovim 0.7 does not answer workspace/configuration: push the settings.
+      client.notify('workspace/didChangeConfiguration', { settings = settings })
+      initialized = true
+    end,
+    handlers = {
+      ['copyAsDecode/status'] = function(_, result)
+        table.insert(log.statuses, result)
+      end,
+      ['window/showMessage'] = function(_, result)
+        table.insert(log.messages, result.message)
+      end,
+      ['$/progress'] = function(...)
+        log.progress = log.progress + 1
+        return vim.lsp.handlers['$/progress'](...)
+      end,
+    },
+  })
+  if not client_id then return fail('start_client failed') end
+  vim.lsp.buf_attach_client(bufnr, client_id)
+  if not vim.wait(30000, function() return initialized end, 50) then
+    return fail('the server did not initialize within 30 s')
+  end
+
+  -- A diagnostic on the buggy line, as a linter would publish it.
+  local ns = vim.api.nvim_create_namespace('cad-test')
+  local bug_line = tonumber(env.CAD_BUG_LINE)
+  vim.diagnostic.set(ns, bufnr, { {
+    lnum = bug_line, col = 0, end_lnum = bug_line, end_col = 1,
+    severity = vim.diagnostic.severity.ERROR, message = env.CAD_BUG_MESSAGE, source = 'test',
+  } })
+  vim.api.nvim_win_set_cursor(0, { bug_line + 1, 4 })
+
+  local picked = nil
+  vim.ui.select = function(items, _, on_choice)
+    for i, item in ipairs(items) do
+      local action = item[2]
+      log.titles = log.titles or {}
+      table.insert(log.titles, action.title)
+      if action.title == 'AI fix' then
+        picked = action
+        return on_choice(item, i)
+      end
+    end
+    on_choice(nil, nil)
+  end
+  vim.lsp.buf.code_action({ only = { 'quickfix' } })
+  if not vim.wait(10000, function() return picked ~= nil end, 50) then
+    return fail('no "AI fix" code action was offered')
+  end
+  log.instruction = picked.command.arguments[1].instruction
+
+  local function finished()
+    local editing = false
+    for _, s in ipairs(log.statuses) do
+      if s.state == 'editing' then editing = true
+      elseif editing and (s.state == 'ready' or s.state == 'error') then return true end
+    end
+    return false
+  end
+  if not vim.wait(timeout_ms, finished, 50) then
+    return fail('the edit did not finish in time')
+  end
+  local lines = vim.api.nvim_buf_get_lines(bufnr, 0, -1, true)
+  local text = table.concat(lines, '\n')
+  if vim.api.nvim_buf_get_option(bufnr, 'eol') then text = text .. '\n' end
+  local fh = assert(io.open(out, 'wb'))
+  fh:write(text)
+  fh:close()
+  write_log()
+  vim.lsp.stop_client(client_id)
+  vim.wait(2000, function() return vim.lsp.get_client_by_id(client_id) == nil end, 50)
+end)
+if not ok then fail(tostring(err)) end
+vim.cmd('qa!')

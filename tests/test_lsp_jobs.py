@@ -1,0 +1,313 @@
+"""The edit job (lsp_server/jobs.py) against a scripted engine and a simulated editor.
+
+The end-to-end tests use the real model, which cannot be steered into every situation (it rarely
+edits right after an emoji, and it is never slow on purpose). Here the engine replays scripted
+events and the editor is simulated in-process, so each streaming rule is checked exactly: the
+positions in every encoding, coalescing behind a slow editor, the user's typing while an edit
+is in flight, a missing echo, a closed document, cancel, max_tokens and engine failures.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import threading
+import time
+from concurrent.futures import Future
+
+import pytest
+from lsprotocol import types
+
+from engine.events import EditFinished, EditResult, EditStarted, OpResolved, TokenCounts
+from engine.program import Gen, Program
+from lsp_server import jobs
+from lsp_server.config import Settings
+from lsp_server.documents import DocumentStore
+from lsp_server.jobs import EditJob, JobContext
+
+EMOJI = "\U0001F600"
+URI = "file:///doc.py"
+_CODECS = {"utf-16": ("utf-16-le", 2), "utf-8": ("utf-8", 1), "utf-32": ("utf-32-le", 4)}
+
+
+def client_offset(text: str, pos: types.Position, encoding: str) -> int:
+    """The editor's own conversion (independent of lsp_server.positions)."""
+    codec, width = _CODECS[encoding]
+    lines = re.split(r"(?<=\r\n)|(?<=\n)|(?<=\r)(?!\n)", text)
+    if pos.line >= len(lines):
+        return len(text)
+    start = sum(len(line) for line in lines[:pos.line])
+    content = lines[pos.line].rstrip("\r\n")
+    return start + len(content.encode(codec)[: width * pos.character].decode(codec, "ignore"))
+
+
+class FakeEngine:
+    """Replays ``states`` [(resolved, input_lines_consumed)] then finishes with ``output``."""
+
+    name = "fake"
+
+    def __init__(self, states, output: str, stop_reason: str = "done", delay: float = 0.0,
+                 fail_at: int | None = None):
+        self.states, self.output, self.stop_reason = states, output, stop_reason
+        self.delay, self.fail_at = delay, fail_at
+        self.steps_after_cancel = 0
+
+    def stream(self, request, cancelled):
+        region = request.text
+        yield EditStarted(mode=request.mode, model="fake", input_lines=region.count("\n"), prompt_tokens=10)
+        stop = self.stop_reason
+        for index, (resolved, consumed) in enumerate(self.states):
+            if cancelled():
+                stop = "cancelled"
+                break
+            if self.fail_at == index:
+                raise RuntimeError("the fake engine broke")
+            time.sleep(self.delay)
+            yield OpResolved(index=index, op=Gen(resolved), text=resolved, resolved=resolved,
+                             input_lines_consumed=consumed, tokens=TokenCounts(generated=index + 1, copied=3),
+                             elapsed_s=0.0)
+        output = region if stop == "cancelled" else self.output
+        yield EditFinished(EditResult(
+            mode=request.mode, model="fake", input_text=region, output_text=output, region=None,
+            region_input=region, region_output=output, program=Program(()), raw_output="",
+            tokens=TokenCounts(generated=len(self.states), copied=3), prompt_tokens=10, stop_reason=stop))
+
+
+class FakeProgress:
+    def __init__(self):
+        self.tokens: dict[str, Future] = {}
+        self.values: list = []
+
+    async def create_async(self, token):
+        self.tokens[token] = Future()
+
+    def begin(self, token, value):
+        self.values.append(value)
+
+    def report(self, token, value):
+        self.values.append(value)
+
+    def end(self, token, value):
+        self.values.append(value)
+
+
+class FakeEditor:
+    """An editor: applies the server's edits in ``encoding`` units, answers, then echoes them
+    back as didChange (after ``echo_delay`` s; never when ``echo`` is False)."""
+
+    def __init__(self, store: DocumentStore, text: str, encoding: str, answer_delay: float = 0.0,
+                 echo: bool = True, echo_delay: float = 0.0):
+        self.store, self.encoding = store, encoding
+        self.text, self.version = text, 1
+        self.answer_delay, self.echo, self.echo_delay = answer_delay, echo, echo_delay
+        self.edits: list[types.TextEdit] = []
+        self.states: list[str] = []
+        self.after_apply = None
+        self.work_done_progress = FakeProgress()
+        store.open(types.TextDocumentItem(uri=URI, language_id="python", version=1, text=text))
+
+    def _send_change(self, rng, new_text, version):
+        self.store.change(types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=URI, version=version),
+            content_changes=[types.TextDocumentContentChangePartial(range=rng, text=new_text)]))
+
+    def user_types(self, offset: int, new_text: str) -> None:
+        from lsp_server.positions import LineIndex
+
+        rng = LineIndex(self.text).range_at(offset, offset, self.encoding)
+        self.text = self.text[:offset] + new_text + self.text[offset:]
+        self.version += 1
+        self._send_change(rng, new_text, self.version)
+
+    async def workspace_apply_edit_async(self, params: types.ApplyWorkspaceEditParams):
+        await asyncio.sleep(self.answer_delay)
+        change = (params.edit.document_changes or [None])[0]
+        edit = change.edits[0] if change is not None else params.edit.changes[URI][0]
+        if change is not None and change.text_document.version != self.version:
+            return types.ApplyWorkspaceEditResult(applied=False, failure_reason="version mismatch")
+        start = client_offset(self.text, edit.range.start, self.encoding)
+        end = client_offset(self.text, edit.range.end, self.encoding)
+        self.text = self.text[:start] + edit.new_text + self.text[end:]
+        self.version += 1
+        self.edits.append(edit)
+        self.states.append(self.text)
+        if self.echo:
+            version = self.version
+            asyncio.get_running_loop().call_later(self.echo_delay, self._send_change, edit.range, edit.new_text,
+                                                  version)
+        if self.after_apply is not None:
+            self.after_apply(self)
+        return types.ApplyWorkspaceEditResult(applied=True)
+
+
+def make_job(editor: FakeEditor, store: DocumentStore, encoding: str, apply_mode: str = "stream",
+             document_changes: bool = True) -> EditJob:
+    ctx = JobContext(server=editor, documents=store, encoding=encoding, document_changes=document_changes,
+                     progress=True)
+    return EditJob(ctx, URI, None, "Fix the bug", Settings(mode="ar", apply_mode=apply_mode))
+
+
+def setup(text: str, encoding: str = "utf-16", **editor_options):
+    store = DocumentStore(encoding)  # type: ignore[arg-type]
+    editor = FakeEditor(store, text, encoding, **editor_options)
+    return store, editor
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-8", "utf-32"])
+@pytest.mark.parametrize("document_changes", [True, False])
+async def test_edits_after_astral_characters_land_exactly(encoding, document_changes):
+    text = f"s = '{EMOJI}\u4e2d' - 1  # {EMOJI}\nt = 'e\u0301'\n"
+    output = f"s = '{EMOJI}\u4e2d' + '1'  # {EMOJI}\nt = 'e\u0301!'\n"
+    out_lines = output.splitlines(keepends=True)
+    engine = FakeEngine([(out_lines[0], 1), (output, 2)], output)
+    store, editor = setup(text, encoding)
+    outcome = await make_job(editor, store, encoding, document_changes=document_changes).run(engine)
+    assert outcome.status == "done", outcome
+    assert editor.text == output and store.get(URI).text == output
+    # the first edit starts after the emoji and the CJK character of line 0
+    first = editor.edits[0].range.start
+    assert first.line == 0 and first.character == {"utf-16": 10, "utf-8": 14, "utf-32": 9}[encoding]
+
+
+async def test_a_slow_editor_gets_coalesced_edits():
+    text = "".join(f"line {i}\n" for i in range(12))
+    output = "".join(f"LINE {i}\n" for i in range(12))
+    states = [("".join(f"LINE {i}\n" for i in range(k)), k) for k in range(1, 13)]
+    store, editor = setup(text, answer_delay=0.05, echo_delay=0.05)
+    outcome = await make_job(editor, store, "utf-16").run(FakeEngine(states, output, delay=0.005))
+    assert outcome.status == "done" and editor.text == output
+    assert 1 <= len(editor.edits) < len(states), "events were not coalesced behind the slow editor"
+    progress = editor.work_done_progress.values
+    assert isinstance(progress[0], types.WorkDoneProgressBegin) and progress[0].cancellable
+    assert isinstance(progress[-1], types.WorkDoneProgressEnd)
+    reports = [v for v in progress if isinstance(v, types.WorkDoneProgressReport)]
+    assert reports[-1].percentage == 100 and "copied" in reports[-1].message
+
+
+async def test_echo_after_the_answer_is_waited_for():
+    """Neovim answers applyEdit first and sends didChange ~150 ms later."""
+    text = "a\nb\nc\n"
+    output = "A\nB\nC\n"
+    states = [("A\n", 1), ("A\nB\n", 2)]
+    store, editor = setup(text, echo_delay=0.15)
+    outcome = await make_job(editor, store, "utf-16", document_changes=False).run(FakeEngine(states, output))
+    assert outcome.status == "done" and editor.text == output == store.get(URI).text
+
+
+async def test_typing_while_an_edit_is_in_flight_stops_without_touching_the_text():
+    text = "a\nb\nc\nd\n"
+    output = "A\nB\nC\nD\n"
+    states = [("A\n", 1), ("A\nB\n", 2), ("A\nB\nC\n", 3)]
+    store, editor = setup(text)
+    editor.after_apply = lambda ed: ed.user_types(len(ed.text), "typed\n") if len(ed.edits) == 1 else None
+    outcome = await make_job(editor, store, "utf-16").run(FakeEngine(states, output, delay=0.05))
+    assert outcome.status == "conflict" and "document changed" in outcome.message
+    assert len(editor.edits) == 1
+    assert editor.text == "A\nb\nc\nd\ntyped\n" == store.get(URI).text
+
+
+async def test_typing_between_edits_cancels_decoding():
+    text = "a\nb\nc\nd\n"
+    states = [("A\n", 1), ("A\nB\n", 2), ("A\nB\nC\n", 3), ("A\nB\nC\nD\n", 4)]
+    store, editor = setup(text)
+    engine = FakeEngine(states, "A\nB\nC\nD\n", delay=0.3)
+    job = make_job(editor, store, "utf-16")
+    task = asyncio.ensure_future(job.run(engine))
+    while not editor.edits:
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.05)
+    editor.user_types(0, "# ")
+    outcome = await task
+    assert outcome.status == "conflict"
+    assert job.cancelled(), "decoding was not cancelled"
+    assert outcome.summary["stop_reason"] == "cancelled"
+    assert editor.text == "# A\nb\nc\nd\n"
+
+
+async def test_a_missing_echo_stops(monkeypatch):
+    monkeypatch.setattr(jobs, "ECHO_TIMEOUT_S", 0.5)
+    store, editor = setup("a\nb\n", echo=False)
+    outcome = await make_job(editor, store, "utf-16").run(FakeEngine([("A\n", 1)], "A\nB\n"))
+    assert outcome.status == "conflict" and "did not report the applied edit back" in outcome.message
+
+
+async def test_version_mismatch_is_reported_as_a_conflict():
+    store, editor = setup("a\nb\n")
+    editor.version = 7  # the editor moved on without telling the server
+    outcome = await make_job(editor, store, "utf-16").run(FakeEngine([("A\n", 1)], "A\nB\n"))
+    assert outcome.status == "rejected" and "version mismatch" in outcome.message
+    assert editor.text == "a\nb\n"
+
+
+async def test_closing_the_document_stops():
+    store, editor = setup("a\nb\nc\n")
+    editor.after_apply = lambda ed: store.close(URI)
+    outcome = await make_job(editor, store, "utf-16").run(
+        FakeEngine([("A\n", 1), ("A\nB\n", 2)], "A\nB\nC\n", delay=0.05))
+    assert outcome.status == "closed"
+
+
+async def test_cancel_restores_the_region_in_one_edit():
+    text = "a\nb\nc\nd\n"
+    states = [("A\n", 1), ("A\nB\n", 2), ("A\nB\nC\n", 3), ("A\nB\nC\nD\n", 4)]
+    store, editor = setup(text)
+    job = make_job(editor, store, "utf-16")
+    editor.after_apply = lambda ed: job.cancel() if len(ed.edits) == 2 else None
+    outcome = await job.run(FakeEngine(states, "A\nB\nC\nD\n", delay=0.05))
+    assert outcome.status == "cancelled" and "restored" in outcome.message
+    assert editor.text == text and len(editor.edits) == 3
+
+
+async def test_progress_cancel_is_honoured():
+    store, editor = setup("a\nb\nc\n")
+    job = make_job(editor, store, "utf-16")
+
+    def cancel_from_the_progress_ui(ed):
+        ed.work_done_progress.tokens[job.token].cancel()  # what pygls does on window/workDoneProgress/cancel
+
+    editor.after_apply = lambda ed: cancel_from_the_progress_ui(ed) if len(ed.edits) == 1 else None
+    outcome = await job.run(FakeEngine([("A\n", 1), ("A\nB\n", 2), ("A\nB\nC\n", 3)], "A\nB\nC\n", delay=0.05))
+    assert outcome.status == "cancelled" and editor.text == "a\nb\nc\n"
+
+
+@pytest.mark.parametrize("apply_mode", ["stream", "final"])
+async def test_max_tokens_leaves_the_document_unchanged(apply_mode):
+    store, editor = setup("a\nb\n")
+    outcome = await make_job(editor, store, "utf-16", apply_mode).run(
+        FakeEngine([("A\n", 1), ("A\nB\nB\nB\n", 2)], "A\nB\nB\nB\n", stop_reason="max_tokens"))
+    assert outcome.status == "max_tokens" and "maxNewTokens" in outcome.message
+    assert editor.text == "a\nb\n"
+    if apply_mode == "final":
+        assert not editor.edits
+
+
+async def test_engine_failure_restores_and_reports():
+    store, editor = setup("a\nb\n")
+    outcome = await make_job(editor, store, "utf-16").run(
+        FakeEngine([("A\n", 1), ("A\nB\n", 2)], "A\nB\n", fail_at=1))
+    assert outcome.status == "error" and "the fake engine broke" in outcome.message
+    assert editor.text == "a\nb\n"
+
+
+async def test_final_mode_sends_one_edit():
+    store, editor = setup("a\nb\nc\n")
+    outcome = await make_job(editor, store, "utf-16", "final").run(
+        FakeEngine([("A\n", 1), ("A\nB\n", 2)], "A\nB\nc\n"))
+    assert outcome.status == "done" and len(editor.edits) == 1 and editor.text == "A\nB\nc\n"
+
+
+async def test_the_engine_runs_off_the_event_loop():
+    store, editor = setup("a\nb\n")
+    ticks = 0
+
+    async def ticker():
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0.01)
+
+    tick_task = asyncio.ensure_future(ticker())
+    outcome = await make_job(editor, store, "utf-16").run(FakeEngine([("A\n", 1)], "A\nB\n", delay=0.4))
+    tick_task.cancel()
+    assert outcome.status == "done" and ticks >= 10, "the event loop was blocked while decoding"
+    assert threading.active_count() >= 1

@@ -1,0 +1,366 @@
+"""Unit tests of the language server's pure parts: positions, edits, actions, settings, queue."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings, strategies as st
+from lsprotocol import types
+
+from engine.lines import split_lines
+from lsp_server import actions, config, edits, positions
+from lsp_server.models import EditQueue, ModelKey, ModelPool
+
+# --- positions --------------------------------------------------------------------------------
+
+EMOJI = "\U0001F600"          # 😀 : 1 code point, 2 UTF-16 units, 4 UTF-8 bytes
+CJK = "\u4e2d\u6587"            # 中文: 2 code points, 2 UTF-16 units, 6 UTF-8 bytes
+COMBINING = "e\u0301"           # é as e + combining acute: 2 code points
+
+
+def reference_units(text: str, encoding: str) -> int:
+    """Independent code-unit count (the codec's own encoder)."""
+    if encoding == "utf-16":
+        return len(text.encode("utf-16-le")) // 2
+    if encoding == "utf-8":
+        return len(text.encode("utf-8"))
+    return len(text)
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-8", "utf-32"])
+def test_units_match_the_real_encoders(encoding):
+    for text in ["", "abc", EMOJI, CJK, COMBINING, f"x = '{EMOJI}{CJK}{COMBINING}'\t# ok"]:
+        assert positions.units(text, encoding) == reference_units(text, encoding)
+
+
+def test_positions_of_emoji_cjk_and_combining_characters():
+    text = f"a{EMOJI}b\n{CJK}x{COMBINING}y\n"
+    index = positions.LineIndex(text)
+    b = text.index("b")
+    assert index.position_at(b, "utf-16") == types.Position(line=0, character=3)
+    assert index.position_at(b, "utf-8") == types.Position(line=0, character=5)
+    assert index.position_at(b, "utf-32") == types.Position(line=0, character=2)
+    y = text.index("y")
+    assert index.position_at(y, "utf-16") == types.Position(line=1, character=5)
+    assert index.position_at(y, "utf-8") == types.Position(line=1, character=10)
+    for enc in ("utf-16", "utf-8", "utf-32"):
+        assert index.offset_at(index.position_at(y, enc), enc) == y
+    # inside a surrogate pair: rounds down to the emoji's start
+    assert index.offset_at(types.Position(line=0, character=2), "utf-16") == 1
+
+
+def test_line_breaks_follow_lsp_not_splitlines():
+    text = "a\r\nb\rc\nd\u2028e\x0cf"
+    index = positions.LineIndex(text)
+    assert index.line_count == 4
+    assert [index.line_text(i) for i in range(4)] == ["a", "b", "c", "d\u2028e\x0cf"]
+    # the end of a CRLF line is before its \r; an offset between \r and \n maps there too
+    assert index.position_at(1) == types.Position(line=0, character=1)
+    assert index.position_at(2) == types.Position(line=0, character=1)
+    assert index.position_at(3) == types.Position(line=1, character=0)
+
+
+def test_clamping():
+    index = positions.LineIndex("ab\ncd")
+    assert index.offset_at(types.Position(line=0, character=99)) == 2
+    assert index.offset_at(types.Position(line=9, character=0)) == 5
+    assert index.position_at(99) == types.Position(line=1, character=2)
+    empty = positions.LineIndex("")
+    assert empty.offset_at(types.Position(line=0, character=0)) == 0
+    assert empty.position_at(0) == types.Position(line=0, character=0)
+
+
+def test_negotiate():
+    caps = types.ClientCapabilities()
+    assert positions.negotiate(caps) == "utf-16"
+    caps = types.ClientCapabilities(general=types.GeneralClientCapabilities(
+        position_encodings=[types.PositionEncodingKind.Utf8, types.PositionEncodingKind.Utf16]))
+    assert positions.negotiate(caps) == "utf-8"
+    caps = types.ClientCapabilities(general=types.GeneralClientCapabilities(position_encodings=["utf-7", "utf-32"]))
+    assert positions.negotiate(caps) == "utf-32"
+    assert positions.negotiate(None) == "utf-16"
+
+
+texts = st.text(alphabet=st.sampled_from(list("ab \t\n\r") + [EMOJI, "\u4e2d", "\u0301", "\u2028"]), max_size=40)
+
+
+@given(texts, st.data())
+@settings(max_examples=300, deadline=None)
+def test_position_roundtrip(text, data):
+    index = positions.LineIndex(text)
+    offset = data.draw(st.integers(0, len(text)))
+    for enc in ("utf-16", "utf-8", "utf-32"):
+        pos = index.position_at(offset, enc)
+        back = index.offset_at(pos, enc)
+        # the only offsets that do not round-trip are those between the \r and \n of a CRLF
+        if 0 < offset < len(text) and text[offset - 1] == "\r" and text[offset] == "\n":
+            assert back == offset - 1
+        else:
+            assert back == offset
+
+
+# --- edits ------------------------------------------------------------------------------------
+
+def apply_lsp_edit(text: str, edit: types.TextEdit, encoding: str) -> str:
+    """An independent client-side application of one TextEdit (what an editor does)."""
+    lines = re.split(r"(?<=\r\n)|(?<=\n)|(?<=\r)(?!\n)", text)
+
+    def offset(pos: types.Position) -> int:
+        if pos.line >= len(lines):
+            return len(text)
+        start = sum(len(line) for line in lines[:pos.line])
+        content = lines[pos.line].rstrip("\r\n")
+        if encoding == "utf-16":
+            units = content.encode("utf-16-le")[: 2 * pos.character]
+            return start + len(units.decode("utf-16-le", "ignore"))
+        if encoding == "utf-8":
+            return start + len(content.encode("utf-8")[: pos.character].decode("utf-8", "ignore"))
+        return start + min(pos.character, len(content))
+
+    a, b = offset(edit.range.start), offset(edit.range.end)
+    return text[:a] + edit.new_text + text[b:]
+
+
+@given(texts, texts)
+@settings(max_examples=400, deadline=None)
+def test_minimal_replacement_is_exact_and_minimal(old, new):
+    rep = edits.minimal_replacement(old, new)
+    if old == new:
+        assert rep is None
+        return
+    assert rep.apply(old) == new
+    kept = len(old) - (rep.end - rep.start)
+    assert kept <= len(old)
+    # never cut a CRLF in two, in either text
+    for text, cut in ((old, rep.start), (old, rep.end), (new, rep.start), (new, rep.start + len(rep.new_text))):
+        assert not (0 < cut < len(text) and text[cut - 1] == "\r" and text[cut] == "\n")
+    for enc in ("utf-16", "utf-8", "utf-32"):
+        assert apply_lsp_edit(old, edits.text_edit(old, rep, enc), enc) == new
+
+
+def test_minimal_replacement_examples():
+    assert edits.minimal_replacement("return a - b\n", "return a + b\n") == edits.Replacement(9, 10, "+")
+    assert edits.minimal_replacement("x\r\n", "x\r\ny\r\n") == edits.Replacement(3, 3, "y\r\n")
+    rep = edits.minimal_replacement("a\r\n", "a\n")
+    assert rep.apply("a\r\n") == "a\n" and rep.start == 1
+
+
+@given(st.lists(st.sampled_from(["a\n", "b\n", "\tc\n", f"{EMOJI}\n", "d\r\n"]), max_size=6),
+       st.lists(st.sampled_from(["a\n", "x\n", "\tc\n", f"{CJK}\n", "z"]), max_size=6), st.booleans(), st.data())
+@settings(max_examples=200, deadline=None)
+def test_live_region_walks_from_input_to_output(inp, out, at_end, data):
+    before, after = "head\n", ("" if at_end else "tail\n")
+    if at_end and inp:
+        inp = [*inp[:-1], inp[-1].rstrip("\n")]  # the region is the end of a file without final newline
+    region_in = "".join(inp)
+    doc = before + region_in + after
+    n_before = len(split_lines(before))
+    lines = (n_before + 1, n_before + len(split_lines(region_in))) if region_in else None
+    if lines is None:
+        doc, before, after = region_in, "", ""
+    live = edits.LiveRegion(doc, lines)
+    assert live.input == region_in
+    shown_doc = doc
+    resolved = ""
+    consumed = 0
+    for line in out:
+        resolved += line
+        consumed = min(len(live.input_lines), data.draw(st.integers(consumed, len(live.input_lines))))
+        new = live.live_text(resolved, consumed)
+        rep = live.step(new)
+        if rep is not None:
+            shown_doc = apply_lsp_edit(shown_doc, edits.text_edit(shown_doc, rep, "utf-16"), "utf-16")
+        live.commit(new)
+        assert shown_doc == live.document()
+    final = live.final_text("".join(out))
+    rep = live.step(final)
+    if rep is not None:
+        shown_doc = rep.apply(shown_doc)
+    assert shown_doc == before + final + after
+
+
+def test_crlf_documents_get_crlf_output():
+    doc = "a\r\nb\r\n"
+    live = edits.LiveRegion(doc, None)
+    assert live.crlf
+    assert live.final_text("a\nc\n") == "a\r\nc\r\n"
+    assert live.live_text("x\n", 1) == "x\r\nb\r\n"
+    assert not edits.LiveRegion("a\r\nb\n", None).crlf
+
+
+def test_workspace_edit_shapes():
+    edit = types.TextEdit(range=types.Range(start=types.Position(line=0, character=0),
+                                            end=types.Position(line=0, character=1)), new_text="x")
+    versioned = edits.workspace_edit("file:///a.py", 7, edit, document_changes=True)
+    assert versioned.document_changes[0].text_document.version == 7
+    plain = edits.workspace_edit("file:///a.py", 7, edit, document_changes=False)
+    assert plain.changes == {"file:///a.py": [edit]}
+
+
+# --- actions: instruction and region rule -----------------------------------------------------
+
+def diag(message: str, line: int = 0) -> types.Diagnostic:
+    return types.Diagnostic(range=types.Range(start=types.Position(line=line, character=0),
+                                              end=types.Position(line=line, character=3)), message=message)
+
+
+def test_fix_instruction():
+    assert actions.fix_instruction([]) == "Fix the bug"
+    assert actions.fix_instruction([diag("undefined name 'x'"), diag("unused  import\nos"),
+                                    diag("undefined name 'x'")]) == "Fix: undefined name 'x'; unused import os"
+
+
+def test_region_rule():
+    small = "".join(f"line {i}\n" for i in range(10))
+    assert actions.region_lines(small, None) is None
+    assert actions.region_lines(small, (0, 0)) is None  # cursor, small file: whole document
+    start = small.index("line 2")
+    assert actions.region_lines(small, (start + 2, small.index("line 4") + 1)) == (3, 5)
+    # a selection that ends at column 0 does not take that line
+    assert actions.region_lines(small, (start, small.index("line 4"))) == (3, 4)
+    big = "".join(f"def f{i}():\n    x = {i}\n    return x\n\n" for i in range(80))
+    cursor = big.index("    x = 40")
+    assert actions.region_lines(big, (cursor, cursor), whole_document_lines=200) == (161, 163)
+    assert actions.region_lines(big, (cursor, cursor), whole_document_lines=1000) is None
+    assert actions.region_lines("", (0, 0)) is None
+
+
+def test_code_actions_and_only_filter():
+    text = "def f():\n    return x\n"
+    rng = types.Range(start=types.Position(line=1, character=4), end=types.Position(line=1, character=4))
+    params = types.CodeActionParams(text_document=types.TextDocumentIdentifier(uri="file:///t.py"), range=rng,
+                                    context=types.CodeActionContext(diagnostics=[diag("undefined name 'x'", 1)]))
+    found = actions.code_actions("file:///t.py", text, params)
+    assert [a.title for a in found] == ["AI fix", "AI edit\u2026"]
+    fix, edit = found
+    assert fix.kind == types.CodeActionKind.QuickFix and fix.diagnostics
+    assert fix.command.command == "copyAsDecode.server.edit"
+    assert fix.command.arguments[0]["instruction"] == "Fix: undefined name 'x'"
+    assert fix.command.arguments[0]["kind"] == "fix"
+    assert edit.kind == types.CodeActionKind.RefactorRewrite
+    assert edit.command.arguments[0]["instruction"] is None and edit.command.arguments[0]["kind"] == "edit"
+    params.context.only = [types.CodeActionKind.QuickFix]
+    assert [a.title for a in actions.code_actions("file:///t.py", text, params)] == ["AI fix"]
+    params.context.only = [types.CodeActionKind.Refactor]
+    assert [a.title for a in actions.code_actions("file:///t.py", text, params)] == ["AI edit\u2026"]
+
+
+def test_edit_args_contract():
+    args = actions.EditArgs.parse([{"uri": "file:///a.py", "range": None, "instruction": None, "kind": "fix"}])
+    assert args.instruction == "Fix the bug" and args.range is None
+    with pytest.raises(ValueError, match="uri"):
+        actions.EditArgs.parse({"range": None})
+    with pytest.raises(ValueError, match="kind"):
+        actions.EditArgs.parse({"uri": "file:///a.py", "kind": "rewrite"})
+
+
+# --- settings ---------------------------------------------------------------------------------
+
+def test_settings_validation_and_unknown_keys():
+    layer = config.parse_layer({"mode": "ar", "max-new-tokens": 64, "ContextLines": 3, "colour": "red",
+                                "applyMode": "sometimes", "trustRemoteCode": True}, "test")
+    assert layer.values == {"mode": "ar", "max_new_tokens": 64, "context_lines": 3}
+    joined = "\n".join(layer.warnings)
+    assert "unknown setting 'colour'" in joined
+    assert "applyMode 'sometimes' is not valid; choose stream or final" in joined
+    assert "trustRemoteCode is only read from user-level settings" in joined
+    with pytest.raises(config.ConfigError, match="mode 'fast' is not a mode"):
+        config.parse_layer({"mode": "fast"}, "file", strict=True)
+
+
+def test_precedence_and_model_sources(tmp_path: Path):
+    (tmp_path / "pyproject.toml").write_text('[tool.copy-as-decode]\nmode = "speculative"\ncontext_lines = 7\n')
+    sub = tmp_path / "pkg"
+    sub.mkdir()
+    (sub / ".copy-as-decode.toml").write_text('mode = "ar"\nmodel = "/somewhere/else.gguf"\n'
+                                              'trust_remote_code = true\n')
+    ws = config.WorkspaceConfig([tmp_path])
+    ws.set_user({"copyAsDecode": {"maxNewTokens": 99}})
+    settings, warnings = ws.settings_for(sub / "m.py")
+    assert (settings.mode, settings.context_lines, settings.max_new_tokens) == ("ar", 7, 99)
+    assert settings.model == "default" and not settings.trust_remote_code
+    assert any("not in your allowedModels" in w for w in warnings)
+    ws.set_pushed({"copyAsDecode": {"mode": "program"}})
+    assert ws.settings_for(sub / "m.py")[0].mode == "program"
+    ws.set_pulled("file:///x", {"mode": "speculative"})
+    assert ws.settings_for(sub / "m.py", "file:///x")[0].mode == "speculative"
+    ws.set_user({"allowedModels": ["default", f"{tmp_path}/*"], "trustRemoteCode": True})
+    (sub / ".copy-as-decode.toml").write_text(f'model = "{tmp_path}/models/x.gguf"\n')
+    ws.files.reload(sub / ".copy-as-decode.toml")
+    settings, _ = ws.settings_for(sub / "m.py")
+    assert settings.model == f"{tmp_path}/models/x.gguf" and settings.trust_remote_code
+
+
+def test_config_files_cascade(tmp_path: Path):
+    (tmp_path / ".copy-as-decode.toml").write_text('mode = "ar"\nmax_new_tokens = 10\n')
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    (tmp_path / "a" / ".copy-as-decode.toml").write_text('max_new_tokens = 20\n')
+    (tmp_path / "a" / "b" / ".copy-as-decode.toml").write_text('context_lines = 2\n')
+    ws = config.WorkspaceConfig([tmp_path])
+    settings, _ = ws.settings_for(tmp_path / "a" / "b" / "x.py")
+    assert (settings.mode, settings.max_new_tokens, settings.context_lines) == ("ar", 20, 2)
+    assert [p.parent.name for p in ws.config_files(tmp_path / "a" / "x.py")] == [tmp_path.name, "a"]
+    # the headless CLI reads the same files
+    cli_settings, _ = config.load_workspace_settings(tmp_path / "a" / "b" / "x.py")
+    assert cli_settings.max_new_tokens == 20
+
+
+def test_invalid_file_keeps_last_good(tmp_path: Path):
+    path = tmp_path / ".copy-as-decode.toml"
+    path.write_text('mode = "ar"\n')
+    files = config.FileLayers()
+    assert files.get(path)[0].values["mode"] == "ar"
+    path.write_text('mode = "ar\n')
+    layer, error = files.reload(path)
+    assert layer.values["mode"] == "ar" and "invalid TOML" in error and "last good" in error
+    path.write_text('mode = 3\n')
+    layer, error = files.reload(path)
+    assert layer.values["mode"] == "ar" and "mode must be a non-empty string" in error
+
+
+def test_model_allowed():
+    assert config.model_allowed("default", ["default"])
+    assert config.model_allowed("Qwen/Qwen2.5-Coder-1.5B-Instruct", ["hub:Qwen/*"])
+    assert not config.model_allowed("evil/model", ["hub:Qwen/*"])
+    assert not config.model_allowed("/tmp/m.gguf", ["default", "hub:*"])
+    assert config.model_allowed("/tmp/m.gguf", ["/tmp/*"])
+
+
+# --- model pool and queue ---------------------------------------------------------------------
+
+async def test_model_pool_shares_loads_and_bounds_memory():
+    loads = []
+
+    def loader(key, progress):
+        loads.append(key.model)
+        progress(f"loading {key.model}")
+        if key.model == "broken":
+            raise RuntimeError("model 'broken': cannot load")
+        return object()
+
+    pool = ModelPool(capacity=2, loader=loader)
+    key = lambda m: ModelKey(m, "auto", "auto", False)  # noqa: E731
+    a1, a2 = await asyncio.gather(pool.get(key("a")), pool.get(key("a")))
+    assert a1 is a2 and loads == ["a"]
+    await pool.get(key("b"))
+    await pool.get(key("c"))
+    assert not pool.loaded(key("a")) and pool.loaded(key("c"))
+    with pytest.raises(RuntimeError, match="cannot load"):
+        await pool.get(key("broken"))
+    with pytest.raises(RuntimeError):
+        await pool.get(key("broken"))
+    assert loads.count("broken") == 2  # failures are not cached
+
+
+async def test_edit_queue_newer_request_cancels_older():
+    queue = EditQueue()
+    cancelled = []
+    queue.claim("file:///a", "t1", cancelled.append)
+    queue.claim("file:///b", "t2", cancelled.append)
+    queue.claim("file:///a", "t3", cancelled.append)
+    assert cancelled == ["superseded"]
+    assert queue.is_latest("file:///a", "t3") and not queue.is_latest("file:///a", "t1")
+    assert queue.cancel_all("file:///b") == 1 and cancelled[-1] == "cancelled"
