@@ -7,9 +7,17 @@ PY := $(VENV)/bin/python
 setup:
 	@scripts/bootstrap.sh
 
+# The main job: a headless edit of an example file with the embedded default model (lossless
+# speculative mode), its program and diff, and the same request in program and ar mode side by side.
 run: setup
+	$(VENV)/bin/copy-as-decode edit examples/buggy_add.py --instruction "Fix the bug in add." \
+		--compare program,ar --max-new-tokens 96
+
+analyze: setup
 	$(VENV)/bin/copy-as-decode analyze --corpus all --tokenizer default
 
+# One torch thread per process: the tests run a server and a client process side by side, and
+# the same thread count everywhere keeps greedy outputs bit-identical between them.
 test: setup
 	@scripts/system-deps.sh
-	$(PY) -m pytest -q
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q

@@ -11,7 +11,7 @@ from engine.lines import split_lines
 from engine.models import LoadedModel
 from engine.program import CopyTokens
 from engine.program_decoder import DecodeOutcome, check_program, decode_program
-from engine.prompt import TEXT_FENCE_OPEN, PromptParts, program_messages, render, text_messages
+from engine.prompt import PromptParts, program_messages, render, text_messages
 from engine.tables import tables_for
 from engine.text_decoder import decode_text
 from engine.tokens import encode, token_pieces
@@ -25,7 +25,8 @@ def run_edit(loaded: LoadedModel, request, cancelled: Callable[[], bool]) -> Ite
     ctx = max(0, request.context_lines)
     region = "".join(lines[a:b])
     parts = PromptParts(instruction=request.instruction, region=region,
-                        before="".join(lines[max(0, a - ctx):a]), after="".join(lines[b:b + ctx]), first_line=a + 1)
+                        before="".join(lines[max(0, a - ctx):a]), after="".join(lines[b:b + ctx]), first_line=a + 1,
+                        language=request.language)
     tables = tables_for(loaded)
     token_copies = request.token_copies
     if request.mode == "forced":
@@ -35,7 +36,7 @@ def run_edit(loaded: LoadedModel, request, cancelled: Callable[[], bool]) -> Ite
     if request.mode in ("program", "forced"):
         prompt_ids = render(loaded.tokenizer, program_messages(parts))
     else:
-        prompt_ids = render(loaded.tokenizer, text_messages(parts), assistant_prefix=TEXT_FENCE_OPEN)
+        prompt_ids = render(loaded.tokenizer, text_messages(parts), assistant_prefix=parts.fence())
     yield EditStarted(mode=request.mode, model=loaded.name, input_lines=len(split_lines(region)),
                       prompt_tokens=len(prompt_ids))
     if request.mode in ("program", "forced"):

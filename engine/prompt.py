@@ -13,7 +13,9 @@ from typing import Any
 
 from engine.lines import split_lines
 
-TEXT_FENCE_OPEN = "```\n"
+LANGUAGE_BY_SUFFIX = {".py": "python", ".js": "javascript", ".ts": "typescript", ".go": "go", ".rs": "rust",
+                      ".java": "java", ".c": "c", ".h": "c", ".cpp": "cpp", ".cc": "cpp", ".hpp": "cpp",
+                      ".rb": "ruby", ".lua": "lua", ".sh": "bash", ".tsx": "tsx", ".jsx": "jsx"}
 TEXT_FENCE_CLOSE = "\n```"
 
 PROGRAM_RULES = """You edit code by writing an edit program instead of rewriting the code.
@@ -30,7 +32,7 @@ PROGRAM_EXAMPLE_OUTPUT = (
     '<copy lines="4-6"/>\n\nprint(area(2, 3))\n</program>'
 )
 
-TEXT_RULES = """You edit code. Reply with the complete edited code in one code block and nothing else: keep every unchanged line exactly as it is."""
+TEXT_RULES = """You are a careful code editor. Rewrite the whole code with the requested change. Output every line of the code, changed or not, in one code block, and nothing else."""
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,10 @@ class PromptParts:
     before: str = ""
     after: str = ""
     first_line: int = 1
+    language: str = ""  # fence tag ("python", "javascript", ...); models write code better when told
+
+    def fence(self) -> str:
+        return f"```{self.language}\n"
 
 
 def numbered(text: str) -> str:
@@ -56,9 +62,9 @@ def numbered(text: str) -> str:
 def _context_block(parts: PromptParts) -> str:
     chunks = []
     if parts.before:
-        chunks.append("Context before the code to edit (read-only):\n" + TEXT_FENCE_OPEN + parts.before.rstrip("\n") + TEXT_FENCE_CLOSE + "\n\n")
+        chunks.append("Context before the code to edit (read-only):\n" + parts.fence() + parts.before.rstrip("\n") + TEXT_FENCE_CLOSE + "\n\n")
     if parts.after:
-        chunks.append("Context after the code to edit (read-only):\n" + TEXT_FENCE_OPEN + parts.after.rstrip("\n") + TEXT_FENCE_CLOSE + "\n\n")
+        chunks.append("Context after the code to edit (read-only):\n" + parts.fence() + parts.after.rstrip("\n") + TEXT_FENCE_CLOSE + "\n\n")
     return "".join(chunks)
 
 
@@ -82,7 +88,7 @@ def text_messages(parts: PromptParts) -> list[dict[str, str]]:
     return [
         {"role": "system", "content": TEXT_RULES},
         {"role": "user", "content": f"{_context_block(parts)}Instruction: {parts.instruction}\n\nCode:\n"
-                                     f"{TEXT_FENCE_OPEN}{body}```"},
+                                     f"{parts.fence()}{body}```"},
     ]
 
 

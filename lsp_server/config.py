@@ -70,7 +70,7 @@ class Settings:
     model: str = "default"
     device: str = "auto"
     dtype: str = "auto"
-    mode: str = "program"
+    mode: str = "speculative"  # lossless with any model; "program" needs a model that follows the format
     apply_mode: str = "stream"
     max_new_tokens: int = 1024
     context_lines: int = 20

@@ -12,9 +12,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from engine.api import MODES, EditError, EditRequest, Engine
+from engine.api import MODES, EditError, EditRequest, Engine, language_for
 from engine.events import EditFinished, EditResult, EditStarted, OpResolved
-from engine.models import DEFAULT_MODEL, ModelLoadError
+from engine.models import ModelLoadError
 from engine.resolve import ResolveError
 
 
@@ -24,8 +24,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--instruction", "-i", required=True, help="what to change, e.g. 'Fix the bug'")
     p.add_argument("--lines", help="edit only lines A-B (1-based, inclusive)")
     p.add_argument("--mode", choices=[m for m in MODES if m != "forced"], default=None,
-                   help="program (default), speculative, ar or pld")
-    p.add_argument("--model", default=None, help="'default' (embedded SmolLM2-135M), a hub id, a folder or a .gguf")
+                   help="speculative (default: lossless, same output as ar), program, ar or pld")
+    p.add_argument("--model", default=None, help="'default' (embedded SmolLM2-135M), a hub id, a folder or a .gguf "
+                   "(default: the workspace configuration, else 'default')")
     p.add_argument("--device", default=None)
     p.add_argument("--dtype", default=None)
     p.add_argument("--max-new-tokens", type=int, default=None)
@@ -72,16 +73,18 @@ def write_atomic(path: Path, text: str) -> None:
 
 
 def _settings(args: argparse.Namespace):
-    """Workspace settings for FILE (shared with the language server) when available, then flags."""
+    """Workspace settings for FILE, read exactly as the language server reads them (its
+    ``.copy-as-decode.toml`` / ``[tool.copy-as-decode]`` files, found from the file's folder up)."""
+    from lsp_server.config import Settings, load_workspace_settings
+
     try:
-        from lsp_server.config import settings_for_file  # the language server's configuration
-    except ImportError:
-        return {}
-    try:
-        return settings_for_file(args.file)
+        settings, warnings = load_workspace_settings(args.file.resolve())
     except Exception as exc:  # noqa: BLE001 - a bad config file must not stop a headless edit
         print(f"warning: ignoring workspace configuration: {exc}", file=sys.stderr)
-        return {}
+        return Settings()
+    for warning in warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    return settings
 
 
 def run(args: argparse.Namespace) -> int:
@@ -90,19 +93,22 @@ def run(args: argparse.Namespace) -> int:
     out = Console(stderr=args.json)
     err = Console(stderr=True)
     try:
-        settings = _settings(args)
-        get = (lambda k, d: getattr(settings, k, d)) if not isinstance(settings, dict) else (lambda k, d: settings.get(k, d))
         text = read_text(args.file)
+        settings = _settings(args)
         request = EditRequest(text=text, instruction=args.instruction, lines=parse_lines(args.lines),
-                              mode=args.mode or get("mode", "program"),
-                              max_new_tokens=args.max_new_tokens or get("max_new_tokens", 1024))
+                              language=language_for(str(args.file)), mode=args.mode or settings.mode,
+                              max_new_tokens=args.max_new_tokens or settings.max_new_tokens,
+                              context_lines=settings.context_lines)
         request.validate()
-        model = args.model or get("model", DEFAULT_MODEL)
+        model = args.model or settings.model
         with err.status(f"loading model {model}..."):
-            engine = Engine.load(model, device=args.device or get("device", None), dtype=args.dtype or get("dtype", None),
-                                 progress=lambda m: err.print(f"[dim]{m}[/dim]"))
-        result = _run_one(engine, request, out, quiet=args.json)
+            engine = Engine.load(model, device=args.device or settings.device, dtype=args.dtype or settings.dtype,
+                                 progress=lambda m: err.print(f"[dim]{m}[/dim]"),
+                                 trust_remote_code=settings.trust_remote_code)
         others = [m.strip() for m in args.compare.split(",") if m.strip() and m.strip() != request.mode]
+        if others:
+            engine.warm_up()  # so the first timed mode does not pay one-time costs
+        result = _run_one(engine, request, out, quiet=args.json)
         compared = {}
         for mode in others:
             req = EditRequest(**{**request.__dict__, "mode": mode})
@@ -160,13 +166,23 @@ def _report(out, path: Path, result: EditResult, compared: dict[str, EditResult]
         out.print(f"[{style}]{escape(line.rstrip(chr(10)))}[/{style}]")
     for warning in result.warnings:
         out.print(f"[yellow]warning:[/yellow] {escape(warning)}")
-    table = Table(title="timing (decode phase, one run each, same machine)")
-    for col in ("mode", "decode s", "total s", "model steps", "copied tok", "forced tok", "stop", "same output as program"):
+    for mode, other in compared.items():
+        out.print(f"\n[bold]{mode} program[/bold]")
+        out.print(escape(other.program.serialize()), soft_wrap=True)
+    out.print(timing_table([result, *compared.values()]))
+
+
+def timing_table(results: list[EditResult]):
+    """Side-by-side timings of one request under several modes (one run each, same process)."""
+    from rich.table import Table
+
+    ar = next((r for r in results if r.mode == "ar"), None)
+    table = Table(title="decode phase, same request, one run each in this process")
+    for col in ("mode", "decode s", "speed-up vs ar", "model steps", "copied tok", "forced tok", "stop",
+                "output == ar"):
         table.add_column(col)
-    base = result.timings["decode_s"]
-    for r in [result, *compared.values()]:
-        speed = "" if r is result or not base else f" ({r.timings['decode_s'] / base:.2f}x)"
-        table.add_row(r.mode, f"{r.timings['decode_s']:.2f}{speed}", f"{r.timings['total_s']:.2f}",
-                      str(r.tokens.generated), str(r.tokens.copied), str(r.tokens.forced), r.stop_reason,
-                      "-" if r is result else str(r.output_text == result.output_text))
-    out.print(table)
+    for r in results:
+        speed = f"{ar.timings['decode_s'] / r.timings['decode_s']:.2f}x" if ar and r.timings["decode_s"] else "-"
+        table.add_row(r.mode, f"{r.timings['decode_s']:.2f}", speed, str(r.tokens.generated), str(r.tokens.copied),
+                      str(r.tokens.forced), r.stop_reason, "-" if ar is None or r is ar else str(r.output_text == ar.output_text))
+    return table
