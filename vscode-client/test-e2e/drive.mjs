@@ -1,0 +1,256 @@
+// Drives a running code-server (a real VS Code workbench) with playwright-core and Debian's
+// chromium, the way a user would: open a file from the explorer, run "Copy-as-Decode: AI Fix"
+// from the command palette (F1) or pick "AI fix" from the quick-fix menu (Ctrl+.), and wait
+// for the server's edit to land in the file on disk (files.autoSave is on in the test's settings).
+//
+//   node drive.mjs config.json
+//
+// config.json: {
+//   url, chromium, workspace, timeoutS (per edit), readyTimeoutS (server up),
+//   steps: [{ kind: "palette" | "quickfix", file, caretOn, screenshot? }],
+//   failureScreenshot
+// }
+// Prints progress on stderr and one JSON line on stdout: {ok, steps: [{kind, file, trigger,
+// seconds, finished, how, text, changed, states, messages}], error?}. Exit code 0 when the
+// driver ran to the end (the caller compares the texts), 1 when the workbench could not be driven.
+
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { chromium } from "playwright-core";
+
+const cfg = JSON.parse(readFileSync(process.argv[2], "utf8"));
+const started = Date.now();
+const log = (msg) => process.stderr.write(`[drive +${((Date.now() - started) / 1000).toFixed(1)}s] ${msg}\n`);
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+const CHROMIUM_FLAGS = [
+  "--no-sandbox",
+  "--disable-gpu",
+  "--disable-quic",
+  "--no-first-run",
+  "--disable-background-networking",
+  "--disable-component-update",
+  "--disable-sync",
+  "--disable-dev-shm-usage",
+  "--disable-breakpad",
+];
+
+/** The Copy-as-Decode status bar item's state, from its codicon and text. */
+async function serverState(page) {
+  return page.evaluate(() => {
+    const items = [...document.querySelectorAll(".statusbar-item")].filter((el) =>
+      (el.textContent || "").includes("Copy-as-Decode"),
+    );
+    if (items.length === 0) return { state: "absent", text: "" };
+    const el = items[0];
+    const text = (el.textContent || "").trim();
+    const has = (name) => el.querySelector(`.codicon-${name}`) !== null;
+    let state = "unknown";
+    if (has("error")) state = "error";
+    else if (/editing/.test(text)) state = "editing";
+    else if (/loading model/.test(text)) state = "loading";
+    else if (/starting/.test(text)) state = "starting";
+    else if (has("circle-slash")) state = "stopped";
+    else if (has("check")) state = "ready";
+    const tooltip = el.getAttribute("aria-label") || "";
+    return { state, text, tooltip };
+  });
+}
+
+async function waitFor(what, timeoutMs, probe) {
+  const deadline = Date.now() + timeoutMs;
+  let last;
+  while (Date.now() < deadline) {
+    last = await probe();
+    if (last && last.done) return last;
+    await sleep(250);
+  }
+  throw new Error(`timed out after ${Math.round(timeoutMs / 1000)} s waiting for ${what}${last ? ` (last: ${JSON.stringify(last)})` : ""}`);
+}
+
+async function openFromExplorer(page, file) {
+  const row = page.locator(".explorer-folders-view .monaco-list-row", { hasText: file }).first();
+  await row.waitFor({ state: "visible", timeout: 60_000 });
+  await row.click();
+  const tab = page.locator(".tabs-container .tab", { hasText: file }).first();
+  await tab.waitFor({ state: "visible", timeout: 30_000 });
+  const lines = page.locator(".editor-instance .monaco-editor .view-lines").first();
+  await lines.waitFor({ state: "visible", timeout: 30_000 });
+  await sleep(500);
+}
+
+/** Click on the text of a line of the active editor (puts the caret there, no selection). */
+async function clickLine(page, lineText) {
+  const line = page.locator(".editor-instance .monaco-editor .view-line", { hasText: lineText }).first();
+  await line.waitFor({ state: "visible", timeout: 30_000 });
+  await line.click();
+  await sleep(200);
+}
+
+async function runFromPalette(page, title) {
+  await page.keyboard.press("F1");
+  const input = page.locator(".quick-input-widget input");
+  await input.waitFor({ state: "visible", timeout: 15_000 });
+  await input.fill(`>${title}`);
+  const row = page.locator(".quick-input-widget .monaco-list-row", { hasText: title }).first();
+  await row.waitFor({ state: "visible", timeout: 15_000 });
+  await page.keyboard.press("Enter");
+}
+
+/** Ctrl+. and pick the "AI fix" code action; falls back to the palette's "Quick Fix..." command. */
+async function runQuickFix(page, label) {
+  const menu = page.locator(".action-widget .monaco-list-row", { hasText: label }).first();
+  for (const attempt of ["Control+Period", "palette"]) {
+    if (attempt === "palette") {
+      await runFromPalette(page, "Quick Fix...");
+    } else {
+      await page.keyboard.press(attempt);
+    }
+    try {
+      await menu.waitFor({ state: "visible", timeout: 20_000 });
+      log(`quick-fix menu offers "${label}" (opened with ${attempt})`);
+      // Move the keyboard focus to the action (the first one is focused when the menu opens),
+      // then Enter applies it, as a keyboard user would.
+      const focused = page.locator(".action-widget .monaco-list-row.action.focused").first();
+      for (let i = 0; i < 12; i++) {
+        const current = await focused.getAttribute("aria-label", { timeout: 2_000 }).catch(() => null);
+        if (current === label) break;
+        await page.keyboard.press("ArrowDown");
+        await sleep(150);
+      }
+      await page.keyboard.press("Enter");
+      await menu.waitFor({ state: "hidden", timeout: 5_000 });
+      return attempt;
+    } catch {
+      log(`no "${label}" in the quick-fix menu after ${attempt}`);
+      await page.keyboard.press("Escape");
+    }
+  }
+  throw new Error(`the quick-fix menu never offered "${label}"`);
+}
+
+/** Texts of the notification toasts on screen (server messages, errors, progress). */
+async function toasts(page) {
+  return page
+    .locator(".notifications-toasts .notification-list-item-message")
+    .allTextContents()
+    .catch(() => []);
+}
+
+/**
+ * Wait until the edit command has returned (the status bar item says "editing" while it is
+ * pending, "loading model" while the model loads) and the file on disk has been stable for a few
+ * seconds after that (files.autoSave writes what the server streamed). The caller compares the
+ * text; nothing here shortcuts on the expected text, since a streamed edit may pass through it.
+ */
+async function waitForEdit(page, path, original, timeoutMs) {
+  const deadline = Date.now() + timeoutMs;
+  const states = [];
+  const messages = [];
+  let sawBusy = false;
+  let idleSince = 0;
+  let lastText = readFileSync(path, "utf8");
+  let lastChange = Date.now();
+  while (Date.now() < deadline) {
+    const text = readFileSync(path, "utf8");
+    if (text !== lastText) {
+      lastText = text;
+      lastChange = Date.now();
+    }
+    const s = await serverState(page);
+    if (states.length === 0 || states[states.length - 1] !== s.state) {
+      states.push(s.state);
+      log(`server: ${s.text}`);
+    }
+    for (const m of await toasts(page)) {
+      if (m && !messages.includes(m)) {
+        messages.push(m);
+        log(`notification: ${m}`);
+      }
+    }
+    if (s.state === "error") {
+      return { finished: false, how: `server error: ${s.tooltip || s.text}`, text, changed: text !== original, states, messages };
+    }
+    if (s.state === "editing" || s.state === "loading") {
+      sawBusy = true;
+      idleSince = 0;
+    } else if (sawBusy && s.state === "ready" && idleSince === 0) {
+      idleSince = Date.now();
+    }
+    if (idleSince && Date.now() - idleSince > 3_000 && Date.now() - lastChange > 3_000) {
+      return { finished: true, how: "edit command returned, file stable", text, changed: text !== original, states, messages };
+    }
+    await sleep(500);
+  }
+  const how = sawBusy ? `deadline (${Math.round(timeoutMs / 1000)} s)` : "the server never started the edit";
+  return { finished: false, how, text: lastText, changed: lastText !== original, states, messages };
+}
+
+async function main() {
+  log(`launching ${cfg.chromium}`);
+  const browser = await chromium.launch({
+    executablePath: cfg.chromium,
+    headless: true,
+    args: CHROMIUM_FLAGS,
+    timeout: 60_000,
+  });
+  const results = [];
+  let page;
+  try {
+    const context = await browser.newContext({ viewport: { width: 1280, height: 760 } });
+    page = await context.newPage();
+    page.on("pageerror", (e) => log(`page error: ${e.message}`));
+    log(`opening ${cfg.url}`);
+    await page.goto(cfg.url, { waitUntil: "domcontentloaded", timeout: 60_000 });
+    await page.locator(".monaco-workbench").waitFor({ state: "visible", timeout: 90_000 });
+    log("workbench rendered");
+
+    await waitFor("the Copy-as-Decode server to be ready (status bar)", cfg.readyTimeoutS * 1000, async () => {
+      const s = await serverState(page);
+      if (s.state === "error" || s.state === "stopped") {
+        throw new Error(`the extension reports "${s.tooltip || s.text}"`);
+      }
+      return { done: s.state === "ready", ...s };
+    });
+    log("server ready");
+
+    for (const step of cfg.steps) {
+      const path = join(cfg.workspace, step.file);
+      const original = readFileSync(path, "utf8");
+      const t0 = Date.now();
+      log(`${step.kind}: opening ${step.file}`);
+      await openFromExplorer(page, step.file);
+      await clickLine(page, step.caretOn);
+      let how;
+      if (step.kind === "palette") {
+        await runFromPalette(page, "Copy-as-Decode: AI Fix");
+        how = "palette";
+      } else {
+        how = await runQuickFix(page, "AI fix");
+      }
+      log(`${step.kind}: triggered via ${how}; waiting for the edit`);
+      const r = await waitForEdit(page, path, original, cfg.timeoutS * 1000);
+      const seconds = (Date.now() - t0) / 1000;
+      log(`${step.kind}: ${r.finished ? "finished" : "NOT finished"} (${r.how}) after ${seconds.toFixed(1)} s`);
+      if (step.screenshot) {
+        await sleep(500);
+        await page.screenshot({ path: step.screenshot });
+        log(`screenshot: ${step.screenshot}`);
+      }
+      results.push({ kind: step.kind, file: step.file, trigger: how, seconds, ...r });
+      if (!r.finished) break;
+    }
+    process.stdout.write(JSON.stringify({ ok: true, steps: results }) + "\n");
+  } catch (e) {
+    log(`failed: ${e.stack || e}`);
+    if (page && cfg.failureScreenshot) {
+      await page.screenshot({ path: cfg.failureScreenshot }).catch(() => undefined);
+    }
+    process.stdout.write(JSON.stringify({ ok: false, steps: results, error: String(e.message || e) }) + "\n");
+    process.exitCode = 1;
+  } finally {
+    await browser.close().catch(() => undefined);
+  }
+}
+
+await main();
