@@ -47,7 +47,7 @@ test("settings mirror the server's, with resource scope", () => {
     assert.equal(props[`copyAsDecode.${key}`].scope, "resource", key);
   }
   assert.equal(props["copyAsDecode.model"].default, "default");
-  assert.equal(props["copyAsDecode.mode"].default, "program");
+  assert.equal(props["copyAsDecode.mode"].default, "speculative");
   assert.deepEqual(props["copyAsDecode.device"].enum, ["auto", "cpu", "cuda"]);
   assert.deepEqual(props["copyAsDecode.dtype"].enum, ["auto", "float32", "bfloat16", "float16"]);
   assert.deepEqual(props["copyAsDecode.mode"].enum, ["program", "speculative", "ar"]);
