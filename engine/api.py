@@ -85,14 +85,17 @@ class EditRequest:
     def validate(self) -> None:
         if self.mode not in MODES:
             raise EditError(f"unknown mode {self.mode!r}; choose one of {', '.join(MODES)}")
-        if len(self.text) > MAX_INPUT_CHARS or len(split_lines(self.text)) > MAX_INPUT_LINES:
-            raise EditError(f"input too large: {len(self.text)} characters / {len(split_lines(self.text))} lines "
-                            f"(limit {MAX_INPUT_CHARS} characters, {MAX_INPUT_LINES} lines); select a region")
+        a, b = self.region_bounds()
+        region = split_lines(self.text)[a:b]
+        chars = sum(len(line) for line in region)
+        if chars > MAX_INPUT_CHARS or len(region) > MAX_INPUT_LINES:
+            what = "the selected region" if self.lines else "the input"
+            raise EditError(f"input too large: {what} has {chars} characters / {len(region)} lines "
+                            f"(limit {MAX_INPUT_CHARS} characters, {MAX_INPUT_LINES} lines); select a smaller region")
         if self.max_new_tokens < 1:
             raise EditError("max_new_tokens must be at least 1")
         if self.mode == "forced" and self.program is None:
             raise EditError("mode 'forced' needs a program to decode")
-        self.region_bounds()
 
 
 @dataclass
