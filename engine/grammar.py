@@ -121,12 +121,6 @@ class GrammarCompilerCache:
         return self.xgr.allocate_token_bitmask(1, self.info.vocab_size)
 
 
-def allowed_ids(bitmask: Any, vocab_size: int) -> np.ndarray:
-    """Token ids whose bit is set in an xgrammar bitmask (1 x ceil(V/32) int32)."""
-    bits = np.unpackbits(bitmask.numpy().view(np.uint8), bitorder="little")[:vocab_size]
-    return np.flatnonzero(bits)
-
-
 _OPEN_I = re.compile(r'<copy (lines|tokens)="([0-9]*)$')
 _OPEN_J = re.compile(r'<copy (lines|tokens)="([0-9]+)-([0-9]*)$')
 
