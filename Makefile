@@ -20,4 +20,4 @@ analyze: setup
 # the same thread count everywhere keeps greedy outputs bit-identical between them.
 test: setup
 	@scripts/system-deps.sh
-	OMP_NUM_THREADS=1 $(PY) -m pytest -q
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q -rs
