@@ -31,7 +31,8 @@ from engine.tables import ModelTables
 from engine.tokens import IncrementalDetokenizer, encode
 
 MIN_DRAFT, MAX_DRAFT = 8, 256
-MATCH_NGRAM = (6, 4, 2, 1)
+MATCH_NGRAM = (6, 4, 2)  # a single shared token is too weak an alignment to draft from
+BACKOFF_STEPS = 4  # after a draft is rejected outright, decode this many steps before drafting again
 
 
 def final_text(raw: str, region: str) -> str:
@@ -125,7 +126,7 @@ def decode_text(loaded: LoadedModel, tables: ModelTables, region: str, prompt_id
     src = encode(tokenizer, region)
     out: list[int] = []
     copied = generated = 0
-    draft_size, hint = 32, 0
+    draft_size, hint, backoff = 32, 0, 0
     stop_reason = "done"
     logits = session.append(list(prompt_ids), "prefill")
     next_token = int(torch.argmax(logits))
@@ -139,7 +140,9 @@ def decode_text(loaded: LoadedModel, tables: ModelTables, region: str, prompt_id
             stop_reason = "max_tokens"
             break
         draft: list[int] = []
-        if mode == "speculative":
+        if mode == "speculative" and backoff > 0:
+            backoff -= 1
+        elif mode == "speculative":
             draft, end = _find_draft(out + [next_token], src, hint, min(draft_size, max_new_tokens - len(out) - 1))
         if draft:
             base = session.length
@@ -153,6 +156,7 @@ def decode_text(loaded: LoadedModel, tables: ModelTables, region: str, prompt_id
             next_token = preds[accepted]
             hint = end - (len(draft) - accepted)
             draft_size = min(MAX_DRAFT, draft_size * 2) if accepted == len(draft) else max(MIN_DRAFT, accepted + 1)
+            backoff = BACKOFF_STEPS if accepted == 0 else 0
             generated += 1
             copied += accepted
         else:
