@@ -43,6 +43,8 @@ ARMS = ("ar", "pld", "speculative", "program")
 PLD_DRAFT_TOKENS = 10  # transformers: prompt_lookup_num_tokens=10 (the engine's pld mode)
 PLD_MAX_NGRAM = 2  # transformers' PromptLookupCandidateGenerator default
 
+RAW_HEAD_CHARS = 240  # free family: the start of each arm's raw reply is kept for diagnosis
+
 WARMUP_INPUT = 'def add(a, b):\n    """Sum of a and b."""\n    return a - b\n\n\nprint(add(2, 3))\n'
 WARMUP_GOLD = 'def add(a, b):\n    """Sum of a and b."""\n    return a + b\n\n\nprint(add(2, 3))\n'
 
@@ -157,8 +159,26 @@ def engine_arm(engine: Any, request: Any) -> tuple[ArmRun, Any]:
     tokens = {"generated": result.tokens.generated, "copied": result.tokens.copied, "forced": result.tokens.forced}
     run = ArmRun(decode_s=decode, wall_s=wall, forward_sizes=meter.sizes(1),
                  output_tokens=len(encode(loaded.tokenizer, result.region_output)), tokens=tokens,
-                 breakdown=breakdown, stop_reason=result.stop_reason, output=result.output_text)
+                 breakdown=breakdown, stop_reason=result.stop_reason, output=result.output_text,
+                 extra={"raw_output_head": result.raw_output[:RAW_HEAD_CHARS]})
     return run, result
+
+
+def _language(case: Any) -> dict[str, str]:
+    """``language=`` for the request (the corpus language tags the prompt's code fences), when the
+    engine's EditRequest has that field."""
+    from engine.api import EditRequest
+
+    return {"language": case.language} if "language" in EditRequest.__dataclass_fields__ else {}
+
+
+def text_prompt_ids(tokenizer: Any, case: Any) -> list[int]:
+    """The text modes' prompt for a whole-file edit of ``case``, built as engine/decode.py builds it."""
+    from engine import prompt
+
+    parts = prompt.PromptParts(instruction=case.instruction, region=case.input, **_language(case))
+    fence = parts.fence() if hasattr(parts, "fence") else prompt.TEXT_FENCE_OPEN
+    return prompt.render(tokenizer, prompt.text_messages(parts), assistant_prefix=fence)
 
 
 class EditBench:
@@ -198,7 +218,6 @@ class EditBench:
     def run_arm(self, case: Any, arm: str) -> ArmRun:
         from engine.api import EditRequest
         from engine.oracle import line_oracle
-        from engine.prompt import TEXT_FENCE_OPEN, PromptParts, render, text_messages
         from engine.tokens import encode
 
         tok = self.loaded.tokenizer
@@ -206,16 +225,16 @@ class EditBench:
             if arm == "program":
                 program = line_oracle(case.input, case.gold)
                 run, result = engine_arm(self.engine, EditRequest(case.input, case.instruction, mode="forced",
-                                                                  program=program, max_new_tokens=1 << 16))
+                                                                  program=program, max_new_tokens=1 << 16,
+                                                                  **_language(case)))
                 run.ok = result.output_text == case.gold
                 run.output = None
                 return run
-            prompt = render(tok, text_messages(PromptParts(instruction=case.instruction, region=case.input)),
-                            assistant_prefix=TEXT_FENCE_OPEN)
+            prompt = text_prompt_ids(tok, case)
             return teacher_forced(self.loaded, arm, prompt, encode(tok, case.gold), encode(tok, case.input),
                                   self.tables.stop_ids)
         run, _ = engine_arm(self.engine, EditRequest(case.input, case.instruction, mode=arm,
-                                                     max_new_tokens=self.cap(case)))
+                                                     max_new_tokens=self.cap(case), **_language(case)))
         return run
 
     def warm_up(self) -> None:
@@ -285,6 +304,7 @@ class EditBench:
                 entry["ok"] = run.ok
             else:
                 entry["same_as_ar"] = run.output == ar.output
+                entry.update(run.extra)
                 if self.run_tests:
                     outcome = run_tests(case, run.output, timeout=self.test_timeout)
                     entry["test"] = outcome.status
