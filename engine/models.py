@@ -9,12 +9,13 @@ pass user-level settings (never workspace files).
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 DEFAULT_MODEL = "default"
 _DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -86,23 +87,49 @@ def _say(progress: Callable[[str], None] | None, message: str) -> None:
 
 
 def _default_model_folder(progress: Callable[[str], None] | None) -> Path:
-    """De-quantized copy of the embedded model in the cache, made on first use."""
+    """De-quantized copy of the embedded model in the cache, made on first use. A lock file keeps
+    two processes (say, an editor's server and a CLI run) from converting it at the same time."""
     gguf = default_gguf_path()
     folder = cache_dir() / "SmolLM2-135M-Instruct"
     marker = folder / ".complete"
     if marker.is_file():
         return folder
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with _exclusive(folder.parent / ".SmolLM2-135M-Instruct.lock"):
+        if not marker.is_file():  # another process may have finished while we waited
+            _convert_default_model(gguf, folder, progress)
+    return folder
+
+
+@contextlib.contextmanager
+def _exclusive(lock_path: Path) -> Iterator[None]:
+    """An exclusive advisory lock (POSIX); elsewhere a no-op."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    with open(lock_path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _convert_default_model(gguf: Path, folder: Path, progress: Callable[[str], None] | None) -> None:
+    import shutil
+
     import torch
+    from safetensors.torch import save_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    _say(progress, f"de-quantizing the embedded default model {gguf.name} (first run only, ~15 s)...")
+    _say(progress, f"de-quantizing the embedded default model {gguf.name} (first run only, ~25 s)...")
     tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
     model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
     tmp = folder.with_name(folder.name + f".tmp{os.getpid()}")
     tmp.mkdir(parents=True, exist_ok=True)
     # save_pretrained refuses GGUF-loaded models; the weights are plain fp32 tensors by now.
-    from safetensors.torch import save_model
-
     config = model.config
     if hasattr(config, "quantization_config"):
         del config.quantization_config
@@ -111,13 +138,10 @@ def _default_model_folder(progress: Callable[[str], None] | None) -> Path:
     save_model(model, str(tmp / "model.safetensors"))
     tok.save_pretrained(str(tmp))
     (tmp / ".complete").write_text(str(gguf))
-    if folder.exists():
-        import shutil
-
+    if folder.exists():  # an incomplete earlier attempt
         shutil.rmtree(folder, ignore_errors=True)
     os.replace(tmp, folder)
     _say(progress, f"cached the de-quantized model in {folder}")
-    return folder
 
 
 def load_tokenizer(name: str = DEFAULT_MODEL, progress: Callable[[str], None] | None = None,
