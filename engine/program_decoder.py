@@ -199,8 +199,8 @@ def decode_program(loaded: LoadedModel, tables: ModelTables, region: str, prompt
                 continue
         lookahead = None
         if (teacher is None and scanner.in_gen and (scanner.body == "" or scanner.body.endswith("\n"))
-                and tables.vocab_texts[token] == "<"):
-            lookahead = _Lookahead("<", session.length, scanner.snapshot(), detok.snapshot())
+                and tables.vocab_texts[token] in ("<", "</")):  # "</" is one token in some vocabularies
+            lookahead = _Lookahead(tables.vocab_texts[token], session.length, scanner.snapshot(), detok.snapshot())
         if not matcher.accept_token(token):
             raise RuntimeError(f"grammar refused token {token} ({tables.vocab_texts[token]!r})")
         grammar_s += time.perf_counter() - t
