@@ -10,13 +10,14 @@ is in flight, a missing echo, a closed document, cancel, max_tokens and engine f
 from __future__ import annotations
 
 import asyncio
-import re
 import threading
 import time
 from concurrent.futures import Future
 
 import pytest
 from lsprotocol import types
+
+from lsp_client_positions import client_offset
 
 from engine.events import EditFinished, EditResult, EditStarted, OpResolved, TokenCounts
 from engine.program import Gen, Program
@@ -27,20 +28,6 @@ from lsp_server.jobs import EditJob, JobContext
 
 EMOJI = "\U0001F600"
 URI = "file:///doc.py"
-_CODECS = {"utf-16": ("utf-16-le", 2), "utf-8": ("utf-8", 1), "utf-32": ("utf-32-le", 4)}
-
-
-def client_offset(text: str, pos: types.Position, encoding: str) -> int:
-    """The editor's own conversion (independent of lsp_server.positions)."""
-    codec, width = _CODECS[encoding]
-    lines = re.split(r"(?<=\r\n)|(?<=\n)|(?<=\r)(?!\n)", text)
-    if pos.line >= len(lines):
-        return len(text)
-    start = sum(len(line) for line in lines[:pos.line])
-    content = lines[pos.line].rstrip("\r\n")
-    return start + len(content.encode(codec)[: width * pos.character].decode(codec, "ignore"))
-
-
 class FakeEngine:
     """Replays ``states`` [(resolved, input_lines_consumed)] then finishes with ``output``."""
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 import sys
 import time
 from collections import defaultdict
@@ -26,6 +25,8 @@ from typing import Any, Callable, Union
 import pytest
 import pytest_lsp
 from lsprotocol import types
+
+from lsp_client_positions import client_offset, client_position
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
 from engine.api import EditRequest
@@ -57,29 +58,6 @@ BUG_MESSAGE = "add must return the sum of a and b"
 
 # --- the editor the test client plays ---------------------------------------------------------
 
-_CODECS = {"utf-16": ("utf-16-le", 2), "utf-8": ("utf-8", 1), "utf-32": ("utf-32-le", 4)}
-
-
-def _lsp_offset(text: str, pos: types.Position, encoding: str = "utf-16") -> int:
-    """Independent LSP position -> offset (the client side of the conversion)."""
-    codec, width = _CODECS[encoding]
-    lines = re.split(r"(?<=\r\n)|(?<=\n)|(?<=\r)(?!\n)", text)
-    if pos.line >= len(lines):
-        return len(text)
-    start = sum(len(line) for line in lines[:pos.line])
-    content = lines[pos.line].rstrip("\r\n")
-    units = content.encode(codec)[: width * pos.character]
-    return start + len(units.decode(codec, "ignore"))
-
-
-def _lsp_position(text: str, offset: int, encoding: str = "utf-16") -> types.Position:
-    codec, width = _CODECS[encoding]
-    head = text[:offset]
-    line = len(re.findall(r"\r\n|\n|\r", head))
-    start = max(head.rfind("\n"), head.rfind("\r")) + 1
-    return types.Position(line=line, character=len(head[start:].encode(codec)) // width)
-
-
 class Editor:
     """Documents as the editor holds them; applies the server's workspace edits."""
 
@@ -108,8 +86,8 @@ class Editor:
 
     def _change(self, uri: str, start: int, end: int, new_text: str) -> None:
         text, version = self.docs[uri]
-        rng = types.Range(start=_lsp_position(text, start, self.encoding),
-                          end=_lsp_position(text, end, self.encoding))
+        rng = types.Range(start=client_position(text, start, self.encoding),
+                          end=client_position(text, end, self.encoding))
         self.docs[uri] = [text[:start] + new_text + text[end:], version + 1]
         change = types.TextDocumentContentChangePartial(range=rng, text=new_text)
         if self.vscode:
@@ -146,8 +124,8 @@ class Editor:
             return types.ApplyWorkspaceEditResult(applied=False, failure_reason=(
                 f"version mismatch: edit for {version}, document at {self.docs[uri][1]}"))
         text = self.docs[uri][0]
-        start = _lsp_offset(text, text_edit.range.start, self.encoding)
-        end = _lsp_offset(text, text_edit.range.end, self.encoding)
+        start = client_offset(text, text_edit.range.start, self.encoding)
+        end = client_offset(text, text_edit.range.end, self.encoding)
         new_text = text_edit.new_text
         if self.vscode and uses_crlf(text):  # VS Code normalizes inserted line endings
             new_text = match_eol(new_text, True)
@@ -264,7 +242,7 @@ def uri_of(workspace: Path, name: str, text: str | None = None) -> str:
 
 
 def whole_range(text: str) -> types.Range:
-    return types.Range(start=types.Position(line=0, character=0), end=_lsp_position(text, len(text)))
+    return types.Range(start=types.Position(line=0, character=0), end=client_position(text, len(text)))
 
 
 async def execute(client: LanguageClient, argument: dict, timeout: float = 240) -> dict:
