@@ -53,6 +53,10 @@ class EditRequest:
     ``language`` tags the code fences of the prompt (e.g. "python"); see ``language_for``.
     ``monotonic`` (program mode): each line copy must start after the previous one ended.
     ``token_copies`` (program mode): also allow ``<copy tokens="a-b"/>``.
+    ``focus_line`` (1-based, document coordinates): where the user pointed (cursor line or
+    diagnostic); the prompt says "The problem is at or near line K" when it lies in the region.
+    ``program_prompt``: ``auto`` uses the short selector prompt when the program-mode model carries
+    a trained selector adapter, the few-shot prompt otherwise; ``few-shot``/``selector`` force one.
     ``temperature`` > 0 samples (seeded by ``seed``) instead of greedy; ``logit_bias`` adds to the
     logits of the given token ids before the grammar mask (program mode).
     """
@@ -70,6 +74,8 @@ class EditRequest:
     seed: int = 0
     logit_bias: dict[int, float] | None = None
     program: Program | None = None
+    focus_line: int | None = None
+    program_prompt: Literal["auto", "few-shot", "selector"] = "auto"
 
     def region_bounds(self) -> tuple[int, int]:
         """0-based [start, end) line indices of the edited region; validates ``lines``."""

@@ -14,6 +14,8 @@ SUBCOMMAND_MODULES = (
     "engine.commands.analyze",
     "engine.commands.edit",
     "engine.commands.bench",
+    "engine.commands.synth",
+    "engine.commands.train_selector",
     "lsp_server.commands.serve",
 )
 

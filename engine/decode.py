@@ -11,7 +11,7 @@ from engine.lines import split_lines
 from engine.models import LoadedModel
 from engine.program import CopyTokens
 from engine.program_decoder import DecodeOutcome, check_program, decode_program
-from engine.prompt import PromptParts, program_messages, render, text_messages
+from engine.prompt import PromptParts, program_messages, render, selector_messages, text_messages
 from engine.tables import tables_for
 from engine.text_decoder import decode_text
 from engine.tokens import encode, token_pieces
@@ -24,9 +24,10 @@ def run_edit(loaded: LoadedModel, request, cancelled: Callable[[], bool]) -> Ite
     a, b = request.region_bounds()
     ctx = max(0, request.context_lines)
     region = "".join(lines[a:b])
+    focus = request.focus_line - a if request.focus_line is not None else None
     parts = PromptParts(instruction=request.instruction, region=region,
                         before="".join(lines[max(0, a - ctx):a]), after="".join(lines[b:b + ctx]), first_line=a + 1,
-                        language=request.language)
+                        language=request.language, focus_line=focus)
     tables = tables_for(loaded)
     token_copies = request.token_copies
     if request.mode == "forced":
@@ -34,7 +35,11 @@ def run_edit(loaded: LoadedModel, request, cancelled: Callable[[], bool]) -> Ite
         pieces = token_pieces(loaded.tokenizer, encode(loaded.tokenizer, region)) if token_copies else None
         check_program(request.program, region, pieces)
     if request.mode in ("program", "forced"):
-        prompt_ids = render(loaded.tokenizer, program_messages(parts))
+        style = request.program_prompt
+        if style == "auto":
+            style = "selector" if loaded.selector else "few-shot"
+        messages = selector_messages(parts) if style == "selector" else program_messages(parts)
+        prompt_ids = render(loaded.tokenizer, messages)
     else:
         prompt_ids = render(loaded.tokenizer, text_messages(parts), assistant_prefix=parts.fence())
     yield EditStarted(mode=request.mode, model=loaded.name, input_lines=len(split_lines(region)),

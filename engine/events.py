@@ -12,7 +12,7 @@ from typing import Literal, Union
 
 from engine.program import Op, Program
 
-StopReason = Literal["done", "max_tokens", "cancelled"]
+StopReason = Literal["done", "max_tokens", "cancelled", "loop"]
 
 
 @dataclass(frozen=True)

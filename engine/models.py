@@ -34,6 +34,7 @@ class LoadedModel:
     tokenizer: Any
     device: str
     dtype: Any
+    selector: str | None = None  # path of the span-selector adapter merged into ``model``, if any
 
     @property
     def vocab_size(self) -> int:

@@ -45,6 +45,7 @@ class PromptParts:
     after: str = ""
     first_line: int = 1
     language: str = ""  # fence tag ("python", "javascript", ...); models write code better when told
+    focus_line: int | None = None  # 1-based line of the region the user pointed at (cursor, diagnostic)
 
     def fence(self) -> str:
         return f"```{self.language}\n"
@@ -70,15 +71,37 @@ def _context_block(parts: PromptParts) -> str:
 
 def program_messages(parts: PromptParts) -> list[dict[str, str]]:
     """Chat messages for program mode (one worked example, then the request)."""
-    def user(instruction: str, region: str, context: str = "") -> str:
-        return (f"{context}Instruction: {instruction}\n\nInput ({len(split_lines(region))} lines):\n"
+    def user(instruction: str, region: str, context: str = "", focus: str = "") -> str:
+        return (f"{context}Instruction: {instruction}\n{focus}\nInput ({len(split_lines(region))} lines):\n"
                 f"{numbered(region)}\nWrite the edit program.")
 
     return [
         {"role": "system", "content": PROGRAM_RULES},
         {"role": "user", "content": user(PROGRAM_EXAMPLE_INSTRUCTION, PROGRAM_EXAMPLE_INPUT)},
         {"role": "assistant", "content": PROGRAM_EXAMPLE_OUTPUT},
-        {"role": "user", "content": user(parts.instruction, parts.region, _context_block(parts))},
+        {"role": "user", "content": user(parts.instruction, parts.region, _context_block(parts), focus_sentence(parts))},
+    ]
+
+
+SELECTOR_RULES = ("Edit the code by writing an edit program: <copy lines=\"I-J\"/> keeps input lines I to J, "
+                  "<gen>...</gen> writes new lines. Copy every unchanged line.")
+
+
+def focus_sentence(parts: PromptParts) -> str:
+    """The hint shown when the user pointed at a line (empty when not, or outside the region)."""
+    n = len(split_lines(parts.region))
+    if parts.focus_line is None or not 1 <= parts.focus_line <= n:
+        return ""
+    return f"The problem is at or near line {parts.focus_line}.\n"
+
+
+def selector_messages(parts: PromptParts) -> list[dict[str, str]]:
+    """Chat messages for a model with a trained span-selector adapter: no worked example (the
+    adapter learned the format), so the prompt is about a third of the few-shot one."""
+    return [
+        {"role": "system", "content": SELECTOR_RULES},
+        {"role": "user", "content": f"{_context_block(parts)}Instruction: {parts.instruction}\n{focus_sentence(parts)}\n"
+                                     f"Input ({len(split_lines(parts.region))} lines):\n{numbered(parts.region)}"},
     ]
 
 
@@ -87,7 +110,7 @@ def text_messages(parts: PromptParts) -> list[dict[str, str]]:
     body = parts.region if parts.region.endswith("\n") or not parts.region else parts.region + "\n"
     return [
         {"role": "system", "content": TEXT_RULES},
-        {"role": "user", "content": f"{_context_block(parts)}Instruction: {parts.instruction}\n\nCode:\n"
+        {"role": "user", "content": f"{_context_block(parts)}Instruction: {parts.instruction}\n{focus_sentence(parts)}\nCode:\n"
                                      f"{parts.fence()}{body}```"},
     ]
 
