@@ -29,10 +29,40 @@ the op it starts in; a copy of a blank line can thus hold 0 tokens.
   shifted by an independent uniform integer in ``[-eps, eps]``, clamped to ``[1, n]``; if the
   shifted end falls before the shifted start it is raised to the start (as a decoder's range
   constraint would force). Mean over ``trials`` seeded trials (``perturbation_trials`` has each).
+
+Paper convention (``analyze --convention paper``, :func:`analyze_cases_paper`)
+----------------------------------------------------------------------------
+The seed paper's Table 2 counts differently; this rule reproduces it exactly with the Qwen2.5
+tokenizer (HEvalFix-Python T = 8872, T_copy = 6577, K = 295; HEvalFix-JS T = 14876,
+T_copy = 11725, K = 311):
+
+* pairs: HumanEvalFix bodies only, ``buggy_solution`` -> ``canonical_solution`` (no
+  declaration, :func:`engine.corpora.body_only`); CanItEdit ``before`` -> ``after`` as is.
+* lines: ``text.split("\\n")``, terminators dropped. A text that ends in ``"\\n"`` (every
+  HumanEvalFix body does) thus has a final empty line ``""`` that always matches: it extends the
+  last block when the last line is unchanged (adding its ``"\\n"`` to that block's text) and is a
+  block of its own otherwise (66 Python cases: that lifts Python's K from 229 to 295).
+* matching: ``difflib.SequenceMatcher(None, in_lines, gold_lines)``; autojunk on or off gives the
+  same numbers on both corpora (we use ``autojunk=False``, as the product does).
+* ``T``: tokens of the whole gold text tokenized as one string (not the sum over ops).
+* ``T_copy``: for each matching block, the tokens of ``"\\n".join(its gold lines)`` (no trailing
+  ``"\\n"``), tokenized as one string, summed; a block of one empty line counts 0 tokens but still
+  counts in ``K``. ``T_gen``: the same for each gap of the gold between blocks. The ``"\\n"``
+  that joins two ops belongs to neither, so ``T_copy + T_gen != T`` in general.
+* ``K``: matching blocks of size > 0; ``span_*``: their token counts as above.
+
+The variants that do not reproduce it (Python, T / T_copy / K): a trailing ``"\\n"`` on each
+joined block gives T_copy 6673; T as the sum over ops gives 8814; ``str.splitlines()`` (no final
+empty line) gives K 229, T_copy 6521; dropping empty lines gives K 228.
+
+Why the product counts differently: it edits whole files (the declaration is input the model
+must copy), its lines keep their ``"\\n"`` so programs round-trip byte-exactly, and its tokens are
+the BPE of the whole gold attributed to ops, which is what the model actually writes.
 """
 
 from __future__ import annotations
 
+import difflib
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +75,8 @@ from engine.program import GEN_CLOSE, GEN_OPEN, PROGRAM_CLOSE, PROGRAM_OPEN, Cop
 from engine.resolve import resolve
 from engine.tokens import token_pieces
 
+PRODUCT, PAPER = "product", "paper"
+CONVENTIONS = (PRODUCT, PAPER)
 MIN_SPANS = (1, 2, 4, 8, 16, 32)
 EPSILONS = (1, 2, 5)
 TRIALS = 5
@@ -286,3 +318,63 @@ def analyze_corpora(corpora: dict[str, Sequence[EditCase]], tokenizer: Any, toke
     counter = LineTokenCounter(tokenizer)
     return {name: analyze_cases(cases, tokenizer, tokenizer_name, counter=counter, **options)
             for name, cases in corpora.items()}
+
+
+def paper_line_ops(source: str, gold: str) -> list[tuple[bool, str]]:
+    """``(is_copy, text)`` per op under the paper convention: gold lines split on ``"\\n"``, joined with ``"\\n"``.
+
+    Matching blocks (size > 0) are copies, the gold gaps between them gens, in gold order.
+    """
+    src, dst = source.split("\n"), gold.split("\n")
+    matcher = difflib.SequenceMatcher(None, src, dst, autojunk=False)
+    ops: list[tuple[bool, str]] = []
+    cursor = 0
+    for block in matcher.get_matching_blocks():
+        if block.b > cursor:
+            ops.append((False, "\n".join(dst[cursor:block.b])))
+        if block.size:
+            ops.append((True, "\n".join(dst[block.b:block.b + block.size])))
+        cursor = block.b + block.size
+    if cursor < len(dst):
+        ops.append((False, "\n".join(dst[cursor:])))
+    return ops
+
+
+def analyze_cases_paper(cases: Sequence[EditCase], tokenizer: Any, tokenizer_name: str = "") -> dict[str, Any]:
+    """Corpus statistics under the seed paper's convention (module docstring, "Paper convention").
+
+    Pass the cases as the paper pairs them (:func:`engine.corpora.body_only` for HumanEvalFix).
+    Only the paper's own statistics are computed; the oracle, cover and perturbation studies are
+    the product convention's.
+    """
+    per_case = [paper_line_ops(case.input, case.gold) for case in cases]
+    texts = list(dict.fromkeys([case.gold for case in cases] + [t for ops in per_case for _, t in ops]))
+    counts = {text: len(ids) for text, ids in zip(texts, batch_encode(tokenizer, texts))}
+    spans: list[int] = []
+    t_all = t_copy = t_gen = 0
+    fractions = []
+    for case, ops in zip(cases, per_case):
+        case_t = counts[case.gold]
+        case_spans = [counts[text] for is_copy, text in ops if is_copy]
+        spans += case_spans
+        t_all += case_t
+        t_copy += sum(case_spans)
+        t_gen += sum(counts[text] for is_copy, text in ops if not is_copy)
+        if case_t:
+            fractions.append(sum(case_spans) / case_t)
+    return {
+        "convention": PAPER,
+        "tokenizer": tokenizer_name,
+        "n": len(cases),
+        "T": t_all,
+        "T_copy": t_copy,
+        "T_gen": t_gen,
+        "f_line": t_copy / t_all if t_all else 0.0,
+        "f_line_case_mean": sum(fractions) / len(fractions) if fractions else 0.0,
+        "K": len(spans),
+        "K_mean": len(spans) / len(cases) if cases else 0.0,
+        "span_mean": sum(spans) / len(spans) if spans else None,
+        "span_p50": _percentile(spans, 50),
+        "span_p95": _percentile(spans, 95),
+        "span_lengths": spans,
+    }

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Mapping
 
@@ -76,6 +76,23 @@ class EditCase:
         if self.language == "rust":
             return "fn main(){}\n" + text + "\n" + self.test
         return text + "\n" + self.test
+
+
+def body_only(case: EditCase) -> EditCase:
+    """The case without its HumanEvalFix declaration (``buggy_solution`` -> ``canonical_solution``).
+
+    This is the pair the seed paper counts its Table 2 on; the product edits whole files, so the
+    loaders keep the declaration and this view exists for ``analyze --convention paper`` only.
+    Cases without a declaration (CanItEdit) come back unchanged. The view is for counting:
+    :meth:`EditCase.test_program` still expects a whole file, so prepend the declaration first.
+    """
+    declaration = case.test_fields.get("declaration", "")
+    if not declaration:
+        return case
+    if not (case.input.startswith(declaration) and case.gold.startswith(declaration)):
+        raise CorpusError(f"{case.id}: input/gold do not start with its declaration; "
+                          "was the case built by load_corpus?")
+    return replace(case, input=case.input[len(declaration):], gold=case.gold[len(declaration):])
 
 
 def repo_root() -> Path:

@@ -7,10 +7,10 @@ import random
 
 import pytest
 
-from engine.analysis import (LineTokenCounter, analyze_cases, batch_encode, perturb, perturbation_study,
-                             structure_text, tokens_per_op)
+from engine.analysis import (LineTokenCounter, analyze_cases, analyze_cases_paper, batch_encode, paper_line_ops,
+                             perturb, perturbation_study, structure_text, tokens_per_op)
 from engine.cli import main
-from engine.corpora import SHARED_ENV, EditCase, shared_dir
+from engine.corpora import SHARED_ENV, CorpusError, EditCase, body_only, load_corpus, shared_dir
 from engine.oracle import line_oracle
 from engine.program import CopyLines, Gen, Program
 
@@ -205,3 +205,68 @@ def test_analyze_command_clear_errors(tmp_path, monkeypatch, capsys):
     assert main(["analyze", "--corpus", "canitedit"]) == 2
     assert "shared folder not found" in capsys.readouterr().err
     assert main(["analyze", "--corpus", "nonsense"]) == 2
+
+
+# --- paper convention (the seed paper's Table 2) ---------------------------------------------------
+
+PAPER_TABLE_2 = {"humanevalfix-python": (8872, 6577, 295), "humanevalfix-js": (14876, 11725, 311)}
+
+
+def test_paper_line_ops_split_on_newline():
+    # "a\nb\nc\n".split("\n") ends in "": it joins the last block when the last line is unchanged ...
+    assert paper_line_ops("a\nb\nc\n", "a\nB\nc\n") == [(True, "a"), (False, "B"), (True, "c\n")]
+    # ... and is a block of its own (0 tokens, still a span) when the last line changed
+    assert paper_line_ops("xy\n", "xy\nzz\n") == [(True, "xy"), (False, "zz"), (True, "")]
+    assert paper_line_ops("a", "b") == [(False, "b")]
+
+
+def test_paper_counts_hand_checked():
+    tok = CharTokenizer()
+    stats = analyze_cases_paper(TINY, tok, "chars")
+    assert stats["convention"] == "paper"
+    # T: whole golds (6 + 6); copies "a", "c\n", "xy", ""; gens "B", "zz"
+    assert (stats["n"], stats["T"], stats["T_copy"], stats["T_gen"], stats["K"]) == (2, 12, 5, 3, 4)
+    assert stats["span_lengths"] == [1, 2, 2, 0]
+    assert stats["f_line"] == pytest.approx(5 / 12)
+    assert stats["f_line_case_mean"] == pytest.approx((3 / 6 + 2 / 6) / 2)
+    assert tok.batches == 1
+    json.dumps(stats)
+
+
+def test_body_only_drops_the_declaration():
+    rows = {json.loads(line)["task_id"]: json.loads(line)
+            for line in (shared_dir() / "data" / "humanevalpack" / "humanevalpack_python.jsonl").open()}
+    case = load_corpus("humanevalfix-python")[3]
+    body = body_only(case)
+    assert (body.input, body.gold) == (rows[case.id]["buggy_solution"], rows[case.id]["canonical_solution"])
+    assert (body.id, body.instruction, body.test) == (case.id, case.instruction, case.test)
+    canitedit = load_corpus("canitedit")[0]
+    assert body_only(canitedit) is canitedit
+    # a hand-built case whose gold lacks the declaration cannot be cut (fake: loaders never build one)
+    odd = EditCase(id="odd", corpus="x", language="python", input="def f():\n  pass\n", gold="pass\n",
+                   instruction="", test_fields={"declaration": "def f():\n"})
+    with pytest.raises(CorpusError, match="declaration"):
+        body_only(odd)
+
+
+def test_paper_convention_reproduces_table_2(tmp_path, capsys):
+    """The seed paper's Table 2 (Qwen2.5 tokenizer), exactly; CanItEdit is reported, not asserted."""
+    if not (shared_dir() / "tokenizers" / "qwen2.5").is_dir():
+        pytest.skip("no Qwen2.5 tokenizer in the shared folder")
+    data = {}
+    for corpus in (*PAPER_TABLE_2, "canitedit"):
+        out = tmp_path / f"{corpus}.json"
+        assert main(["analyze", "--corpus", corpus, "--tokenizer", "qwen2.5", "--convention", "paper",
+                     "--json", str(out)]) == 0
+        data[corpus] = json.loads(out.read_text())[corpus]
+    assert "paper convention" in capsys.readouterr().out
+    for corpus, expected in PAPER_TABLE_2.items():
+        stats = data[corpus]
+        assert (stats["T"], stats["T_copy"], stats["K"]) == expected, corpus
+        assert stats["n"] == 164 and stats["convention"] == "paper"
+        assert stats["command"].endswith(f"--corpus {corpus} --tokenizer qwen2.5 --convention paper --json {tmp_path / (corpus + '.json')}")
+    canitedit = data["canitedit"]
+    assert canitedit["n"] == 105 and canitedit["T"] > 0
+    with capsys.disabled():
+        print(f"\ncanitedit, paper convention (qwen2.5): T={canitedit['T']} T_copy={canitedit['T_copy']} "
+              f"K={canitedit['K']} f_line={canitedit['f_line']:.3f}")
