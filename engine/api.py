@@ -5,7 +5,8 @@
         ...                                               # EditStarted, OpResolved..., EditFinished
     result = engine.edit(EditRequest(text, "Fix the bug", mode="speculative"))
 
-An ``Engine`` holds one loaded model and is safe to share; each request builds its own decoder
+An ``Engine`` holds one loaded model (plus, for program mode, a copy with the span-selector
+adapter merged in: ``selector``) and is safe to share; each request builds its own decoder
 state. Edits of one engine run one at a time (a lock), since they share the model's device.
 """
 
@@ -57,6 +58,8 @@ class EditRequest:
     diagnostic); the prompt says "The problem is at or near line K" when it lies in the region.
     ``program_prompt``: ``auto`` uses the short selector prompt when the program-mode model carries
     a trained selector adapter, the few-shot prompt otherwise; ``few-shot``/``selector`` force one.
+    ``draft`` (program and forced modes): draft the program's continuation from the input and
+    verify it in the step's forward (lossless: the same program, fewer forwards).
     ``temperature`` > 0 samples (seeded by ``seed``) instead of greedy; ``logit_bias`` adds to the
     logits of the given token ids before the grammar mask (program mode).
     """
@@ -76,6 +79,7 @@ class EditRequest:
     program: Program | None = None
     focus_line: int | None = None
     program_prompt: Literal["auto", "few-shot", "selector"] = "auto"
+    draft: bool = True
 
     def region_bounds(self) -> tuple[int, int]:
         """0-based [start, end) line indices of the edited region; validates ``lines``."""
@@ -106,27 +110,51 @@ class EditRequest:
 
 @dataclass
 class Engine:
-    """A loaded model plus the per-model decoding state (grammar compiler, vocabulary tables)."""
+    """A loaded model plus the per-model decoding state (grammar compiler, vocabulary tables).
+
+    ``selector_model`` is the program-mode model: the base model with a span-selector adapter
+    merged into a copy (see :mod:`engine.selector.adapter`), or None to use ``loaded`` in every
+    mode. Text modes always run on ``loaded``.
+    """
 
     loaded: LoadedModel
+    selector_model: LoadedModel | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @classmethod
     def load(cls, model: str = DEFAULT_MODEL, device: str | None = None, dtype: str | None = None,
-             progress: Callable[[str], None] | None = None, trust_remote_code: bool = False) -> "Engine":
-        return cls(load_model(model, device=device, dtype=dtype, progress=progress,
-                              trust_remote_code=trust_remote_code))
+             progress: Callable[[str], None] | None = None, trust_remote_code: bool = False,
+             selector: str = "auto") -> "Engine":
+        """``selector``: ``auto`` (the shipped adapter with the embedded default model), ``none``
+        (base model in program mode too) or an adapter folder."""
+        from engine.selector.adapter import load_selector
+
+        loaded = load_model(model, device=device, dtype=dtype, progress=progress,
+                            trust_remote_code=trust_remote_code)
+        return cls(loaded, load_selector(loaded, selector, progress))
+
+    def model_for(self, mode: str) -> LoadedModel:
+        """The model a mode decodes with: program and forced mode use the selector when there is one."""
+        if mode in ("program", "forced") and self.selector_model is not None:
+            return self.selector_model
+        return self.loaded
+
+    @property
+    def selector(self) -> str | None:
+        """Folder of the span-selector adapter program mode uses (None: the base model)."""
+        return self.selector_model.selector if self.selector_model is not None else None
 
     def warm_up(self) -> None:
         """Run a few small forwards so one-time costs (kernel selection, allocator growth) do not
         land in the first timed edit; side-by-side timings call this first."""
         from engine.session import KVSession
 
-        session = KVSession(self.loaded)
-        session.append(list(range(10, 42)), "warmup")
-        for token in range(3):
-            session.append([100 + token], "warmup")
-        session.append(list(range(200, 216)), "warmup", all_logits=True)
+        for loaded in {id(m.model): m for m in (self.loaded, self.selector_model) if m is not None}.values():
+            session = KVSession(loaded)
+            session.append(list(range(10, 42)), "warmup")
+            for token in range(3):
+                session.append([100 + token], "warmup")
+            session.append(list(range(200, 216)), "warmup", all_logits=True)
 
     @property
     def name(self) -> str:
@@ -140,7 +168,7 @@ class Engine:
 
         request.validate()
         with self._lock:
-            yield from run_edit(self.loaded, request, cancelled)
+            yield from run_edit(self.model_for(request.mode), request, cancelled)
 
     def edit(self, request: EditRequest, on_event: Callable[[Event], None] | None = None,
              cancelled: Callable[[], bool] = never_cancelled) -> EditResult:

@@ -1,0 +1,119 @@
+"""The adapter's card (CARD.md) and loss curve (loss.png), written next to the weights: where
+the data came from, what was trained how, how long it took and how well it does."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+
+def smooth(values: Sequence[float], window: int) -> list[float]:
+    """Trailing moving average (the raw per-step loss of batch-1 training is noisy)."""
+    out, total = [], 0.0
+    for i, v in enumerate(values):
+        total += v
+        if i >= window:
+            total -= values[i - window]
+        out.append(total / min(i + 1, window))
+    return out
+
+
+def plot_loss(losses: Sequence[float], path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.2), dpi=110)
+    steps = list(range(1, len(losses) + 1))
+    ax.plot(steps, losses, color="#bbbbbb", linewidth=0.8, label="per step")
+    ax.plot(steps, smooth(losses, 20), color="#1f77b4", linewidth=1.6, label="mean of 20")
+    ax.set_xlabel("optimizer step")
+    ax.set_ylabel("cross-entropy (chosen tokens)")
+    ax.set_title(title, fontsize=9)
+    ax.set_yscale("log")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.1f} min ({seconds:.0f} s)"
+
+
+def render_card(info: dict[str, Any]) -> str:
+    """CARD.md from the run's record (``training.json``: data, recipe, timings, evaluation)."""
+    data, recipe, timing = info["data"], info["recipe"], info["timing"]
+    out = [f"# Span selector for {info['base_model']}", "",
+           "A LoRA adapter that makes the embedded model write edit programs (`<copy lines=\"I-J\"/>` and "
+           "`<gen>…</gen>`) for copy-as-decode's program mode. It is used automatically with the embedded "
+           "model in `mode=program` (setting `selector = \"auto\"`; `\"none\"` turns it off, a folder picks "
+           "another adapter). Text modes keep the base model.", "",
+           f"Made by: `{info['command']}`", "", "## Data", ""]
+    sources = data.get("sources") or []
+    if sources:
+        out += [_table(["source", "license", "train cases", "held-out cases"],
+                       [(s.get("name", "?"), s.get("license", "?"), s.get("train", "-"), s.get("heldout", "-"))
+                        for s in sources]), ""]
+    out += ["All training cases are synthetic edits with a mechanically correct gold, made on the machine "
+            "(`engine/synth`). The held-out split holds whole source files never trained on.", "",
+            f"- training cases: {data['train_cases']} ({data['train_examples']} sequences trained on; "
+            f"{data['too_long']} dropped as longer than {data['max_tokens']} tokens, {data['no_target']} with nothing to learn)",
+            f"- held-out cases: {data['heldout_cases']}",
+            f"- decontamination: {data.get('decontaminated', '?')} training functions dropped for token 8-gram Jaccard "
+            "similarity > 0.5 with an evaluation case (HumanEvalFix, CanItEdit inputs and golds)",
+            f"- focus hint shown in {data.get('with_focus', '?')} of {data['train_cases']} training cases",
+            f"- tokens per sequence: mean {data['tokens_mean']:.0f}, max {data['tokens_max']}; "
+            f"loss targets (model-chosen tokens) per sequence: mean {data['targets_mean']:.1f}", ""]
+    kinds = data.get("kinds") or {}
+    if kinds:
+        out += ["Cases per edit kind:", "",
+                _table(["kind", "train", "held-out"],
+                       [(k, v.get("train", 0), v.get("heldout", 0)) for k, v in sorted(kinds.items())]), ""]
+    languages = data.get("languages") or {}
+    if languages:
+        out += ["Cases per language: " + ", ".join(f"{k} {v}" for k, v in sorted(languages.items())), ""]
+    out += ["## Recipe", "",
+            _table(["setting", "value"], [(k, f"`{v}`") for k, v in recipe.items()]), "",
+            "Loss: next-token cross-entropy on model-chosen positions only (prompt, forced literals and "
+            "spliced copy tokens are label -100). One sequence per micro-batch, AdamW, linear warm-up then "
+            "cosine decay; LoRA dropout 0; the example order is a seeded function of the step.", "",
+            "## Training", "",
+            f"- device: {timing['device']}, torch threads: {timing['threads']}",
+            f"- recording the sequences through the program decoder: {_minutes(timing['record_s'])}",
+            f"- training: {_minutes(timing['train_s'])} for {timing['steps_done']} steps "
+            f"({timing['seconds_per_step']:.2f} s/step)",
+            f"- loss: first 20 steps {timing['loss_first']:.3f}, last 20 steps {timing['loss_last']:.3f}",
+            f"- adapter file: {info['adapter_bytes']:,} bytes ({info['adapter_dtype']})", "",
+            "![loss curve](loss.png)", ""]
+    evaluation = info.get("evaluation")
+    out += ["## Evaluation (synthetic held-out split)", ""]
+    if evaluation:
+        rows = evaluation["rows"]
+        out += [f"Greedy program mode through `Engine.edit`, {rows[0]['cases']} held-out cases, "
+                f"max {evaluation['max_new_tokens']} new tokens; exact = output equals the gold byte for byte; "
+                "valid = the program closed with `</program>`. With the hint, the focus is the first input "
+                "line the gold changes.", "",
+                _table(["arm", "cases", "exact match", "valid programs", "token-limit runs", "loop stops",
+                        "generated tokens (mean)", "time per edit (s)"],
+                       [(r["arm"], r["cases"], f"{r['exact']} ({r['exact'] / max(1, r['cases']):.0%})",
+                         f"{r['valid']} ({r['valid'] / max(1, r['cases']):.0%})", r["token_limit"], r["loop"],
+                         r["generated_tokens_mean"], r["decode_s_mean"]) for r in rows]), "",
+                f"Evaluated in {_minutes(evaluation['seconds'])}.", ""]
+    else:
+        out += ["Not evaluated yet: `copy-as-decode train-selector --eval-only` fills this table.", ""]
+    return "\n".join(out)
+
+
+def write_card(folder: Path, info: dict[str, Any]) -> Path:
+    path = Path(folder) / "CARD.md"
+    path.write_text(render_card(info), encoding="utf-8")
+    return path

@@ -1,0 +1,239 @@
+"""The span-selector trainer and adapter, on tiny random llama models (never the real model):
+loss mask, data path, deterministic resume, adapter size limit, save/merge round trip and the
+``selector`` setting."""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import torch
+
+from engine.models import DEFAULT_MODEL, LoadedModel
+from engine.selector import adapter as adapter_mod
+from engine.selector.adapter import (ADAPTER_CONFIG, ADAPTER_WEIGHTS, MAX_ADAPTER_BYTES, AdapterTooLarge,
+                                     SelectorError, load_selector, merged_model, resolve_selector, save_adapter)
+from engine.selector.dataset import IGNORE, TrainExample, example_from_fed
+from engine.selector.train import CHECKPOINT, CheckpointMismatch, TrainConfig, example_loss, lora_model, train_adapter
+
+
+@dataclass
+class FedSequence:
+    """Same fields as ``engine.record.FedSequence``: what the program decoder fed, and which
+    positions the model chose."""
+
+    ids: list[int]
+    chosen: list[bool]
+
+
+def tiny_llama(vocab: int = 256, seed: int = 0):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    config = LlamaConfig(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+                         initializer_range=0.3)  # large enough embeddings that LoRA can move the logits
+    return LlamaForCausalLM(config).eval()
+
+
+def fed_sequences(n: int, seed: int = 1, vocab: int = 256) -> list[FedSequence]:
+    """Prompt-like prefix (not chosen), then runs of chosen tokens between forced/spliced runs."""
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for _ in range(n):
+        ids: list[int] = []
+        chosen: list[bool] = []
+        for run in range(6):
+            length = int(torch.randint(2, 7, (1,), generator=g))
+            ids += torch.randint(0, vocab, (length,), generator=g).tolist()
+            chosen += [run % 2 == 1] * length  # prompt, chosen, forced/spliced, chosen, ...
+        out.append(FedSequence(ids, chosen))
+    return out
+
+
+def examples(n: int = 4) -> list[TrainExample]:
+    return [example_from_fed(f, kind="operator", language="python", source="t") for f in fed_sequences(n)]
+
+
+RECIPE = TrainConfig(steps=6, lr=3e-3, warmup_steps=2, rank=4, alpha=8, seed=3)
+
+
+def test_labels_are_the_chosen_tokens_only() -> None:
+    for fed in fed_sequences(5):
+        example = example_from_fed(fed)
+        assert list(example.ids) == fed.ids
+        for token, chosen, label in zip(fed.ids, fed.chosen, example.labels):
+            assert label == (token if chosen else IGNORE)
+        assert example.targets == sum(fed.chosen) > 0
+    with pytest.raises(ValueError, match="chosen flags"):
+        example_from_fed(FedSequence([1, 2, 3], [True]))
+
+
+def test_loss_is_cross_entropy_on_chosen_positions_only() -> None:
+    model = tiny_llama()
+    example = examples(1)[0]
+    with torch.no_grad():
+        logits = model(input_ids=torch.tensor([list(example.ids)])).logits[0]
+        terms = [torch.nn.functional.cross_entropy(logits[i - 1:i], torch.tensor([example.ids[i]]))
+                 for i in range(1, len(example.ids)) if example.labels[i] != IGNORE]
+        expected = torch.stack(terms).mean()
+        got = example_loss(model, example)
+    assert abs(float(got) - float(expected)) < 1e-5
+    # A different token at a non-chosen position only matters as context: the same positions are scored.
+    assert len(terms) == example.targets - (example.labels[0] != IGNORE)
+
+
+def test_training_lowers_the_loss_and_changes_only_lora(tmp_path: Path) -> None:
+    model = tiny_llama()
+    base = {k: v.clone() for k, v in model.state_dict().items()}
+    data = examples(2)
+    with torch.no_grad():
+        before = sum(float(example_loss(model, e)) for e in data)
+    result = train_adapter(model, data, TrainConfig(steps=20, lr=1e-2, warmup_steps=1, rank=4, alpha=8),
+                           tmp_path, checkpoint_every=0)
+    with torch.no_grad():
+        after = sum(float(example_loss(result.peft_model, e)) for e in data)
+    assert after < before * 0.5, (before, after)
+    assert result.finished and result.steps_done == 20 and len(result.losses) == 20
+    assert (tmp_path / CHECKPOINT / "state.json").is_file()
+    unwrapped = result.peft_model.unload()
+    for key, value in unwrapped.state_dict().items():
+        assert torch.equal(value, base[key]), f"{key} changed: only the LoRA layers may train"
+
+
+def _lora_tensors(peft_model) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in peft_model.state_dict().items() if "lora_" in k}
+
+
+def test_resume_continues_exactly_like_an_uninterrupted_run(tmp_path: Path) -> None:
+    data = examples(4)  # 6 steps over 4 examples: the resumed part crosses into a second shuffle
+    straight = train_adapter(tiny_llama(), data, RECIPE, tmp_path / "a", checkpoint_every=0)
+
+    first = train_adapter(tiny_llama(), data, RECIPE, tmp_path / "b", checkpoint_every=2, stop_after=3)
+    assert not first.finished and first.steps_done == 3 and first.checkpoints == [2, 3]
+    second = train_adapter(tiny_llama(), data, RECIPE, tmp_path / "b", resume=True, checkpoint_every=2)
+    assert second.resumed_at == 3 and second.finished
+    assert second.losses == straight.losses  # bit-identical, not merely close
+    assert second.lrs == straight.lrs
+    a, b = _lora_tensors(straight.peft_model), _lora_tensors(second.peft_model)
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    # The data order did visit every example (the second pass is shuffled anew).
+    assert len({round(x, 6) for x in straight.losses}) > 1
+
+
+def test_resume_refuses_another_recipe_or_other_data(tmp_path: Path) -> None:
+    data = examples(3)
+    train_adapter(tiny_llama(), data, RECIPE, tmp_path, stop_after=2)
+    with pytest.raises(CheckpointMismatch, match="lr"):
+        train_adapter(tiny_llama(), data, TrainConfig(**{**vars(RECIPE), "lr": 1e-3}), tmp_path, resume=True)
+    with pytest.raises(CheckpointMismatch, match="other examples"):
+        train_adapter(tiny_llama(), data[:2], RECIPE, tmp_path, resume=True)
+    with pytest.raises(CheckpointMismatch, match="no checkpoint"):
+        train_adapter(tiny_llama(), data, RECIPE, tmp_path / "empty", resume=True)
+
+
+def test_adapter_round_trip_merges_into_a_copy(tmp_path: Path) -> None:
+    base = tiny_llama()
+    peft_model = lora_model(copy.deepcopy(base), TrainConfig(rank=4, alpha=8))
+    with torch.no_grad():  # B starts at zero (a no-op adapter): give it weight so the merge shows
+        for name, p in peft_model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.05)
+    size = save_adapter(peft_model, tmp_path, DEFAULT_MODEL, dtype=torch.float32)
+    assert size == (tmp_path / ADAPTER_WEIGHTS).stat().st_size
+    config = json.loads((tmp_path / ADAPTER_CONFIG).read_text())
+    assert config["base_model_name_or_path"] == DEFAULT_MODEL and config["r"] == 4
+    before = {k: v.clone() for k, v in base.state_dict().items()}
+    merged = merged_model(base, tmp_path)
+    ids = torch.tensor([[5, 17, 99, 3, 42, 7]])
+    with torch.no_grad():
+        want, got, plain = peft_model(input_ids=ids).logits, merged(input_ids=ids).logits, base(input_ids=ids).logits
+    assert float((want - got).abs().max()) < 1e-4
+    assert float((want - plain).abs().max()) > 1e-3, "the adapter must change the model"
+    for key, value in base.state_dict().items():
+        assert torch.equal(value, before[key]), f"merging changed the base model's {key}"
+    assert merged.model.embed_tokens.weight is base.model.embed_tokens.weight  # not adapted: shared
+    assert merged.model.layers[0].self_attn.q_proj.weight is not base.model.layers[0].self_attn.q_proj.weight
+
+    loaded = LoadedModel("tiny", base, None, "cpu", torch.float32)
+    selector = load_selector(loaded, str(tmp_path))
+    assert selector is not None and selector.selector == str(tmp_path) and selector.model is not base
+    assert load_selector(loaded, "none") is None
+
+
+def test_adapter_for_another_model_is_refused(tmp_path: Path) -> None:
+    peft_model = lora_model(tiny_llama(), TrainConfig(rank=4, alpha=8))
+    save_adapter(peft_model, tmp_path, "tiny", dtype=torch.float32)
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    wider = LlamaForCausalLM(LlamaConfig(vocab_size=256, hidden_size=48, intermediate_size=64, num_hidden_layers=2,
+                                         num_attention_heads=4, num_key_value_heads=2))
+    with pytest.raises(SelectorError, match="does not fit|do not match"):
+        merged_model(wider, tmp_path)
+
+
+def test_size_limit_fails_loudly_and_writes_nothing(tmp_path: Path) -> None:
+    peft_model = lora_model(tiny_llama(), TrainConfig(rank=4, alpha=8))
+    fits = save_adapter(peft_model, tmp_path / "ok", "tiny", dtype=torch.float32)
+    with pytest.raises(AdapterTooLarge, match="over the limit"):
+        save_adapter(peft_model, tmp_path / "big", "tiny", dtype=torch.float32, max_bytes=fits - 1)
+    assert not any((tmp_path / "big").iterdir())
+
+
+def test_shipped_recipe_fits_the_limit_only_in_half_precision() -> None:
+    """r=16 on every linear layer of SmolLM2-135M (dimensions from its config; no weights needed)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(vocab_size=49152, hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
+                         num_attention_heads=9, num_key_value_heads=3, head_dim=64, tie_word_embeddings=True)
+    with torch.device("meta"):
+        model = LlamaForCausalLM(config)
+    peft_model = lora_model(model, TrainConfig())
+    params = sum(p.numel() for n, p in peft_model.named_parameters() if "lora_" in n)
+    assert params * 2 < MAX_ADAPTER_BYTES * 0.99 < params * 4  # fp16 fits with room for the header; fp32 does not
+
+
+def test_selector_setting_resolution(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    shipped = tmp_path / "shipped"
+    shipped.mkdir()
+    monkeypatch.setattr(adapter_mod, "SHIPPED_ADAPTER_DIR", shipped)
+    assert resolve_selector("auto", DEFAULT_MODEL) is None  # not trained yet: base model
+    (shipped / ADAPTER_WEIGHTS).write_bytes(b"")
+    assert resolve_selector("auto", DEFAULT_MODEL) == shipped
+    assert resolve_selector(None, DEFAULT_MODEL) == shipped
+    assert resolve_selector("auto", "Qwen/Qwen2.5-Coder-1.5B-Instruct") is None  # tied to the embedded model
+    assert resolve_selector("none", DEFAULT_MODEL) is None
+    with pytest.raises(SelectorError, match="no such folder"):
+        resolve_selector(str(tmp_path / "missing"), DEFAULT_MODEL)
+    pickled = tmp_path / "pickled"
+    pickled.mkdir()
+    (pickled / "adapter_model.bin").write_bytes(b"")
+    (pickled / ADAPTER_CONFIG).write_text("{}")
+    with pytest.raises(SelectorError, match="only safetensors"):
+        resolve_selector(str(pickled), DEFAULT_MODEL)
+    with pytest.raises(SelectorError, match="adapter_config.json is missing"):
+        resolve_selector(str(shipped), "any-model")
+    (shipped / ADAPTER_CONFIG).write_text("{}")
+    assert resolve_selector(str(shipped), "any-model") == shipped  # an explicit folder works with any model
+
+
+def test_engine_runs_program_mode_on_the_selector_and_text_modes_on_the_base(tmp_path: Path) -> None:
+    from engine.api import EditRequest, Engine
+    from engine.models import load_tokenizer
+
+    tokenizer = load_tokenizer(DEFAULT_MODEL)
+    base = tiny_llama(vocab=len(tokenizer))
+    peft_model = lora_model(copy.deepcopy(base), TrainConfig(rank=4, alpha=8))
+    save_adapter(peft_model, tmp_path, DEFAULT_MODEL, dtype=torch.float32)
+    loaded = LoadedModel("tiny", base, tokenizer, "cpu", torch.float32)
+    engine = Engine(loaded, load_selector(loaded, str(tmp_path)))
+    assert engine.selector == str(tmp_path)
+    assert engine.model_for("program").model is not base and engine.model_for("forced").selector == str(tmp_path)
+    assert engine.model_for("speculative") is loaded and engine.model_for("ar") is loaded
+    text = "def add(a, b):\n    return a - b\n"
+    with_selector = engine.edit(EditRequest(text, "Fix the bug.", mode="program", max_new_tokens=4))
+    without = Engine(loaded).edit(EditRequest(text, "Fix the bug.", mode="program", max_new_tokens=4))
+    assert with_selector.prompt_tokens < without.prompt_tokens  # the short selector prompt, chosen via loaded.selector
