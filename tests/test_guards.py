@@ -1,0 +1,196 @@
+"""engine/guards.py: the loop guard fires on degenerate output (the embedded model's own loop in
+program mode included) and never on real code; the damage assessment flags the edits that
+would destroy a region."""
+
+from __future__ import annotations
+
+import sysconfig
+import time
+from pathlib import Path
+
+import pytest
+
+from engine.guards import LoopGuard, assess_edit, destructive_reason, normalise_digits
+from engine.lines import split_lines
+from engine.program import CopyLines, Gen
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "buggy_add.py"
+STDLIB = Path(sysconfig.get_paths()["stdlib"])
+
+
+def first_fire(guard: LoopGuard, output: str) -> tuple[int, str] | None:
+    """Feed ``output`` line by line (as a decoder calls the guard); (line number, message) of
+    the first line the guard fires on."""
+    acc = ""
+    for number, line in enumerate(split_lines(output), 1):
+        acc += line
+        message = guard.check(acc)
+        if message:
+            return number, message
+    return None
+
+
+# --- loops -------------------------------------------------------------------------------------
+
+# The embedded model, asked to fix eight functions that lack their colons, fixes them and then
+# goes on writing f8, f9, ... until the token limit (speculative, the default mode).
+LONG = "".join(f"def f{i}(x)\n    return x * {i}\n\n" for i in range(8))
+
+
+def test_the_embedded_model_loop_is_caught_before_the_token_limit(default_engine) -> None:
+    from engine.api import EditRequest
+    from engine.events import EditFinished, OpResolved
+
+    guard = LoopGuard(LONG)
+    fired, fired_lines, total_lines, result = None, 0, 0, None
+    for event in default_engine.stream(EditRequest(LONG, "Fix the syntax errors", mode="speculative",
+                                                   max_new_tokens=300, language="python")):
+        if isinstance(event, OpResolved):
+            total_lines += 1  # text modes report one op per output line
+            if fired is None:
+                fired, fired_lines = guard.check(event.resolved), total_lines
+        elif isinstance(event, EditFinished):
+            result = event.result
+    assert result is not None
+    if result.stop_reason == "loop":  # the decoders call the guard themselves
+        assert any("repeating itself" in w for w in result.warnings), result.warnings
+        assert result.tokens.generated + result.tokens.copied < 300
+        return
+    if result.stop_reason != "max_tokens":
+        pytest.skip(f"the embedded model no longer loops on this case ({result.stop_reason}); "
+                    "the synthetic cases below still check the guard")
+    assert fired and "def f" in fired and "numbers changing" in fired, fired
+    assert fired_lines < total_lines - 6, f"fired at line {fired_lines} of {total_lines}: too late to save time"
+    assert "def f8(x)" in "".join(result.region_output.splitlines(keepends=True)[:fired_lines])
+
+
+def test_a_loop_with_counting_numbers_is_caught() -> None:
+    """textwrap's loop: `cur_len += len(lines[32])`, `lines[33]`, ... (numbers differ)."""
+    source = (STDLIB / "textwrap.py").read_text()
+    start = source.index("    def _wrap_chunks")
+    region = source[start:source.index("\n    def ", start + 10) + 1]
+    lines = split_lines(region)
+    prefix = "".join(lines[:30])
+    loop = "".join(f"            cur_len += len(lines[{k}])\n" for k in range(32, 80))
+    fired = first_fire(LoopGuard(region), prefix + loop)
+    assert fired is not None
+    line, message = fired
+    assert line - 30 <= 10, f"fired only after {line - 30} loop lines"
+    assert "numbers changing" in message and "cur_len += len(lines[" in message
+
+
+def test_the_same_line_again_and_again_is_caught() -> None:
+    text = EXAMPLE.read_text()
+    fired = first_fire(LoopGuard(text), text + "def add(a, b):\n" * 30)
+    assert fired is not None and fired[0] - 3 <= 6
+    assert "def add(a, b):" in fired[1]
+
+
+def test_a_repeat_within_one_line_is_caught() -> None:
+    """Gens without newlines: `def add(a, b):def add(a, b):...` on one line."""
+    guard = LoopGuard(EXAMPLE.read_text())
+    out = "def add(a, b):\n"
+    for _ in range(12):
+        out += "    return a + b"
+    assert guard.check(out) is not None
+
+
+def test_repeated_braces_blank_lines_and_input_runs_never_fire() -> None:
+    js = "function f(a) {\n  if (a) {\n    while (a) {\n      a--;\n    }\n  }\n}\n"
+    guard = LoopGuard(js)
+    assert first_fire(guard, js + "}\n" * 40 + "\n" * 40 + "  });\n" * 40) is None
+    rows = [f"    {k}, {k + 1}, {k + 2}, {k + 3},\n" for k in range(0, 400, 4)]
+    data = "TABLE = [\n" + "".join(rows[:15]) + "]\n"
+    guard = LoopGuard(data)
+    assert first_fire(guard, data) is None
+    grown = "TABLE = [\n" + "".join(rows[:18]) + "]\n"  # three more rows: an edit, not a loop
+    assert first_fire(guard, grown) is None
+    fired = first_fire(guard, "TABLE = [\n" + "".join(rows))  # the output more than doubles the input's run
+    assert fired is not None and 31 <= fired[0] <= 40, fired
+
+
+def test_gens_that_add_nothing() -> None:
+    guard = LoopGuard("a = 1\nb = 2\n")
+    same = [CopyLines(1, 1), Gen("x = 3\n"), Gen("x = 3\n"), Gen("x = 3\n")]
+    assert "same gen" in guard.check_ops(same)
+    assert guard.check_ops(same[:3]) is None
+    blank = [CopyLines(1, 2), Gen(""), Gen(" "), Gen("\n")]
+    assert "whitespace" in guard.check_ops(blank)
+    copies_between = [Gen("x = 3\n"), CopyLines(1, 1), Gen("x = 3\n"), CopyLines(2, 2), Gen("x = 3\n")]
+    assert guard.check_ops(copies_between) is None
+    assert guard.check_ops([Gen("x = 1\n"), Gen("x = 2\n"), Gen("x = 3\n")]) is None
+
+
+def _corpus_cases():
+    from engine.corpora import CorpusError, load_corpus
+
+    try:
+        return [case for name in ("humanevalfix-python", "humanevalfix-js", "canitedit")
+                for case in load_corpus(name)]
+    except CorpusError as exc:
+        pytest.skip(f"corpora not available: {exc}")
+
+
+def test_no_false_positive_on_any_corpus_input_or_gold() -> None:
+    cases = _corpus_cases()
+    assert len(cases) == 164 + 164 + 105
+    for case in cases:
+        guard = LoopGuard(case.input)
+        for output in (case.input, case.gold):
+            assert first_fire(guard, output) is None, (case.id, first_fire(guard, output))
+            assert guard.check(output) is None
+
+
+def test_no_false_positive_on_standard_library_files() -> None:
+    files = sorted(STDLIB.glob("*.py"))[::6] + [STDLIB / "textwrap.py", STDLIB / "locale.py"]
+    assert len(files) > 20
+    calls, started = 0, time.perf_counter()
+    for path in files:
+        text = path.read_text(encoding="utf-8", errors="replace")
+        assert first_fire(LoopGuard(text), text) is None, path
+        calls += len(split_lines(text))
+    per_call = (time.perf_counter() - started) / calls
+    assert per_call < 0.005, f"{per_call * 1e3:.2f} ms per call: too slow to run after every line"
+
+
+def test_normalise_digits() -> None:
+    assert normalise_digits("lines[32] + 1.5e10") == "lines[0] + 0.0e0"
+
+
+# --- damage ------------------------------------------------------------------------------------
+
+# A function whose "fix" by the embedded model (speculative) drops its 20-line trailing docstring:
+# see tests/test_edit_cli.py and the LSP tests, which run the model on it.
+DOCSTRING_TAIL = '\n\n\n"""\nPairwise sums\n\n' + "".join(f"Line {k} of the notes.\n" for k in range(17)) + '"""\n'
+
+
+def test_assess_edit_counts_lines() -> None:
+    before = "a\nb\nc\nd\ne\n"
+    d = assess_edit(before, "a\nB\nc\ne\nf\ng\n")
+    assert (d.kept, d.changed, d.deleted, d.added) == (3, 1, 1, 2)
+    assert (d.input_lines, d.output_lines) == (5, 6)
+    same = assess_edit("x\r\ny\r\n", "x\ny\n")  # line endings do not count as a change
+    assert same.kept == 2 and same.touched == 0
+
+
+def test_destructive_fix_is_flagged_with_what_it_does() -> None:
+    function = "def f(values):\n    for v in values:\n        yield v - 1\n"
+    before = function + DOCSTRING_TAIL
+    n = len(split_lines(before))
+    after = "def f(values):\n    return sum(values)\n"
+    reason = destructive_reason(assess_edit(before, after), "Fix the bug")
+    assert reason == f"would rewrite 1 and delete {n - 2} of {n} lines for a fix"
+    assert destructive_reason(assess_edit(before, ""), "Fix: x is undefined") == f"would delete {n} of {n} lines for a fix"
+    # a small fix, a short region, an asked-for rewrite or removal: not destructive
+    fixed = before.replace("v - 1", "v + 1")
+    assert destructive_reason(assess_edit(before, fixed), "Fix the bug") is None
+    assert destructive_reason(assess_edit("a\nb\nc\n", ""), "Fix the bug") is None
+    rewrite = "".join(f"line {k} rewritten\n" for k in range(n))
+    assert destructive_reason(assess_edit(before, rewrite), "Rewrite the notes in French") is None
+    assert destructive_reason(assess_edit(before, function), "Remove the docstring") is None
+    assert "would delete" in destructive_reason(assess_edit(before, function), "Add type hints")
+
+
+def test_no_gold_edit_of_the_corpora_is_destructive() -> None:
+    for case in _corpus_cases():
+        assert destructive_reason(assess_edit(case.input, case.gold), case.instruction) is None, case.id
