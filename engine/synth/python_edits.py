@@ -49,7 +49,7 @@ _METHOD_SWAPS = {
     "floor": "ceil", "ceil": "floor", "get": "pop", "ljust": "rjust", "rjust": "ljust",
     "partition": "rpartition", "rpartition": "partition", "search": "match", "match": "search",
     "isfile": "isdir", "isdir": "isfile", "basename": "dirname", "dirname": "basename", "encode": "decode",
-    "decode": "encode", "items": "values", "popleft": "pop", "appendleft": "append", "insert": "__setitem__",
+    "decode": "encode", "items": "values", "popleft": "pop", "appendleft": "append",
     "casefold": "upper", "splitlines": "split", "isspace": "isalnum", "isalnum": "isalpha",
 }
 _DUPLICABLE_METHODS = {"append", "extend", "add", "write", "update", "insert", "pop", "remove", "appendleft",
