@@ -10,15 +10,17 @@ from engine.events import EditFinished, EditResult, EditStarted, Event, OpResolv
 from engine.lines import split_lines
 from engine.models import LoadedModel
 from engine.program import CopyTokens
-from engine.program_decoder import DecodeOutcome, check_program, decode_program
+from engine.program_decoder import DecodeOutcome, FeedRecorder, check_program, decode_program
 from engine.prompt import PromptParts, program_messages, render, selector_messages, text_messages
 from engine.tables import tables_for
 from engine.text_decoder import decode_text
 from engine.tokens import encode, token_pieces
 
 
-def run_edit(loaded: LoadedModel, request, cancelled: Callable[[], bool]) -> Iterator[Event]:
-    """Events of one edit (``request`` is an :class:`engine.api.EditRequest`, already validated)."""
+def run_edit(loaded: LoadedModel, request, cancelled: Callable[[], bool],
+             recorder: FeedRecorder | None = None) -> Iterator[Event]:
+    """Events of one edit (``request`` is an :class:`engine.api.EditRequest`, already validated).
+    ``recorder`` (program and forced modes) sees every token fed to the model (training data)."""
     started = time.perf_counter()
     lines = split_lines(request.text)
     a, b = request.region_bounds()
@@ -49,7 +51,7 @@ def run_edit(loaded: LoadedModel, request, cancelled: Callable[[], bool]) -> Ite
                                  token_copies=token_copies,
                                  teacher_program=request.program if request.mode == "forced" else None,
                                  temperature=request.temperature, seed=request.seed,
-                                 logit_bias=request.logit_bias,
+                                 logit_bias=request.logit_bias, draft=request.draft, recorder=recorder,
                                  monotonic=request.monotonic and request.mode != "forced")
     else:
         decoder = decode_text(loaded, tables, region, prompt_ids, request.max_new_tokens, cancelled, request.mode)

@@ -44,7 +44,8 @@ def _escape_class_char(ch: str) -> str:
 @lru_cache(maxsize=1)
 def gen_body_ebnf() -> str:
     """Rules ``body0..bodyK``: strings that contain no reserved literal (an automaton over the
-    proper prefixes of the literals, written as right-recursive rules; ``body0`` starts it)."""
+    proper prefixes of the literals, written as right-recursive rules; ``body0`` starts it), and
+    ``bodyne``: the same strings but the empty one."""
     prefixes = sorted({lit[:i] for lit in RESERVED_LITERALS for i in range(len(lit))}, key=lambda s: (len(s), s))
     index = {p: i for i, p in enumerate(prefixes)}
     alphabet = sorted({c for lit in RESERVED_LITERALS for c in lit})
@@ -72,6 +73,8 @@ def gen_body_ebnf() -> str:
         other = "".join(_escape_class_char(c) for c in special)
         alts.append((f"[^{other}]" if other else "[\\s\\S]") + " body0")
         rules.append(f"body{index[state]} ::= " + " | ".join(alts))
+        if state == "":  # a gen body is never empty: an empty gen adds nothing
+            rules.append("bodyne ::= " + " | ".join(alts[1:]))
     return "\n".join(rules)
 
 
@@ -83,7 +86,7 @@ def program_ebnf(n_lines: int, n_tokens: int = 0) -> str:
         copies.append('"lines=\\"" lnum "-" lnum')
     if n_tokens >= 1:
         copies.append('"tokens=\\"" tnum "-" tnum')
-    op = '"<gen>" body0 "</gen>"'
+    op = '"<gen>" bodyne "</gen>"'
     rules = [
         'root ::= "<program>" ops "</program>"',
         "ops ::= \"\" | op ops",
@@ -140,16 +143,27 @@ class RangeConstraint:
         self.limits = {"lines": n_lines, "tokens": n_tokens}
         self.monotonic = monotonic
         self.next_line = 1  # smallest start allowed for the next line copy
+        self.at_end = False  # the last op was a line copy through the last input line
 
     def copied(self, kind: str, end: int) -> None:
         if kind == "lines" and self.monotonic:
             self.next_line = max(self.next_line, end + 1)
+        self.at_end = kind == "lines" and end >= self.limits["lines"]
+
+    def snapshot(self) -> tuple[int, bool]:
+        return self.next_line, self.at_end
+
+    def restore(self, state: tuple[int, bool]) -> None:
+        self.next_line, self.at_end = state
 
     def banned(self, tag_text: str, candidates: np.ndarray) -> list[int]:
         if tag_text == "<":
-            if self.next_line <= self.limits["lines"] or self.limits["tokens"]:
+            # After a copy through the last line nothing is left to rewrite: only the end may
+            # follow (text added after the last line is written by a gen that rewrites that line).
+            if self.limits["tokens"]:
                 return []
-            return [t for t in candidates.tolist() if self.vocab_texts[t].startswith("c")]
+            banned = "cg" if self.at_end else "c" if self.next_line > self.limits["lines"] else ""
+            return [t for t in candidates.tolist() if self.vocab_texts[t][:1] and self.vocab_texts[t][0] in banned] if banned else []
         match = _OPEN_J.search(tag_text)
         if match:
             kind, prefix = match.group(1), match.group(3)

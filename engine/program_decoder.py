@@ -6,6 +6,15 @@ token + every literal the grammar now forces + (when a copy tag just closed) the
 tokens + the literals forced after them. So a forced literal or a splice never costs a step of
 its own: the logits in between are never needed.
 
+Drafting (lossless): after a step, the :class:`engine.drafter.ProgramDrafter` proposes how the
+program goes on (the next copy tag and its line numbers, the input line a gen rewrites, the
+gen's end). The decoder walks the proposal under the grammar as if the model had chosen it
+(forced literals and splices included), feeds everything in the SAME forward, and keeps the
+longest prefix whose every drafted token is the one the model would have chosen there (greedy,
+under the same mask); the first rejected position's own choice comes free from that forward.
+Everything after it is rolled back: grammar matcher, cache, scanner, detokenizer, ops, events.
+So the program is exactly the undrafted greedy program; only the number of forwards changes.
+
 BPE boundaries: the input is tokenized line by line ("line-aligned"), and a copy of lines I..J
 appends the concatenation of those lines' tokens. That tokenization can differ from the
 canonical one where BPE would merge across a newline (e.g. ``"\\n" + "    "``), but it is the same
@@ -18,11 +27,12 @@ from __future__ import annotations
 
 import time
 from bisect import bisect_right
-from dataclasses import dataclass
-from typing import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
+from engine.drafter import DraftText, ProgramDrafter, ProgramState
 from engine.events import OpResolved, TokenCounts
 from engine.grammar import RangeConstraint
 from engine.lines import line_offsets, split_lines
@@ -50,12 +60,19 @@ class ProgramTeacher:
         self.pos += len(written)
 
     def choose(self, bitmask, banned: set[int]) -> int:
-        rest = self.target[self.pos:]
-        for length in range(min(len(rest), self.tables.max_token_bytes), 0, -1):
-            tok = self.tables.bytes_to_id.get(rest[:length])
-            if tok is not None and tok not in banned and bit_is_set(bitmask, tok):
-                return tok
-        raise RuntimeError(f"forced program: no allowed token continues {rest[:20]!r}")
+        tok = longest_allowed_token(self.tables, self.target[self.pos:], bitmask, banned)
+        if tok is None:
+            raise RuntimeError(f"forced program: no allowed token continues {self.target[self.pos:self.pos + 20]!r}")
+        return tok
+
+
+def longest_allowed_token(tables: ModelTables, rest: bytes, bitmask, banned: set[int]) -> int | None:
+    """The longest token the mask allows whose bytes start ``rest`` (how a text is drafted or forced)."""
+    for length in range(min(len(rest), tables.max_token_bytes), 0, -1):
+        tok = tables.bytes_to_id.get(rest[:length])
+        if tok is not None and tok not in banned and bit_is_set(bitmask, tok):
+            return tok
+    return None
 
 
 @dataclass
@@ -69,163 +86,418 @@ class DecodeOutcome:
     warnings: list[str]
 
 
+@dataclass
+class FeedRecorder:
+    """Mirrors exactly what the decoder feeds the model, in order, with crops applied: ``chosen[i]``
+    is True where token ``i`` was chosen (by the model, or the teacher standing in for it), False
+    for the prompt, forced literals and spliced copies. Training data is recorded through it, so
+    training and inference feed the same sequence by construction."""
+
+    ids: list[int] = field(default_factory=list)
+    chosen: list[bool] = field(default_factory=list)
+
+    def fed(self, ids: Sequence[int], chosen: Sequence[bool]) -> None:
+        self.ids.extend(ids)
+        self.chosen.extend(chosen)
+
+    def cropped(self, length: int) -> None:
+        del self.ids[length:], self.chosen[length:]
+
+
 def decode_program(loaded: LoadedModel, tables: ModelTables, region: str, prompt_ids: Sequence[int],
                    max_new_tokens: int, cancelled: Callable[[], bool], token_copies: bool = False,
                    teacher_program: Program | None = None, temperature: float = 0.0, seed: int = 0,
-                   monotonic: bool = True, logit_bias: dict[int, float] | None = None) -> Iterator[OpResolved | DecodeOutcome]:
+                   monotonic: bool = True, logit_bias: dict[int, float] | None = None, draft: bool = True,
+                   recorder: FeedRecorder | None = None) -> Iterator[OpResolved | DecodeOutcome]:
     """Yield an :class:`OpResolved` per op, then one :class:`DecodeOutcome`."""
-    started = time.perf_counter()
-    tokenizer = loaded.tokenizer
-    lines = split_lines(region)
-    line_ids = [encode(tokenizer, line) for line in lines]
-    input_ids = encode(tokenizer, region) if token_copies else []
-    pieces = token_pieces(tokenizer, input_ids) if token_copies else None
-    if pieces is not None and "".join(pieces) != region:
-        token_copies, input_ids, pieces = False, [], None  # tokenizer does not round-trip this text
-    piece_ends = _cumulative(pieces) if pieces else []
-    offsets = line_offsets(region)
+    decoder = ProgramDecoder(loaded, tables, region, prompt_ids, max_new_tokens, cancelled,
+                             token_copies=token_copies, teacher_program=teacher_program,
+                             temperature=temperature, seed=seed, monotonic=monotonic, logit_bias=logit_bias,
+                             draft=draft, recorder=recorder)
+    return decoder.run()
 
-    grammar_s = 0.0
-    t0 = time.perf_counter()
-    matcher = tables.grammar.matcher(len(lines), len(input_ids))
-    bitmask = tables.grammar.new_bitmask()
-    grammar_s += time.perf_counter() - t0
-    ranges = RangeConstraint(tables.vocab_texts, len(lines), len(input_ids), monotonic=monotonic)
-    teacher = ProgramTeacher(teacher_program, tables) if teacher_program is not None else None
-    generator = torch.Generator().manual_seed(seed)
-    bias = None
-    if logit_bias:
-        bias = torch.zeros(loaded.vocab_size)
-        for tok, value in logit_bias.items():
-            bias[int(tok)] = float(value)
 
-    session = KVSession(loaded)
-    detok = IncrementalDetokenizer(tokenizer)
-    scanner = ProgramScanner()
-    ops: list[Op] = []
-    resolved = ""
-    consumed = 0
-    generated = forced = copied = 0
+@dataclass
+class _Mark:
+    """Decoder state just before a drafted token: what verification checks, and where to roll back
+    to when it rejects the token."""
 
-    def absorb(op_list: list[Op], pending: list[int]) -> Iterator[OpResolved]:
-        """Resolve finished ops; a line/token copy appends its input tokens to ``pending``."""
-        nonlocal resolved, consumed, copied
-        for op in op_list:
-            text = resolve_op(op, len(ops), lines, pieces, "strict")
-            if isinstance(op, CopyLines):
-                span = [t for ids in line_ids[op.start - 1:op.end] for t in ids]
-                ranges.copied("lines", op.end)
-                consumed = max(consumed, op.end)
-            elif isinstance(op, CopyTokens):
-                span = input_ids[op.start - 1:op.end]
-                end_char = piece_ends[op.end - 1]
-                consumed = max(consumed, bisect_right(offsets, end_char) - 1)
+    token: int
+    row: int  # which row of the verify forward's logits must choose ``token``
+    kv_length: int  # cache length before the token
+    bitmask: Any
+    banned: set[int]
+    in_gen: bool
+    state: tuple
+    lookahead: "_Lookahead | None"  # pending when the token is chosen
+
+
+class ProgramDecoder:
+    """One program-mode decode (per-request state; the model and tables are shared).
+
+    The steps a reader looks for: :meth:`mask` (what the grammar and the range rule allow now),
+    :meth:`choose` (greedy or sampled under the mask), :meth:`take_choice` (accept the token and
+    write it), :meth:`take_forced` (the literals the grammar fixes), :meth:`splice` (a finished copy
+    appends its input tokens), :meth:`feed` (the one forward of a step), :meth:`draft`,
+    :meth:`verify` and :meth:`rollback`."""
+
+    def __init__(self, loaded: LoadedModel, tables: ModelTables, region: str, prompt_ids: Sequence[int],
+                 max_new_tokens: int, cancelled: Callable[[], bool], *, token_copies: bool = False,
+                 teacher_program: Program | None = None, temperature: float = 0.0, seed: int = 0,
+                 monotonic: bool = True, logit_bias: dict[int, float] | None = None, draft: bool = True,
+                 recorder: FeedRecorder | None = None):
+        self.started = time.perf_counter()
+        self.loaded, self.tables, self.tokenizer = loaded, tables, loaded.tokenizer
+        self.prompt_ids = list(prompt_ids)
+        self.max_new_tokens, self.cancelled = max_new_tokens, cancelled
+        self.temperature = temperature
+        self.lines = split_lines(region)
+        self.line_ids = [encode(self.tokenizer, line) for line in self.lines]
+        self.input_ids = encode(self.tokenizer, region) if token_copies else []
+        self.pieces = token_pieces(self.tokenizer, self.input_ids) if token_copies else None
+        if self.pieces is not None and "".join(self.pieces) != region:
+            self.input_ids, self.pieces = [], None  # tokenizer does not round-trip this text
+        self.piece_ends = _cumulative(self.pieces) if self.pieces else []
+        self.offsets = line_offsets(region)
+
+        t0 = time.perf_counter()
+        self.matcher = tables.grammar.matcher(len(self.lines), len(self.input_ids))
+        self.bitmask = tables.grammar.new_bitmask()
+        self.grammar_s = time.perf_counter() - t0
+        self.draft_s = 0.0
+        self.ranges = RangeConstraint(tables.vocab_texts, len(self.lines), len(self.input_ids), monotonic=monotonic)
+        self.teacher = ProgramTeacher(teacher_program, tables) if teacher_program is not None else None
+        self.generator = torch.Generator().manual_seed(seed)
+        self.bias = None
+        if logit_bias:
+            self.bias = torch.zeros(loaded.vocab_size)
+            for tok, value in logit_bias.items():
+                self.bias[int(tok)] = float(value)
+        self.crossing = set(tables.copy_crossing_ids.tolist())
+        # Drafting is lossless for greedy choices only.
+        self.drafter = ProgramDrafter(self.line_ids) if draft and temperature <= 0 else None
+        self.recorder = recorder
+
+        self.session = KVSession(loaded)
+        self.detok = IncrementalDetokenizer(self.tokenizer)
+        self.scanner = ProgramScanner()
+        self.ops: list[Op] = []
+        self.resolved = ""
+        self.consumed = 0
+        self.generated = self.forced = self.copied = 0
+        self.steps = 0  # grammar steps accepted (tokens and forced strings), for rollback
+        self.gen_ids: list[int] = []  # tokens written inside the current gen body
+        self.pending: list[int] = []  # tokens for the next forward
+        self.pending_chosen: list[bool] = []
+        self.events: list[OpResolved] = []  # resolved ops not yet handed out
+        self.lookahead: _Lookahead | None = None
+        self.drafted = self.draft_accepted = 0
+
+    # -- the loop -------------------------------------------------------------------------------
+
+    def run(self) -> Iterator[OpResolved | DecodeOutcome]:
+        self.take_forced()
+        self.pending[:0] = self.prompt_ids
+        self.pending_chosen[:0] = [False] * len(self.prompt_ids)
+        logits = self.feed("prefill")
+        yield from self.flush()
+        known: int | None = None  # the model's next choice, when a verify forward already made it
+        stop_reason = "done"
+        while not self.matcher.is_terminated():
+            if self.cancelled():
+                stop_reason = "cancelled"
+                break
+            if self.generated + self.forced >= self.max_new_tokens:
+                stop_reason = "max_tokens"
+                break
+            t = time.perf_counter()
+            if known is None:
+                token = self.choose(logits, self.mask())
             else:
-                span = []
-            pending.extend(span)
-            copied += len(span)
-            ops.append(op)
-            resolved += text
-            yield OpResolved(index=len(ops) - 1, op=op, text=text, resolved=resolved,
-                             input_lines_consumed=consumed,
-                             tokens=TokenCounts(generated, copied, forced),
-                             elapsed_s=time.perf_counter() - started)
+                token, known = known, None
+            if self.lookahead is not None and _starts_op(self.lookahead.text + self.tables.vocab_texts[token]):
+                self.close_gen_instead()
+                self.grammar_s += time.perf_counter() - t
+                logits = self.feed("fused")
+                yield from self.flush()
+                continue
+            self.take_choice(token)
+            self.grammar_s += time.perf_counter() - t
+            if self.matcher.is_terminated():
+                break
+            marks = self.draft()
+            if marks:
+                logits, known = self.verify(marks)
+            else:
+                logits = self.feed("step" if len(self.pending) == 1 else "fused")
+            yield from self.flush()
+        if self.recorder is not None and self.pending:  # the last tokens are written, never fed
+            self.recorder.fed(self.pending, self.pending_chosen)
+        yield from self.flush()
+        yield self.outcome(stop_reason)
 
-    def write(ids: list[int], pending: list[int]) -> Iterator[OpResolved]:
-        """Feed tokens the program wrote (chosen or forced) through the detokenizer and scanner."""
-        pending.extend(ids)
-        yield from absorb(scanner.feed(detok.push(ids)), pending)
+    def flush(self) -> Iterator[OpResolved]:
+        events, self.events = self.events, []
+        yield from events
 
-    def take_forced(pending: list[int]) -> Iterator[OpResolved]:
+    def outcome(self, stop_reason: str) -> DecodeOutcome:
+        breakdown = self.session.breakdown()
+        breakdown["grammar_s"] = round(self.grammar_s, 6)
+        if self.drafter is not None:
+            breakdown["draft_s"] = round(self.draft_s, 6)
+            breakdown["drafted_tokens"] = self.drafted
+            breakdown["draft_accepted"] = self.draft_accepted
+        breakdown["decode_steps"] = self.generated
+        warnings: list[str] = []
+        output = self.resolved
+        if stop_reason == "max_tokens":
+            output = self.resolved + "".join(self.lines[self.consumed:])
+            warnings.append(f"the program hit the limit of {self.max_new_tokens} new tokens before </program>; "
+                            f"the rest of the input after line {self.consumed} was kept unchanged")
+        return DecodeOutcome(program=Program(tuple(self.ops)), region_output=output, raw_output=self.scanner.text,
+                             tokens=TokenCounts(self.generated, self.copied, self.forced), stop_reason=stop_reason,
+                             breakdown=breakdown, warnings=warnings)
+
+    # -- one step -------------------------------------------------------------------------------
+
+    def mask(self) -> set[int]:
+        """Fill the grammar's bitmask for the next token; return the ids the range rule bans on top
+        (and, under a teacher, the tokens that would straddle a splice point)."""
+        self.matcher.fill_next_token_bitmask(self.bitmask)
+        banned: set[int] = set()
+        if not self.scanner.in_gen:
+            if self.teacher is not None:  # (the free path masks crossing tokens on the logits directly)
+                banned.update(self.crossing)
+            tag = self.scanner.tag
+            if tag == "<" or tag.startswith("<copy "):
+                banned.update(self.ranges.banned(tag, unpack_allowed(self.bitmask, self.loaded.vocab_size)))
+        return banned
+
+    def choose(self, logits: torch.Tensor, banned: set[int], bitmask: Any = None, in_gen: bool | None = None) -> int:
+        """The model's (or the teacher's) choice under the mask filled last (or the one given)."""
+        bitmask = self.bitmask if bitmask is None else bitmask
+        in_gen = self.scanner.in_gen if in_gen is None else in_gen
+        if self.teacher is not None:
+            return self.teacher.choose(bitmask, banned)
+        scores = logits if self.bias is None else logits + self.bias
+        return _choose(scores, bitmask, self.tables, in_gen, banned, self.temperature, self.generator)
+
+    def take_choice(self, token: int) -> None:
+        """Accept a chosen token under the grammar, write it, and take what the grammar forces next."""
+        # (never at the start of the body: a gen is never empty, so there is nothing to close yet)
+        in_gen_line_start = self.scanner.in_gen and self.scanner.body.endswith("\n")
+        self.lookahead = None
+        if self.teacher is None and in_gen_line_start and self.tables.vocab_texts[token] in ("<", "</"):
+            # "</" is one token in some vocabularies
+            self.lookahead = _Lookahead(self.tables.vocab_texts[token], self.position,
+                                        self.scanner.snapshot(), self.detok.snapshot())
+        if not self.matcher.accept_token(token):
+            raise RuntimeError(f"grammar refused token {token} ({self.tables.vocab_texts[token]!r})")
+        self.steps += 1
+        if self.teacher is not None:
+            self.teacher.advance(self.tables.vocab_bytes[token])
+        self.generated += 1
+        self.write([token], chosen=True)
+        self.take_forced()
+
+    def take_forced(self) -> None:
         """Append every literal the grammar fixes now, stopping at a copy close (splice point)."""
-        nonlocal forced, grammar_s
         while True:
             t = time.perf_counter()
-            literal = matcher.find_jump_forward_string()
+            literal = self.matcher.find_jump_forward_string()
             if literal:
-                cut = scanner.copy_close_offset(literal)
+                cut = self.scanner.copy_close_offset(literal)
                 literal = literal[:cut] if cut else literal
-                if not matcher.accept_string(literal):
+                if not self.matcher.accept_string(literal):
                     raise RuntimeError(f"grammar refused its own forced literal {literal!r}")
-            grammar_s += time.perf_counter() - t
+                self.steps += 1
+            self.grammar_s += time.perf_counter() - t
             if not literal:
                 return
-            if teacher is not None:
-                teacher.advance(literal.encode("utf-8"))
-            ids = encode(tokenizer, literal)
-            forced += len(ids)
-            yield from write(ids, pending)
+            if self.teacher is not None:
+                self.teacher.advance(literal.encode("utf-8"))
+            ids = encode(self.tokenizer, literal)
+            self.forced += len(ids)
+            self.write(ids, chosen=False)
 
-    lookahead: _Lookahead | None = None
-    pending: list[int] = []
-    yield from take_forced(pending)
-    logits = session.append(list(prompt_ids) + pending, "prefill")
-    stop_reason = "done"
-    while not matcher.is_terminated():
-        if cancelled():
-            stop_reason = "cancelled"
-            break
-        if generated + forced >= max_new_tokens:
-            stop_reason = "max_tokens"
-            break
+    def write(self, ids: list[int], chosen: bool) -> None:
+        """Feed tokens the program wrote (chosen or forced) through the detokenizer and scanner."""
+        was_in_gen = self.scanner.in_gen
+        self.pending.extend(ids)
+        self.pending_chosen.extend([chosen] * len(ids))
+        finished = self.scanner.feed(self.detok.push(ids))
+        if self.scanner.in_gen and not was_in_gen:
+            self.gen_ids = []
+        elif was_in_gen:
+            self.gen_ids.extend(ids)
+        self.splice(finished)
+
+    def splice(self, finished: list[Op]) -> None:
+        """Resolve finished ops; a line/token copy appends its input tokens to the next forward."""
+        for op in finished:
+            text = resolve_op(op, len(self.ops), self.lines, self.pieces, "strict")
+            if isinstance(op, CopyLines):
+                span = [t for ids in self.line_ids[op.start - 1:op.end] for t in ids]
+                self.ranges.copied("lines", op.end)
+                self.consumed = max(self.consumed, op.end)
+            elif isinstance(op, CopyTokens):
+                span = self.input_ids[op.start - 1:op.end]
+                end_char = self.piece_ends[op.end - 1]
+                self.consumed = max(self.consumed, bisect_right(self.offsets, end_char) - 1)
+            else:
+                span = []
+            self.pending.extend(span)
+            self.pending_chosen.extend([False] * len(span))
+            self.copied += len(span)
+            self.ops.append(op)
+            self.resolved += text
+            self.events.append(OpResolved(index=len(self.ops) - 1, op=op, text=text, resolved=self.resolved,
+                                          input_lines_consumed=self.consumed,
+                                          tokens=TokenCounts(self.generated, self.copied, self.forced),
+                                          elapsed_s=time.perf_counter() - self.started))
+
+    def close_gen_instead(self) -> None:
+        """The gen-body line the model began with ``<`` turned out to be an op: roll the ``<`` back
+        (grammar, cache, text) and close the gen first."""
+        la = self.lookahead
+        assert la is not None
+        self.matcher.rollback(1)
+        self.steps -= 1
+        self.crop(la.kv_length)
+        self.scanner.restore(la.scanner)
+        self.detok.restore(la.detok)
+        self.lookahead = None
+        self.pending, self.pending_chosen = [], []
+        if not self.matcher.accept_string(GEN_CLOSE):
+            raise RuntimeError("grammar refused </gen> after a gen body")
+        self.steps += 1
+        ids = encode(self.tokenizer, GEN_CLOSE)
+        self.forced += len(ids)
+        self.write(ids, chosen=False)
+        self.take_forced()
+
+    @property
+    def position(self) -> int:
+        """Cache position the next written token will take."""
+        return self.session.length + len(self.pending)
+
+    def feed(self, kind: str, rows: Sequence[int] | None = None) -> torch.Tensor:
+        """The step's one forward over everything pending; logits of its last position (or of ``rows``)."""
+        ids, chosen = self.pending, self.pending_chosen
+        self.pending, self.pending_chosen = [], []
+        logits = self.session.append(ids, kind, rows=rows)
+        if self.recorder is not None:
+            self.recorder.fed(ids, chosen)
+        return logits
+
+    def crop(self, length: int) -> None:
+        self.session.crop(length)
+        if self.recorder is not None:
+            self.recorder.cropped(length)
+
+    # -- drafting -------------------------------------------------------------------------------
+
+    def program_state(self) -> ProgramState:
+        last = self.ops[-1] if self.ops else None
+        return ProgramState(consumed=self.consumed, last_op="" if last is None else ("gen" if isinstance(last, Gen) else "copy"),
+                            tag=self.scanner.tag, in_gen=self.scanner.in_gen, gen_text=self.scanner.body,
+                            gen_ids=tuple(self.gen_ids))
+
+    def save(self) -> tuple:
+        return (self.steps, self.scanner.snapshot(), self.detok.snapshot(), len(self.ops), self.resolved,
+                self.consumed, self.generated, self.forced, self.copied, self.ranges.snapshot(), len(self.events),
+                None if self.teacher is None else self.teacher.pos, len(self.gen_ids))
+
+    def rollback(self, mark: _Mark) -> None:
+        """Return to the state just before ``mark``'s token: nothing after it happened."""
+        (steps, scanner, detok, n_ops, self.resolved, self.consumed, self.generated, self.forced, self.copied,
+         ranges, n_events, teacher_pos, n_gen) = mark.state
+        self.matcher.rollback(self.steps - steps)
+        self.steps = steps
+        self.scanner.restore(scanner)
+        self.detok.restore(detok)
+        del self.ops[n_ops:], self.events[n_events:], self.gen_ids[n_gen:]
+        self.ranges.restore(ranges)
+        if self.teacher is not None:
+            self.teacher.pos = teacher_pos
+        self.crop(mark.kv_length)
+        self.lookahead = mark.lookahead
+
+    def draft(self) -> list[_Mark]:
+        """Walk the drafter's proposal as if the model chose it, stopping where the grammar, the
+        range rule, the budget or (under a teacher) the teacher disagrees. Returns a mark per
+        drafted token; the tokens (with their forced literals and splices) are now pending."""
+        if self.drafter is None:
+            return []
         t = time.perf_counter()
-        matcher.fill_next_token_bitmask(bitmask)
-        banned: set[int] = set()
-        if not scanner.in_gen:
-            if teacher is not None:  # (the free path masks crossing tokens on the logits directly)
-                banned.update(tables.copy_crossing_ids.tolist())
-            if scanner.tag == "<" or scanner.tag.startswith("<copy "):
-                banned.update(ranges.banned(scanner.tag, unpack_allowed(bitmask, loaded.vocab_size)))
-        if teacher is not None:
-            token = teacher.choose(bitmask, banned)
-        else:
-            token = _choose(logits if bias is None else logits + bias, bitmask, tables, scanner.in_gen, banned, temperature, generator)
-            if lookahead is not None and _starts_op(lookahead.text + tables.vocab_texts[token]):
-                # The line the model began with "<" is an op: it meant to end the gen first.
-                matcher.rollback(1)
-                session.crop(lookahead.kv_length)
-                scanner.restore(lookahead.scanner)
-                detok.restore(lookahead.detok)
-                lookahead = None
-                grammar_s += time.perf_counter() - t
-                pending = []
-                if not matcher.accept_string(GEN_CLOSE):
-                    raise RuntimeError("grammar refused </gen> after a gen body")
-                ids = encode(tokenizer, GEN_CLOSE)
-                forced += len(ids)
-                yield from write(ids, pending)
-                yield from take_forced(pending)
-                logits = session.append(pending, "fused")
-                continue
-        lookahead = None
-        if (teacher is None and scanner.in_gen and (scanner.body == "" or scanner.body.endswith("\n"))
-                and tables.vocab_texts[token] in ("<", "</")):  # "</" is one token in some vocabularies
-            lookahead = _Lookahead(tables.vocab_texts[token], session.length, scanner.snapshot(), detok.snapshot())
-        if not matcher.accept_token(token):
-            raise RuntimeError(f"grammar refused token {token} ({tables.vocab_texts[token]!r})")
-        grammar_s += time.perf_counter() - t
-        if teacher is not None:
-            teacher.advance(tables.vocab_bytes[token])
-        generated += 1
-        pending = []
-        yield from write([token], pending)
-        yield from take_forced(pending)
-        if matcher.is_terminated():
-            break
-        logits = session.append(pending, "step" if len(pending) == 1 else "fused")
+        limit = self.max_new_tokens - self.generated - self.forced
+        pieces = self.drafter.propose(self.program_state(), limit)
+        marks: list[_Mark] = []
+        for piece in pieces:
+            if not self._draft_piece(piece, marks):
+                break
+        if not marks:
+            self.drafter.step_without_draft()
+        self.draft_s += time.perf_counter() - t
+        return marks
 
-    breakdown = session.breakdown()
-    breakdown["grammar_s"] = round(grammar_s, 6)
-    breakdown["decode_steps"] = generated
-    warnings: list[str] = []
-    output = resolved
-    if stop_reason == "max_tokens":
-        output = resolved + "".join(lines[consumed:])
-        warnings.append(f"the program hit the limit of {max_new_tokens} new tokens before </program>; "
-                        f"the rest of the input after line {consumed} was kept unchanged")
-    yield DecodeOutcome(program=Program(tuple(ops)), region_output=output, raw_output=scanner.text,
-                        tokens=TokenCounts(generated, copied, forced), stop_reason=stop_reason,
-                        breakdown=breakdown, warnings=warnings)
+    def _draft_piece(self, piece, marks: list[_Mark]) -> bool:
+        """Draft one piece; False when drafting must stop here."""
+        is_text = isinstance(piece, DraftText)
+        text = piece.text.encode("utf-8") if is_text else b""
+        ids = [] if is_text else list(piece.ids)
+        while text or ids:
+            if self.matcher.is_terminated() or self.generated + self.forced >= self.max_new_tokens:
+                return False
+            banned = self.mask()
+            if is_text:
+                token = longest_allowed_token(self.tables, text, self.bitmask, banned)
+            else:
+                token = ids.pop(0)
+                if token in banned or not bit_is_set(self.bitmask, token):
+                    token = None
+            if token is None or (not self.scanner.in_gen and token in self.crossing):
+                return False
+            if self.lookahead is not None and _starts_op(self.lookahead.text + self.tables.vocab_texts[token]):
+                return False
+            if self.teacher is not None and self.teacher.choose(self.bitmask, banned) != token:
+                return False
+            marks.append(_Mark(token=token, row=len(self.pending) - 1, kv_length=self.position,
+                               bitmask=self.bitmask.clone(), banned=banned, in_gen=self.scanner.in_gen,
+                               state=self.save(), lookahead=self.lookahead))
+            before = len(self.scanner.text)
+            self.take_choice(token)
+            written = self.scanner.text[before:].encode("utf-8")
+            if is_text:
+                if not text.startswith(written):
+                    return False  # the grammar forced something the draft did not expect
+                text = text[len(written):]
+            elif written != self.tables.vocab_bytes[token]:
+                return False  # a literal was forced after it: the body draft is over
+        return True
+
+    def verify(self, marks: list[_Mark]) -> tuple[torch.Tensor, int | None]:
+        """One forward over the step and its draft; keep the drafted tokens the model would have
+        chosen. Returns the logits after the kept part and, when a drafted token was rejected, the
+        model's own choice there (from the same forward)."""
+        rows = [m.row for m in marks] + [len(self.pending) - 1]
+        out = self.feed("verify", rows=rows)
+        self.drafted += len(marks)
+        t = time.perf_counter()
+        for i, mark in enumerate(marks):
+            if self.teacher is not None:
+                break  # the teacher's drafts stopped at its first disagreement: all of them stand
+            choice = self.choose(out[i], mark.banned, bitmask=mark.bitmask, in_gen=mark.in_gen)
+            if choice != mark.token:
+                self.rollback(mark)
+                self.draft_accepted += i
+                self.drafter.feedback(len(marks), i)
+                self.draft_s += time.perf_counter() - t
+                return out[i], choice
+        self.draft_accepted += len(marks)
+        self.drafter.feedback(len(marks), len(marks))
+        self.draft_s += time.perf_counter() - t
+        return out[-1], None
 
 
 @dataclass

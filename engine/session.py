@@ -31,20 +31,24 @@ class KVSession:
         self.calls: dict[str, int] = defaultdict(int)
 
     @torch.inference_mode()
-    def append(self, ids: Sequence[int], kind: str, all_logits: bool = False) -> torch.Tensor:
-        """Append ``ids`` in ONE forward. Returns float32 logits of the last position (shape V), or
-        of every appended position (N x V) with ``all_logits``. ``kind`` labels the time spent."""
+    def append(self, ids: Sequence[int], kind: str, all_logits: bool = False,
+               rows: Sequence[int] | None = None) -> torch.Tensor:
+        """Append ``ids`` in ONE forward. Returns float32 logits of the last position (shape V), of
+        every appended position (N x V) with ``all_logits``, or of the appended positions ``rows``
+        (len(rows) x V; the LM head runs on those rows only). ``kind`` labels the time spent."""
         if not ids:
             raise ValueError("append needs at least one token")
         start = time.perf_counter()
         input_ids = torch.tensor([list(ids)], dtype=torch.long, device=self.loaded.device)
-        out = self.model(input_ids=input_ids, cache=self.cache, use_cache=True,
-                         logits_to_keep=0 if all_logits else 1)
+        keep: int | torch.Tensor = 0 if all_logits else 1
+        if rows is not None:
+            keep = torch.tensor(list(rows), dtype=torch.long, device=self.loaded.device)
+        out = self.model(input_ids=input_ids, cache=self.cache, use_cache=True, logits_to_keep=keep)
         logits = out.logits[0].float()
         self.length += len(ids)
         self.seconds[kind] += time.perf_counter() - start
         self.calls[kind] += 1
-        return logits if all_logits else logits[-1]
+        return logits if all_logits or rows is not None else logits[-1]
 
     def crop(self, length: int) -> None:
         """Forget everything after the first ``length`` tokens (rejected draft tokens)."""

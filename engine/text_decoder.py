@@ -2,7 +2,7 @@
 
 * ``ar``: plain greedy decoding, one forward per token (the baseline).
 * ``speculative`` (lossless): the engine drafts the continuation from the input at the aligned
-  position (long, whole-line drafts), verifies the draft in ONE forward and keeps the longest
+  position (:class:`engine.drafter.InputDrafter`: long drafts, a size schedule), verifies the draft in ONE forward and keeps the longest
   prefix greedy decoding would produce, plus the model's own next token. The output is the
   greedy output; only the number of forwards changes.
 * ``pld``: transformers' own prompt-lookup decoding (``generate(prompt_lookup_num_tokens=10)``),
@@ -29,10 +29,10 @@ from engine.prompt import TEXT_FENCE_CLOSE
 from engine.session import KVSession
 from engine.tables import ModelTables
 from engine.tokens import IncrementalDetokenizer, encode
+from engine.drafter import MAX_DRAFT, MIN_DRAFT, InputDrafter, find_draft
 
-MIN_DRAFT, MAX_DRAFT = 8, 256
-MATCH_NGRAM = (6, 4, 2)  # a single shared token is too weak an alignment to draft from
-BACKOFF_STEPS = 4  # after a draft is rejected outright, decode this many steps before drafting again
+# Re-exported for the benchmarks, which replay the same schedule under a teacher.
+__all__ = ["MAX_DRAFT", "MIN_DRAFT", "decode_text", "final_text", "find_draft"]
 
 
 def final_text(raw: str, region: str) -> str:
@@ -87,30 +87,6 @@ class LineReporter:
                              elapsed_s=time.perf_counter() - self.started)
 
 
-def _find_draft(out: Sequence[int], src: Sequence[int], hint: int, size: int) -> tuple[list[int], int]:
-    """Draft ``size`` tokens from ``src`` after an occurrence of the output's last n-gram,
-    preferring the occurrence nearest after ``hint`` (the aligned position). Returns (draft, end)."""
-    for n in MATCH_NGRAM:
-        if len(out) < n:
-            continue
-        tail = list(out[-n:])
-        best = -1
-        for start in _occurrences(src, tail):
-            if best < 0 or (start >= hint - n and (best < hint - n or start < best)):
-                best = start
-        if best >= 0 and best + n < len(src):
-            end = min(len(src), best + n + size)
-            return list(src[best + n:end]), end
-    return [], hint
-
-
-def _occurrences(src: Sequence[int], tail: list[int]) -> Iterator[int]:
-    first, n = tail[0], len(tail)
-    for i in range(len(src) - n + 1):
-        if src[i] == first and list(src[i:i + n]) == tail:
-            yield i
-
-
 def decode_text(loaded: LoadedModel, tables: ModelTables, region: str, prompt_ids: Sequence[int],
                 max_new_tokens: int, cancelled: Callable[[], bool], mode: str,
                 ) -> Iterator[OpResolved | DecodeOutcome]:
@@ -123,10 +99,9 @@ def decode_text(loaded: LoadedModel, tables: ModelTables, region: str, prompt_id
     session = KVSession(loaded)
     detok = IncrementalDetokenizer(tokenizer)
     reporter = LineReporter(region, started)
-    src = encode(tokenizer, region)
+    drafter = InputDrafter(encode(tokenizer, region)) if mode == "speculative" else None
     out: list[int] = []
     copied = generated = 0
-    draft_size, hint, backoff = 32, 0, 0
     stop_reason = "done"
     logits = session.append(list(prompt_ids), "prefill")
     next_token = int(torch.argmax(logits))
@@ -139,11 +114,9 @@ def decode_text(loaded: LoadedModel, tables: ModelTables, region: str, prompt_id
         if len(out) >= max_new_tokens:
             stop_reason = "max_tokens"
             break
-        draft: list[int] = []
-        if mode == "speculative" and backoff > 0:
-            backoff -= 1
-        elif mode == "speculative":
-            draft, end = _find_draft(out + [next_token], src, hint, min(draft_size, max_new_tokens - len(out) - 1))
+        draft = drafter.propose(out + [next_token], max_new_tokens - len(out) - 1) if drafter else []
+        if drafter and not draft:
+            drafter.step_without_draft()
         if draft:
             base = session.length
             rows = session.append([next_token] + draft, "verify", all_logits=True)
@@ -154,9 +127,7 @@ def decode_text(loaded: LoadedModel, tables: ModelTables, region: str, prompt_id
             session.crop(base + 1 + accepted)
             new = [next_token] + draft[:accepted]
             next_token = preds[accepted]
-            hint = end - (len(draft) - accepted)
-            draft_size = min(MAX_DRAFT, draft_size * 2) if accepted == len(draft) else max(MIN_DRAFT, accepted + 1)
-            backoff = BACKOFF_STEPS if accepted == 0 else 0
+            drafter.feedback(len(draft), accepted)
             generated += 1
             copied += accepted
         else:

@@ -8,8 +8,8 @@ Families
     last 2-gram, else 1-gram, in prompt + output; up to 10 draft tokens; drafts cut at an end
     token), each draft verified in one forward with logits for every position and accepted while
     it equals the gold.
-  * ``speculative``: the engine's line-aligned drafting (:func:`engine.text_decoder._find_draft`,
-    with its draft-size schedule), verified against the gold the same way.
+  * ``speculative``: the engine's line-aligned drafting (:class:`engine.drafter.InputDrafter`,
+    with its draft-size schedule and back-off), verified against the gold the same way.
   * ``program``: Copy-as-Decode through the engine's ``forced`` mode with the line-oracle program
     (``Engine.edit(EditRequest(mode="forced", program=line_oracle(input, gold)))``); its output
     must equal the gold.
@@ -92,8 +92,8 @@ def teacher_forced(loaded: Any, arm: str, prompt_ids: Sequence[int], gold_ids: S
     """A text arm decoding the gold: ``ar`` one token per forward, ``pld``/``speculative`` drafts
     verified in one forward each (all positions' logits, as a verifier needs) and accepted while
     they equal the gold; the rejected tail is cropped from the cache as a real verifier does."""
+    from engine.drafter import InputDrafter
     from engine.session import KVSession
-    from engine.text_decoder import MAX_DRAFT, MIN_DRAFT, _find_draft
 
     session = KVSession(loaded)
     gold = list(gold_ids)
@@ -102,15 +102,17 @@ def teacher_forced(loaded: Any, arm: str, prompt_ids: Sequence[int], gold_ids: S
     with ForwardMeter(loaded.model) as meter:
         session.append(list(prompt_ids), "prefill")
         start = time.perf_counter()
-        pos, draft_size, hint = 0, 32, 0
+        pos = 0
+        drafter = InputDrafter(src_ids)  # the engine's own drafter and schedule
         prompt = list(prompt_ids)
         while pos < total:
             draft: list[int] = []
-            end = hint
             if arm == "pld":
                 draft = pld_draft(prompt + gold[:pos + 1], stop_ids)
             elif arm == "speculative":
-                draft, end = _find_draft(gold[:pos + 1], src_ids, hint, draft_size)
+                draft = drafter.propose(gold[:pos + 1], total - pos - 1)
+                if not draft:
+                    drafter.step_without_draft()
             elif arm != "ar":
                 raise ValueError(f"unknown forced text arm {arm!r}")
             steps += 1
@@ -125,9 +127,8 @@ def teacher_forced(loaded: Any, arm: str, prompt_ids: Sequence[int], gold_ids: S
                 accepted += 1
             session.crop(base + 1 + accepted)
             accepted_total += accepted
-            if arm == "speculative":  # the engine's schedule (engine/text_decoder.py)
-                hint = end - (len(draft) - accepted)
-                draft_size = min(MAX_DRAFT, draft_size * 2) if accepted == len(draft) else max(MIN_DRAFT, accepted + 1)
+            if arm == "speculative":
+                drafter.feedback(len(draft), accepted)
             pos += 1 + accepted
         wall = time.perf_counter() - start
     decode = sum(v for k, v in session.seconds.items() if k != "prefill")
