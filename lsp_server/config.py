@@ -19,8 +19,8 @@ version of it stays in force) and in LSP settings skips that key, each with a me
 says how to fix it.
 
 Security: ``trustRemoteCode`` and ``allowedModels`` are honoured ONLY from initializationOptions
-(user-level settings); anywhere else they are ignored with a warning. A model named by any other
-source (workspace files, pulled or pushed settings, which may come from a workspace's
+(user-level settings); anywhere else they are ignored with a warning. A model (or a ``selector``
+adapter folder, which is weights too) named by any other source (workspace files, pulled or pushed settings, which may come from a workspace's
 ``.vscode/settings.json``) must match the user's ``allowedModels`` patterns: ``"default"`` (the
 embedded model), ``"hub:<glob>"`` (Hugging Face hub ids, e.g. ``"hub:Qwen/*"``) or a path glob
 for local folders / GGUF files (``"~/models/*"``). The default allows the embedded model and any
@@ -51,7 +51,8 @@ CONFIG_FILE = ".copy-as-decode.toml"
 PYPROJECT = "pyproject.toml"
 PYPROJECT_TABLE = "copy-as-decode"  # [tool.copy-as-decode]
 MODES = ("program", "speculative", "ar")
-APPLY_MODES = ("stream", "final")
+APPLY_MODES = ("stream", "final", "preview")
+SELECTOR_CHOICES = ("auto", "none")  # or an adapter folder
 PROMPT_STYLES = ("auto", "program", "text")
 DEVICES_RE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
 DTYPES = ("auto", "float32", "fp32", "bfloat16", "bf16", "float16", "fp16")
@@ -71,10 +72,11 @@ class Settings:
     device: str = "auto"
     dtype: str = "auto"
     mode: str = "speculative"  # lossless with any model; "program" needs a model that follows the format
-    apply_mode: str = "stream"
+    apply_mode: str = "stream"  # stream | final | preview (every edit waits for the user's confirmation)
     max_new_tokens: int = 1024
     context_lines: int = 20
     prompt_style: str = "auto"
+    selector: str = "auto"  # program mode's span-selector adapter: auto | none | a folder
     whole_document_lines: int = 200
     trust_remote_code: bool = False
     allowed_models: tuple[str, ...] = ("default", "hub:*")
@@ -103,14 +105,14 @@ _FIELDS = {_norm(f.name): f.name for f in dataclasses.fields(Settings)}
 def _check(name: str, value: Any) -> Any:
     """Validate one value; returns it normalised or raises ConfigError (message without source)."""
     key = _camel(name)
-    if name in ("model", "device", "dtype", "mode", "apply_mode", "prompt_style"):
+    if name in ("model", "device", "dtype", "mode", "apply_mode", "prompt_style", "selector"):
         if not isinstance(value, str) or not value.strip():
             raise ConfigError(f"{key} must be a non-empty string, got {value!r}")
         value = value.strip()
     if name == "mode" and value not in MODES:
         raise ConfigError(f"{key} {value!r} is not a mode; choose one of {', '.join(MODES)}")
     if name == "apply_mode" and value not in APPLY_MODES:
-        raise ConfigError(f"{key} {value!r} is not valid; choose stream or final")
+        raise ConfigError(f"{key} {value!r} is not valid; choose stream, final or preview")
     if name == "prompt_style" and value not in PROMPT_STYLES:
         raise ConfigError(f"{key} {value!r} is not valid; choose one of {', '.join(PROMPT_STYLES)}")
     if name == "device" and not DEVICES_RE.match(value):
@@ -212,10 +214,19 @@ def model_allowed(model: str, patterns: Iterable[str], base: Path | None = None)
     return False
 
 
+def selector_allowed(selector: str, patterns: Iterable[str]) -> bool:
+    """``auto``/``none`` always; an adapter folder only under a path pattern of ``allowedModels``
+    (the same rule as a model folder: an adapter is weights a workspace must not slip in)."""
+    if selector in SELECTOR_CHOICES:
+        return True
+    return model_allowed(selector if selector.startswith((".", "/", "~")) else f"./{selector}",
+                         [p for p in patterns if p != "default" and not p.startswith("hub:")])
+
+
 def resolve(layers: list[Layer], user: Layer) -> tuple[Settings, list[str]]:
-    """Merge ``layers`` (lowest precedence first) into Settings. The model must be allowed:
-    a model set by a non-user layer that the user's ``allowedModels`` does not match is refused
-    (the next lower choice stays, finally the default) with a warning."""
+    """Merge ``layers`` (lowest precedence first) into Settings. The model (and a selector
+    folder) must be allowed: one set by a non-user layer that the user's ``allowedModels`` does
+    not match is refused (the next lower choice stays, finally the default) with a warning."""
     merged: dict[str, Any] = {}
     warnings: list[str] = []
     model_source = "defaults"
@@ -226,6 +237,12 @@ def resolve(layers: list[Layer], user: Layer) -> tuple[Settings, list[str]]:
                 warnings.append(
                     f"{layer.source}: model {value!r} is not in your allowedModels {list(patterns)}; "
                     "add a matching pattern to your user settings (initializationOptions) to use it")
+                continue
+            if name == "selector" and layer is not user and not selector_allowed(value, patterns):
+                warnings.append(
+                    f"{layer.source}: selector {value!r} is not under a path of your allowedModels "
+                    f"{list(patterns)}; add a matching path pattern to your user settings "
+                    "(initializationOptions) to use it, or set selector to auto or none")
                 continue
             merged[name] = value
             if name == "model":

@@ -1,6 +1,6 @@
 """Loaded models shared by every workspace, and the queue edits wait in.
 
-ModelPool: one ``Engine`` per distinct (model, device, dtype, trustRemoteCode), loaded lazily on
+ModelPool: one ``Engine`` per distinct (model, device, dtype, trustRemoteCode, selector), loaded lazily on
 first use in a worker thread (the event loop keeps serving), shared by every workspace and
 document that names it. At most ``capacity`` engines stay loaded (least recently used is dropped
 first; an engine that an edit is still using stays alive until that edit ends). Concurrent
@@ -32,13 +32,15 @@ class ModelKey:
     device: str
     dtype: str
     trust_remote_code: bool
+    selector: str = "auto"
 
     @classmethod
     def of(cls, settings: Settings) -> "ModelKey":
-        return cls(settings.model, settings.device, settings.dtype, settings.trust_remote_code)
+        return cls(settings.model, settings.device, settings.dtype, settings.trust_remote_code, settings.selector)
 
     def describe(self) -> str:
-        return f"{self.model} ({self.device}, {self.dtype})"
+        selector = "" if self.selector == "auto" else f", selector {self.selector}"
+        return f"{self.model} ({self.device}, {self.dtype}{selector})"
 
 
 def _default_loader(key: ModelKey, progress: Callable[[str], None]) -> Any:
@@ -47,7 +49,7 @@ def _default_loader(key: ModelKey, progress: Callable[[str], None]) -> Any:
     device = None if key.device == "auto" else key.device
     dtype = None if key.dtype == "auto" else key.dtype
     return Engine.load(key.model, device=device, dtype=dtype, progress=progress,
-                       trust_remote_code=key.trust_remote_code)
+                       trust_remote_code=key.trust_remote_code, selector=key.selector)
 
 
 class ModelPool:

@@ -74,3 +74,141 @@ def test_in_place_keeps_original_on_error(capsys, tmp_path: Path) -> None:
     path.write_text(BUGGY)
     code, _, _ = run(capsys, str(path), "-i", "Fix it", "--in-place", "--model", str(tmp_path / "x.gguf"))
     assert code == 2 and path.read_text() == BUGGY
+
+
+# --- guard rails: nothing unfinished or destructive is written without --force ------------------
+
+# The embedded model's "fix" of this function (speculative, the default mode) drops the 20-line
+# note after it: 26 lines in, 2 out.
+NOTE = '''def pairwise_sums(values):
+    for i in range(len(values)):
+        for j in range(i, len(values)):
+            yield values[i] - values[j]
+
+
+
+"""
+Pairwise sums
+
+Yields the sum of every pair of items of a list.
+
+
+Input:
+    values: A list of numbers
+
+Precondition:
+    The list is not empty
+
+Output:
+    A generator of sums, one per pair (i <= j)
+
+Example:
+    >>> list(pairwise_sums([1, 2]))
+    [2, 3, 4]
+"""
+'''
+LONG = "".join(f"def f{i}(x)\n    return x * {i}\n\n" for i in range(8))
+
+
+def test_an_edit_cut_at_the_token_limit_is_not_written(capsys, tmp_path: Path, default_engine) -> None:
+    path = tmp_path / "long.py"
+    path.write_text(LONG)
+    out = tmp_path / "out.py"
+    code, _, err = run(capsys, str(path), "-i", "Fix the syntax errors", "--max-new-tokens", "12",
+                       "--output", str(out), "--in-place")
+    assert code == 3, err
+    assert "did not finish" in err and "12 new tokens" in err and "nothing was written" in err
+    assert not out.exists() and path.read_text() == LONG
+    code, stdout, err = run(capsys, str(path), "-i", "Fix the syntax errors", "--max-new-tokens", "12",
+                            "--output", str(out), "--json")
+    summary = json.loads(stdout)
+    assert code == 3 and summary["stop_reason"] == "max_tokens" and summary["written"] == []
+    assert "did not finish" in summary["refused"] and not out.exists()
+    code, _, err = run(capsys, str(path), "-i", "Fix the syntax errors", "--max-new-tokens", "12",
+                       "--output", str(out), "--force")
+    assert code == 0 and "written anyway" in err and out.read_text() != LONG
+
+
+def test_a_destructive_fix_is_refused_without_force(capsys, tmp_path: Path, default_engine) -> None:
+    from engine.api import EditRequest
+
+    path = tmp_path / "pairs.py"
+    path.write_text(NOTE)
+    result = default_engine.edit(EditRequest(NOTE, "Fix the bug", mode="speculative", max_new_tokens=200,
+                                             language="python"))
+    assert result.stop_reason == "done" and len(result.output_text.splitlines()) <= 4, \
+        "the model no longer deletes the note; pick another case"
+    code, _, err = run(capsys, str(path), "-i", "Fix the bug", "--mode", "speculative", "--max-new-tokens", "200",
+                       "--in-place")
+    assert code == 4, err
+    assert "refusing a destructive edit" in err and "delete 24 of 26 lines" in " ".join(err.split())
+    assert path.read_text() == NOTE
+    code, stdout, _ = run(capsys, str(path), "-i", "Fix the bug", "--mode", "speculative", "--max-new-tokens", "200",
+                          "--in-place", "--json", "--force")
+    summary = json.loads(stdout)
+    assert code == 0 and summary["damage"]["deleted"] == 24 and summary["written"] == [str(path)]
+    assert path.read_text() == result.output_text
+
+
+class LoopingFakeEngine:
+    """A named fake engine: its edit stops with stop_reason "loop" (the real decoders stop that
+    way only on a model that loops, which the CLI test cannot count on). It records the request
+    and the load arguments so the CLI's plumbing of --focus and --selector is visible."""
+
+    name = "looping-fake"
+    loads: list[dict] = []
+    requests: list = []
+
+    @classmethod
+    def load(cls, model, **kwargs):
+        cls.loads.append({"model": model, **kwargs})
+        return cls()
+
+    def stream(self, request, cancelled=None):
+        from engine.events import EditFinished, EditResult, EditStarted, TokenCounts
+        from engine.program import Gen, Program
+
+        self.requests.append(request)
+        yield EditStarted(mode=request.mode, model=self.name, input_lines=3, prompt_tokens=10)
+        looped = request.text + "def add(a, b):\n" * 5
+        yield EditFinished(EditResult(
+            mode=request.mode, model=self.name, input_text=request.text, output_text=looped, region=None,
+            region_input=request.text, region_output=looped, program=Program((Gen(looped),)), raw_output=looped,
+            tokens=TokenCounts(generated=40), prompt_tokens=10, stop_reason="loop",
+            timings={"total_s": 0.5, "decode_s": 0.4, "prefill_s": 0.1},
+            warnings=["the output is repeating itself: 'def add(a, b):' 5 times in a row (a degenerate loop "
+                      "the input does not have); stopped early"]))
+
+
+def test_a_loop_stop_is_not_written_and_focus_and_selector_reach_the_engine(capsys, tmp_path: Path,
+                                                                            monkeypatch) -> None:
+    import engine.commands.edit as edit_command
+
+    monkeypatch.setattr(edit_command, "Engine", LoopingFakeEngine)
+    path = tmp_path / "add.py"
+    path.write_text(BUGGY)
+    out = tmp_path / "out.py"
+    code, _, err = run(capsys, str(path), "-i", "Fix the bug", "--focus", "3", "--selector", "none",
+                       "--output", str(out))
+    assert code == 3 and "degenerate loop" in err and "nothing was written" in err and not out.exists()
+    assert LoopingFakeEngine.requests[-1].focus_line == 3
+    assert LoopingFakeEngine.loads[-1]["selector"] == "none"
+    code, _, _ = run(capsys, str(path), "-i", "Fix the bug")
+    assert LoopingFakeEngine.loads[-1]["selector"] == "auto" and LoopingFakeEngine.requests[-1].focus_line is None
+
+
+@pytest.mark.parametrize("argv,message", [(["--focus", "4"], "--focus 4 is outside the file's 3 lines"),
+                                          (["--focus", "1", "--lines", "2-3"], "outside the edited lines 2-3")])
+def test_focus_outside_the_region(capsys, tmp_path: Path, argv, message) -> None:
+    path = tmp_path / "f.py"
+    path.write_text(BUGGY)
+    code, _, err = run(capsys, str(path), "-i", "Fix it", *argv)
+    assert code == 2 and message in " ".join(err.split())
+
+
+def test_a_selector_that_is_not_an_adapter(capsys, tmp_path: Path) -> None:
+    path = tmp_path / "f.py"
+    path.write_text(BUGGY)
+    code, _, err = run(capsys, str(path), "-i", "Fix it", "--selector", str(tmp_path / "nowhere"))
+    assert code == 2 and "nowhere" in err and "no such folder" in " ".join(err.split())
+    assert "loading model" not in err  # refused before the model is loaded

@@ -1,5 +1,10 @@
 """``copy-as-decode edit``: a headless edit of one file, with progress, the program as it
-resolves, a coloured diff and the timing (optionally against plain regeneration)."""
+resolves, a coloured diff and the timing (optionally against plain regeneration).
+
+It never writes an unfinished or destructive edit unless told to (``--force``). Exit status:
+0 done (and written where asked); 1 cancelled; 2 a bad request (file, range, size, model);
+3 the edit did not finish (token limit or a degenerate loop); 4 a destructive edit refused (it
+would delete or rewrite most of the region for a fix)."""
 
 from __future__ import annotations
 
@@ -14,8 +19,11 @@ from pathlib import Path
 
 from engine.api import MODES, EditError, EditRequest, Engine, language_for
 from engine.events import EditFinished, EditResult, EditStarted, OpResolved
+from engine.guards import EditDamage, assess_edit, destructive_reason
+from engine.lines import split_lines
 from engine.models import ModelLoadError
 from engine.resolve import ResolveError
+from engine.selector.adapter import resolve_selector
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -30,12 +38,22 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", default=None)
     p.add_argument("--dtype", default=None)
     p.add_argument("--max-new-tokens", type=int, default=None)
+    p.add_argument("--focus", type=int, metavar="LINE", help="the line the problem is at or near (1-based, "
+                   "in FILE's numbering); the prompt points the model at it")
+    p.add_argument("--selector", default=None, metavar="auto|none|PATH",
+                   help="span-selector adapter for program mode: auto (the shipped one with the embedded "
+                   "model), none (the base model) or an adapter folder (default: the workspace configuration)")
+    p.add_argument("--force", action="store_true", help="write the edit even when it did not finish (token limit, "
+                   "loop) or would delete or rewrite most of the region")
     p.add_argument("--output", type=Path, help="write the edited text to this path")
     p.add_argument("--in-place", action="store_true", help="replace FILE atomically (the original stays on any error)")
     p.add_argument("--json", action="store_true", help="print a machine-readable summary instead of the report")
     p.add_argument("--compare", default="", help="also run these modes on the same request (comma list) and "
                    "print the timings side by side, e.g. --compare ar")
     p.set_defaults(func=run)
+
+
+EXIT_CANCELLED, EXIT_BAD_REQUEST, EXIT_UNFINISHED, EXIT_DESTRUCTIVE = 1, 2, 3, 4
 
 
 def parse_lines(spec: str | None) -> tuple[int, int] | None:
@@ -46,6 +64,35 @@ def parse_lines(spec: str | None) -> tuple[int, int] | None:
         return int(a), int(b or a)
     except ValueError:
         raise EditError(f"--lines {spec!r}: expected A-B, e.g. 10-24") from None
+
+
+def check_focus(focus: int | None, text: str, lines: tuple[int, int] | None) -> None:
+    """``--focus`` must name a line of the edited region (1-based, document numbering)."""
+    if focus is None:
+        return
+    n = len(split_lines(text)) or 1
+    first, last = lines if lines else (1, n)
+    if not first <= focus <= min(last, n):
+        where = f"the edited lines {first}-{last}" if lines else f"the file's {n} lines"
+        raise EditError(f"--focus {focus} is outside {where}; give a line of the region (1-based)")
+
+
+def refusal(result: EditResult, instruction: str, max_new_tokens: int) -> tuple[int, str, EditDamage | None]:
+    """(exit status, message, damage) for a result that must not be written without --force;
+    exit status 0 when it may be written."""
+    if result.stop_reason == "cancelled":
+        return EXIT_CANCELLED, "the edit was cancelled", None
+    if result.stop_reason == "max_tokens":
+        return EXIT_UNFINISHED, (f"the edit did not finish: the model used all {max_new_tokens} new tokens "
+                                 "(raise --max-new-tokens or edit fewer --lines)"), None
+    if result.stop_reason == "loop":
+        why = next((w for w in result.warnings if "loop" in w), "the output became a degenerate loop")
+        return EXIT_UNFINISHED, f"the edit did not finish: {why}", None
+    damage = assess_edit(result.region_input, result.region_output)
+    reason = destructive_reason(damage, instruction)
+    if reason:
+        return EXIT_DESTRUCTIVE, f"refusing a destructive edit: it {reason}", damage
+    return 0, "", damage
 
 
 def read_text(path: Path) -> str:
@@ -95,16 +142,21 @@ def run(args: argparse.Namespace) -> int:
     try:
         text = read_text(args.file)
         settings = _settings(args)
-        request = EditRequest(text=text, instruction=args.instruction, lines=parse_lines(args.lines),
+        lines = parse_lines(args.lines)
+        request = EditRequest(text=text, instruction=args.instruction, lines=lines,
                               language=language_for(str(args.file)), mode=args.mode or settings.mode,
                               max_new_tokens=args.max_new_tokens or settings.max_new_tokens,
-                              context_lines=settings.context_lines)
+                              context_lines=settings.context_lines, focus_line=args.focus)
         request.validate()
+        check_focus(args.focus, text, lines)
         model = args.model or settings.model
+        selector = args.selector or settings.selector
+        resolve_selector(selector, model)  # a bad adapter folder fails before the model loads
         with err.status(f"loading model {model}..."):
             engine = Engine.load(model, device=args.device or settings.device, dtype=args.dtype or settings.dtype,
                                  progress=lambda m: err.print(f"[dim]{m}[/dim]"),
-                                 trust_remote_code=settings.trust_remote_code)
+                                 trust_remote_code=settings.trust_remote_code,
+                                 selector=selector)
         others = [m.strip() for m in args.compare.split(",") if m.strip() and m.strip() != request.mode]
         if others:
             engine.warm_up()  # so the first timed mode does not pay one-time costs
@@ -116,18 +168,30 @@ def run(args: argparse.Namespace) -> int:
                 compared[mode] = engine.edit(req)
     except (EditError, ModelLoadError, ResolveError) as exc:
         err.print(f"[bold red]error:[/bold red] {exc}")
-        return 2
-    if args.output:
-        write_atomic(args.output, result.output_text)
-    if args.in_place and result.stop_reason == "done":
-        write_atomic(args.file, result.output_text)
+        return EXIT_BAD_REQUEST
+    status, message, damage = refusal(result, request.instruction, request.max_new_tokens)
+    targets = [path for path, wanted in ((args.output, bool(args.output)), (args.file, args.in_place)) if wanted]
+    write = status == 0 or (args.force and status != EXIT_CANCELLED)
+    if write:
+        for path in targets:
+            write_atomic(path, result.output_text)
     if args.json:
         summary = result.summary()
         summary["compare"] = {m: r.summary() for m, r in compared.items()}
+        summary["damage"] = damage.json() if damage is not None else None
+        summary["refused"] = message or None
+        summary["written"] = [str(path) for path in targets] if write else []
         print(json.dumps(summary, indent=2))
-        return 0 if result.stop_reason != "cancelled" else 1
-    _report(out, args.file, result, compared)
-    return 0
+    else:
+        _report(out, args.file, result, compared)
+    if status and write:
+        err.print(f"[bold yellow]warning:[/bold yellow] {message}; written anyway (--force)")
+        return 0
+    if status:
+        what = f"nothing was written to {', '.join(map(str, targets))}" if targets else "nothing was written"
+        err.print(f"[bold red]error:[/bold red] {message}; {what}"
+                  + ("" if status == EXIT_CANCELLED else " (--force writes it anyway)"))
+    return status
 
 
 def _run_one(engine: Engine, request: EditRequest, out, quiet: bool) -> EditResult:
