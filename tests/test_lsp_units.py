@@ -265,7 +265,7 @@ def test_settings_validation_and_unknown_keys():
     assert layer.values == {"mode": "ar", "max_new_tokens": 64, "context_lines": 3}
     joined = "\n".join(layer.warnings)
     assert "unknown setting 'colour'" in joined
-    assert "applyMode 'sometimes' is not valid; choose stream or final" in joined
+    assert "applyMode 'sometimes' is not valid; choose stream, final or preview" in joined
     assert "trustRemoteCode is only read from user-level settings" in joined
     with pytest.raises(config.ConfigError, match="mode 'fast' is not a mode"):
         config.parse_layer({"mode": "fast"}, "file", strict=True)
@@ -292,6 +292,32 @@ def test_precedence_and_model_sources(tmp_path: Path):
     ws.files.reload(sub / ".copy-as-decode.toml")
     settings, _ = ws.settings_for(sub / "m.py")
     assert settings.model == f"{tmp_path}/models/x.gguf" and settings.trust_remote_code
+
+
+def test_selector_setting_follows_the_model_rule(tmp_path: Path):
+    """A selector is an adapter folder (weights): workspace-level sources may name one only under
+    a path pattern of the user's allowedModels; auto / none are always fine."""
+    adapters = tmp_path / "adapters" / "mine"
+    (tmp_path / ".copy-as-decode.toml").write_text(f'selector = "{adapters}"\napply_mode = "preview"\n')
+    ws = config.WorkspaceConfig([tmp_path])
+    settings, warnings = ws.settings_for(tmp_path / "m.py")
+    assert settings.selector == "auto" and settings.apply_mode == "preview"
+    assert any("selector" in w and "allowedModels" in w for w in warnings)
+    ws.set_user({"allowedModels": ["default", "hub:*", f"{tmp_path}/adapters/*"]})
+    settings, warnings = ws.settings_for(tmp_path / "m.py")
+    assert settings.selector == str(adapters) and not warnings
+    ws.set_pushed({"copyAsDecode": {"selector": "none"}})
+    assert ws.settings_for(tmp_path / "m.py")[0].selector == "none"
+    assert ws.settings_for(tmp_path / "m.py")[0].lsp_dict()["selector"] == "none"
+    assert config.selector_allowed("auto", []) and not config.selector_allowed("/x/y", ["default", "hub:*"])
+
+
+def test_model_key_separates_selectors():
+    from lsp_server.models import ModelKey
+
+    a = ModelKey.of(config.Settings())
+    b = ModelKey.of(config.Settings(selector="none"))
+    assert a != b and a.selector == "auto" and "selector none" in b.describe() and "selector" not in a.describe()
 
 
 def test_config_files_cascade(tmp_path: Path):
