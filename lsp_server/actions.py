@@ -2,7 +2,13 @@
 
 Command ``copyAsDecode.server.edit`` takes ONE argument object::
 
-    {"uri": str, "range": LSP Range | null, "instruction": str | null, "kind": "fix" | "edit"}
+    {"uri": str, "range": LSP Range | null, "instruction": str | null, "kind": "fix" | "edit",
+     "focus": LSP Position | null}
+
+``focus`` (optional) is where the user pointed: "AI fix" sets it to the start of the first
+diagnostic, else to the cursor (an empty range or a selection within one line); the server
+turns it into the engine's ``focus_line`` (document coordinates) and the prompt says "The
+problem is at or near line K".
 
 Region rule (which lines the model may rewrite; the rest of the file is read-only context):
 
@@ -44,11 +50,13 @@ class EditArgs:
     range: types.Range | None
     instruction: str | None
     kind: str = "edit"
+    focus: types.Position | None = None
 
     @classmethod
     def parse(cls, raw: Any) -> "EditArgs":
         """Raises ValueError with a message that shows the expected shape."""
-        shape = '{"uri": str, "range": Range | null, "instruction": str | null, "kind": "fix" | "edit"}'
+        shape = ('{"uri": str, "range": Range | null, "instruction": str | null, "kind": "fix" | "edit", '
+                 '"focus": Position | null}')
         if isinstance(raw, (list, tuple)) and len(raw) == 1:
             raw = raw[0]
         if not isinstance(raw, Mapping):
@@ -68,12 +76,19 @@ class EditArgs:
         instruction = raw.get("instruction")
         if instruction is not None and not isinstance(instruction, str):
             raise ValueError(f"{COMMAND_EDIT}: 'instruction' must be a string or null, got {instruction!r}")
+        focus = raw.get("focus")
+        parsed_focus = None
+        if focus is not None:
+            try:
+                parsed_focus = types.Position(line=int(focus["line"]), character=int(focus.get("character", 0)))
+            except (KeyError, TypeError, ValueError, AttributeError):
+                raise ValueError(f"{COMMAND_EDIT}: 'focus' must be an LSP Position or null, got {focus!r}") from None
         kind = raw.get("kind") or "edit"
         if kind not in ("fix", "edit"):
             raise ValueError(f"{COMMAND_EDIT}: 'kind' must be \"fix\" or \"edit\", got {kind!r}")
         if kind == "fix" and not (instruction or "").strip():
             instruction = DEFAULT_FIX_INSTRUCTION
-        return cls(uri, parsed_range, instruction.strip() if instruction else None, kind)
+        return cls(uri, parsed_range, instruction.strip() if instruction else None, kind, parsed_focus)
 
 
 def fix_instruction(diagnostics: Sequence[types.Diagnostic]) -> str:
@@ -168,7 +183,8 @@ def code_actions(uri: str, text: str, params: types.CodeActionParams, encoding: 
                 a, b = line_offsets(text)[lines[0] - 1], line_offsets(text)[lines[1]]
                 fix_range = index.range_at(a, b, encoding)
         argument = {"uri": uri, "range": _range_json(fix_range),
-                    "instruction": fix_instruction(diagnostics), "kind": "fix"}
+                    "instruction": fix_instruction(diagnostics), "kind": "fix",
+                    "focus": _focus(params.range, diagnostics)}
         actions.append(types.CodeAction(
             title=FIX_TITLE, kind=types.CodeActionKind.QuickFix, diagnostics=diagnostics or None,
             is_preferred=bool(diagnostics) or None,
@@ -180,6 +196,26 @@ def code_actions(uri: str, text: str, params: types.CodeActionParams, encoding: 
             title=EDIT_TITLE, kind=types.CodeActionKind.RefactorRewrite,
             command=types.Command(title=EDIT_TITLE, command=COMMAND_EDIT, arguments=[argument])))
     return actions
+
+
+def _focus(cursor: types.Range, diagnostics: Sequence[types.Diagnostic]) -> dict | None:
+    """Where "AI fix" points the model: the first diagnostic's start, else the cursor (an empty
+    range or a selection inside one line); None for a selection over several lines."""
+    if diagnostics:
+        start = diagnostics[0].range.start
+    elif cursor.start.line == cursor.end.line:
+        start = cursor.start
+    else:
+        return None
+    return {"line": start.line, "character": start.character}
+
+
+def focus_line(text: str, focus: types.Position | None, encoding: Encoding = DEFAULT) -> int | None:
+    """The engine line (1-based, document coordinates) of an LSP position, or None."""
+    if focus is None:
+        return None
+    offset = LineIndex(text).offset_at(focus, encoding)
+    return _line_of(line_offsets(text), offset) + 1
 
 
 def _range_json(rng: types.Range) -> dict:

@@ -144,3 +144,28 @@ def workspace_edit(uri: str, version: int | None, edit: types.TextEdit,
         ident = types.OptionalVersionedTextDocumentIdentifier(uri=uri, version=version)
         return types.WorkspaceEdit(document_changes=[types.TextDocumentEdit(text_document=ident, edits=[edit])])
     return types.WorkspaceEdit(changes={uri: [edit]})
+
+
+CONFIRM_ANNOTATION = "copyAsDecode.review"
+
+
+def preview_workspace_edit(uri: str, version: int | None, edit: types.TextEdit, label: str,
+                           description: str) -> types.WorkspaceEdit:
+    """A versioned ``WorkspaceEdit`` whose edit carries a change annotation with
+    ``needsConfirmation``: a client with ``changeAnnotationSupport`` (VS Code: the refactor
+    preview) shows it and applies it only once the user confirms. Annotated edits exist only
+    inside ``documentChanges``, so the client must support both."""
+    annotated = types.AnnotatedTextEdit(range=edit.range, new_text=edit.new_text, annotation_id=CONFIRM_ANNOTATION)
+    ident = types.OptionalVersionedTextDocumentIdentifier(uri=uri, version=version)
+    return types.WorkspaceEdit(
+        document_changes=[types.TextDocumentEdit(text_document=ident, edits=[annotated])],
+        change_annotations={CONFIRM_ANNOTATION: types.ChangeAnnotation(
+            label=label, needs_confirmation=True, description=description)})
+
+
+def unified_diff(before: str, after: str, name: str) -> str:
+    """The change as a unified diff (for clients that cannot preview it: the log shows it)."""
+    import difflib
+
+    return "".join(difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
+                                        f"a/{name}", f"b/{name}"))

@@ -14,7 +14,18 @@ missing echo stops the job: decoding is cancelled, no further edit is sent (so n
 wrote is overwritten), and the user is told what happened and that undo reverts the partial
 edit. A cancel (work-done progress cancel, the cancel command, or a newer request for the same
 document) restores the region's original text with one final edit when the document is still
-as the job left it.
+as the job left it; so does a stop at the token limit or at a degenerate loop (the engine's
+guard), with the reason in the message.
+
+Review before applying: an edit that would delete or rewrite most of its region for a fix
+(:func:`engine.guards.destructive_reason`, assessed on the final result), and every edit under
+``applyMode = "preview"``, is never applied silently. Streaming holds back (the region is put
+back) as soon as the live text looks destructive; at the end the region shows its original text
+and the edit goes out as a preview: to a client with ``changeAnnotationSupport`` a
+``WorkspaceEdit`` whose edit is annotated ``needsConfirmation`` (the server waits for the
+answer after giving up its edit slot, so other edits are not held up while the user reviews);
+to other clients (Neovim) a message, the diff in the log, and a :class:`PendingEdit` that the
+command ``copyAsDecode.server.applyPending`` applies.
 """
 
 from __future__ import annotations
@@ -24,14 +35,15 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from lsprotocol import types
 
 from engine.api import EditError, EditRequest
 from engine.events import EditFinished, EditResult, EditStarted, OpResolved
+from engine.guards import assess_edit, destructive_reason
 from lsp_server.documents import Document, DocumentStore
-from lsp_server.edits import LiveRegion, text_edit, workspace_edit
+from lsp_server.edits import LiveRegion, preview_workspace_edit, text_edit, unified_diff, workspace_edit
 from lsp_server.positions import Encoding
 
 if TYPE_CHECKING:
@@ -40,22 +52,42 @@ if TYPE_CHECKING:
 ECHO_TIMEOUT_S = 10.0     # how long an applied edit may take to come back as didChange
 SETTLE_S = 0.4            # quiet time after which a non-matching document counts as changed
 APPLY_TIMEOUT_S = 60.0    # an applyEdit the client never answers
+REVIEW_TIMEOUT_S = 3600.0  # a preview the user leaves open (the edit slot is free meanwhile)
+COMMAND_APPLY_PENDING = "copyAsDecode.server.applyPending"
+
+
+@dataclass(frozen=True)
+class PendingEdit:
+    """An edit that waits for the user (a client without change-annotation support): it applies
+    to the document only while the document is still exactly ``before``."""
+
+    uri: str
+    before: str
+    after: str
+    reason: str
 
 
 @dataclass
 class Outcome:
-    """What the command returns to the client (JSON)."""
+    """What the command returns to the client (JSON). ``pending`` (kept by the server for
+    applyPending) and ``review`` (awaited by the server once the edit slot is free: sends the
+    preview and waits for the user's answer) never go out as JSON."""
 
     status: str            # done | unchanged | cancelled | superseded | conflict | rejected | error
+    #                        | max_tokens | loop | pending | declined
     message: str
     edits_applied: int = 0
     first_edit_s: float | None = None
     total_s: float | None = None
     summary: dict | None = None
+    damage: dict | None = None
+    pending: PendingEdit | None = None
+    review: Callable[[], Awaitable["Outcome"]] | None = None
 
     def json(self) -> dict[str, Any]:
         return {"status": self.status, "message": self.message, "editsApplied": self.edits_applied,
-                "firstEditS": self.first_edit_s, "totalS": self.total_s, "summary": self.summary}
+                "firstEditS": self.first_edit_s, "totalS": self.total_s, "summary": self.summary,
+                "damage": self.damage}
 
 
 def summary_text(result: EditResult) -> str:
@@ -94,16 +126,19 @@ class JobContext:
     encoding: Encoding
     document_changes: bool          # client supports versioned TextDocumentEdits
     progress: bool                  # client supports window/workDoneProgress
+    annotations: bool = False       # client confirms annotated edits (changeAnnotationSupport)
     started_at: float = field(default_factory=time.monotonic)
 
 
 class EditJob:
     def __init__(self, ctx: JobContext, uri: str, lines: tuple[int, int] | None, instruction: str,
-                 settings: "Settings", stop: threading.Event | None = None):
+                 settings: "Settings", stop: threading.Event | None = None, focus_line: int | None = None):
         self.ctx = ctx
         self.uri = uri
         self.lines = lines
         self.instruction = instruction
+        self.focus_line = focus_line  # 1-based document line the user pointed at (cursor, diagnostic)
+        self.held = False             # streaming held back: the live text looked destructive
         self.settings = settings
         self.stop_event = stop or threading.Event()
         self.stop_reason = "cancelled"
@@ -248,7 +283,8 @@ class EditJob:
         text = doc.text
         s = self.settings
         request = EditRequest(text=text, instruction=self.instruction, lines=self.lines, mode=s.mode,
-                              max_new_tokens=s.max_new_tokens, context_lines=s.context_lines)
+                              max_new_tokens=s.max_new_tokens, context_lines=s.context_lines,
+                              focus_line=self.focus_line)
         if s.prompt_style != "auto" and hasattr(request, "prompt_style"):
             request.prompt_style = s.prompt_style  # type: ignore[attr-defined]
         try:
@@ -320,9 +356,13 @@ class EditJob:
             self._progress_report(
                 f"{ops} ops · {t.copied} copied / {t.generated} generated tokens",
                 min(100, int(100 * latest.input_lines_consumed / n_input)))
-            if stream and self._stopped is None and not self.stop_event.is_set():
+            if stream and not self.held and self._stopped is None and not self.stop_event.is_set():
+                shown = live.live_text(latest.resolved, latest.input_lines_consumed)
+                if self._destructive(live.input, shown):
+                    self.held = True  # never stream a destruction: put the region back, decide at the end
+                    shown = live.input
                 try:
-                    await self._push(live, live.live_text(latest.resolved, latest.input_lines_consumed))
+                    await self._push(live, shown)
                 except StreamStopped as stopped:
                     self._stop(stopped)
         return await self._finish(live, result, failure, stream)
@@ -353,14 +393,26 @@ class EditJob:
             note = "; the original text was restored" if restored else ""
             return outcome("superseded" if self.stop_reason == "superseded" else "cancelled",
                            f"AI edit {what}{note}")
-        if result.stop_reason == "max_tokens":
+        if result.stop_reason in ("max_tokens", "loop"):
             restored = await self._restore(live, stream)
-            note = "the document was left unchanged" if restored or not self.edits_applied else \
+            note = "the document was left unchanged" if restored or live.shown == live.input else \
                 "the partial edit was left in place (undo reverts it)"
+            if result.stop_reason == "loop":
+                why = next((w for w in result.warnings if "loop" in w), "the output became a degenerate loop")
+                return outcome("loop", f"AI edit stopped: {why}; {note}. Try another instruction, mode or "
+                                       "a smaller region")
             return outcome("max_tokens",
                            f"AI edit stopped: the model used all {self.settings.max_new_tokens} new tokens "
                            f"(copyAsDecode.maxNewTokens) before finishing; {note}. Raise maxNewTokens or "
                            "select a smaller region")
+        damage = assess_edit(result.region_input, result.region_output)
+        reason = destructive_reason(damage, self.instruction)
+        if (reason or self.settings.apply_mode == "preview") and result.changed:
+            out = await self._to_review(live, result, reason or "applyMode is preview", stream)
+            out.damage = damage.json()
+            self._progress_end(out.message)
+            out.total_s, out.summary = elapsed(), summary
+            return out
         try:
             await self._push(live, live.final_text(result.region_output))
         except StreamStopped as stopped:
@@ -371,6 +423,55 @@ class EditJob:
             return outcome("unchanged", f"AI edit: the model left the code unchanged ({result.mode}, "
                                         f"{t.total} tokens)")
         return outcome("done", f"AI edit done{summary_text(result)}")
+
+    def _destructive(self, region_input: str, region_text: str) -> bool:
+        return destructive_reason(assess_edit(region_input, region_text), self.instruction) is not None
+
+    async def _to_review(self, live: LiveRegion, result: EditResult, reason: str, stream: bool) -> Outcome:
+        """Put the region back and hand the edit to the user: an annotated preview (the returned
+        Outcome's ``review``) or a pending edit for applyPending (module docstring)."""
+        if live.shown != live.input:
+            await self._restore(live, stream)
+        undo = " (undo reverts the part already applied)" if self.edits_applied else ""
+        if self._stopped is not None:
+            return Outcome(self._stopped.reason, f"AI edit stopped: {self._stopped.message}; nothing more was "
+                                                 f"changed{undo}", self.edits_applied, self.first_edit_s)
+        doc = self.ctx.documents.get(self.uri)
+        if doc is None or doc.text != self.expected:
+            return Outcome("conflict", "AI edit stopped: the document changed while the AI edit was running; "
+                                       f"nothing more was changed{undo}", self.edits_applied, self.first_edit_s)
+        before, after = doc.text, live.document(live.final_text(result.region_output))
+        what = f"it {reason}" if reason.startswith("would") else reason
+        if not self.ctx.annotations:
+            name = self.uri.rsplit("/", 1)[-1]
+            log = getattr(self.ctx.server, "log_to_client", None)
+            if log is not None:
+                log(f"copy-as-decode: pending AI edit for {name} ({what}):\n{unified_diff(before, after, name)}")
+            return Outcome("pending", f"AI edit not applied: {what}. The change is in the log; run the command "
+                                      f"{COMMAND_APPLY_PENDING} to apply it (a new edit or a change to the "
+                                      "document drops it)", self.edits_applied, self.first_edit_s,
+                           pending=PendingEdit(self.uri, before, after, reason))
+        replacement = live.step(live.final_text(result.region_output))
+        edit = preview_workspace_edit(self.uri, doc.version, text_edit(before, replacement, self.ctx.encoding),
+                                      label=f"AI edit: review ({what})",
+                                      description="copy-as-decode: review the change before it is applied")
+
+        async def review() -> Outcome:
+            try:
+                answer = await asyncio.wait_for(self.ctx.server.workspace_apply_edit_async(
+                    types.ApplyWorkspaceEditParams(edit=edit, label="AI edit (review)")), REVIEW_TIMEOUT_S)
+            except Exception as exc:  # noqa: BLE001 - a timeout or an error response
+                return Outcome("rejected", f"AI edit not applied: the editor did not apply the preview ({exc or 'no answer'})",
+                               self.edits_applied, self.first_edit_s)
+            if answer is None or not answer.applied:
+                detail = (answer.failure_reason if answer is not None else None) or "declined"
+                return Outcome("declined", f"AI edit not applied ({detail}); the document is unchanged",
+                               self.edits_applied, self.first_edit_s)
+            return Outcome("done", f"AI edit applied after review ({what})", self.edits_applied + 1,
+                           self.first_edit_s)
+
+        return Outcome("preview", f"AI edit sent for review: {what}", self.edits_applied, self.first_edit_s,
+                       review=review)
 
     async def _restore(self, live: LiveRegion, stream: bool) -> bool:
         """Put the region's original text back (stream mode, document still ours)."""

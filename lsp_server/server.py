@@ -2,8 +2,10 @@
 
 Features: "AI fix" / "AI edit…" code actions, the commands ``copyAsDecode.server.edit``
 (stream an edit into the document), ``copyAsDecode.server.cancel`` (``{"uri": str | null}``:
-stop running/queued edits) and ``copyAsDecode.server.settings`` (``{"uri": str}``: the effective
-settings, for debugging), and the notification ``copyAsDecode/status``
+stop running/queued edits), ``copyAsDecode.server.applyPending`` (``{"uri": str | null}``: apply
+the edit held for review, for clients that cannot preview an annotated edit) and
+``copyAsDecode.server.settings`` (``{"uri": str}``: the effective settings, for debugging), and
+the notification ``copyAsDecode/status``
 (``{"state": "loading" | "ready" | "editing" | "error", "message": str}``) that status bars show.
 """
 
@@ -21,10 +23,11 @@ from pygls.uris import to_fs_path
 
 from lsp_server import __version__
 from lsp_server.actions import (COMMAND_CANCEL, COMMAND_EDIT, COMMAND_SETTINGS, EditArgs, code_actions,
-                                region_lines)
+                                focus_line, region_lines)
 from lsp_server.config import SECTION, ConfigWatcher, Settings, WorkspaceConfig
 from lsp_server.documents import DocumentStore
-from lsp_server.jobs import EditJob, JobContext, Outcome
+from lsp_server.edits import minimal_replacement, text_edit, workspace_edit
+from lsp_server.jobs import APPLY_TIMEOUT_S, COMMAND_APPLY_PENDING, EditJob, JobContext, Outcome, PendingEdit
 from lsp_server.models import EditQueue, ModelKey, ModelPool
 from lsp_server.positions import LineIndex, negotiate
 
@@ -41,6 +44,7 @@ class CopyAsDecodeServer(LanguageServer):
         self.pool = pool or ModelPool()
         self.queue = EditQueue()
         self.running: dict[str, EditJob] = {}       # document URI -> its running edit
+        self.pending: dict[str, PendingEdit] = {}   # document URI -> the edit held for applyPending
         self.watcher: ConfigWatcher | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self.encoding = "utf-16"
@@ -56,6 +60,13 @@ class CopyAsDecodeServer(LanguageServer):
     @property
     def supports_pull(self) -> bool:
         return bool(self._cap("workspace", "configuration"))
+
+    @property
+    def supports_review(self) -> bool:
+        """Can the client show an edit annotated ``needsConfirmation`` and apply it on the user's
+        word (VS Code's refactor preview)? Annotated edits need ``documentChanges`` too."""
+        return bool(self._cap("workspace", "workspace_edit", "change_annotation_support")
+                    and self._cap("workspace", "workspace_edit", "document_changes"))
 
     # -- messages ----------------------------------------------------------------------------
     def status(self, state: str, message: str) -> None:
@@ -166,7 +177,9 @@ class CopyAsDecodeServer(LanguageServer):
         try:
             engine = await self.pool.get(key, progress)
         except Exception as exc:
-            message = str(exc) if exc.__class__.__name__ == "ModelLoadError" else f"model {key.model!r}: {exc}"
+            from engine.models import ModelLoadError
+
+            message = str(exc) if isinstance(exc, ModelLoadError) else f"model {key.model!r}: {exc}"
             if token is not None:
                 self.work_done_progress.end(token, types.WorkDoneProgressEnd(message=f"failed: {message}"))
             self.status("error", message)
@@ -192,6 +205,7 @@ class CopyAsDecodeServer(LanguageServer):
         if not args.instruction:
             return self._fail("an instruction is needed for \"AI edit\": pass it in the command's "
                               "'instruction' field (editors prompt for it)")
+        self.pending.pop(args.uri, None)  # a new request replaces an edit held for review
         stop = threading.Event()
         ticket = object()
         holder: dict[str, Any] = {"reason": "cancelled"}
@@ -237,8 +251,10 @@ class CopyAsDecodeServer(LanguageServer):
                 lines = self._region(doc.text, args, settings)
                 ctx = JobContext(server=self, documents=self.documents, encoding=self.encoding,
                                  document_changes=bool(self._cap("workspace", "workspace_edit", "document_changes")),
-                                 progress=bool(self._cap("window", "work_done_progress")))
-                job = EditJob(ctx, args.uri, lines, args.instruction, settings, stop)
+                                 progress=bool(self._cap("window", "work_done_progress")),
+                                 annotations=self.supports_review)
+                job = EditJob(ctx, args.uri, lines, args.instruction, settings, stop,
+                              focus_line=focus_line(doc.text, args.focus, self.encoding))
                 holder["job"] = job
                 if stop.is_set():
                     return stopped_early()
@@ -249,16 +265,56 @@ class CopyAsDecodeServer(LanguageServer):
                 finally:
                     if self.running.get(args.uri) is job:
                         del self.running[args.uri]
+            if outcome.review is not None:  # the edit slot is free while the user reviews
+                outcome = await self._review(outcome)
         finally:
             self.queue.release(args.uri, ticket)
+        if outcome.pending is not None:
+            self.pending[args.uri] = outcome.pending
         return self._report(outcome)
+
+    async def _review(self, sent: Outcome) -> Outcome:
+        """Wait for the user's answer to a preview; the result keeps the edit's summary."""
+        self.status("ready", sent.message)
+        assert sent.review is not None
+        answer = await sent.review()
+        answer.summary, answer.damage, answer.total_s = sent.summary, sent.damage, sent.total_s
+        return answer
+
+    async def apply_pending(self, raw: Any) -> dict:
+        """``copyAsDecode.server.applyPending``: apply the edit held for review, if the document
+        is still exactly what it was computed on."""
+        uri = raw[0].get("uri") if raw and isinstance(raw[0], dict) else None
+        if uri is None and len(self.pending) == 1:
+            uri = next(iter(self.pending))
+        pending = self.pending.pop(uri, None) if uri else None
+        if pending is None:
+            return self._fail("no AI edit is waiting to be applied" + (f" for {uri}" if uri else ""))
+        doc = self.documents.get(pending.uri)
+        if doc is None or doc.text != pending.before:
+            return self._fail("the document changed since the AI edit was computed, so it was dropped; "
+                              "run the AI edit again")
+        replacement = minimal_replacement(doc.text, pending.after)
+        if replacement is None:
+            return self._report(Outcome("unchanged", "AI edit: nothing to apply"))
+        edit = workspace_edit(pending.uri, doc.version, text_edit(doc.text, replacement, self.encoding),
+                              bool(self._cap("workspace", "workspace_edit", "document_changes")))
+        try:
+            answer = await asyncio.wait_for(self.workspace_apply_edit_async(
+                types.ApplyWorkspaceEditParams(edit=edit, label="AI edit")), APPLY_TIMEOUT_S)
+        except Exception as exc:  # noqa: BLE001 - a timeout or an error response
+            return self._report(Outcome("rejected", f"the editor did not apply the AI edit: {exc or 'no answer'}"))
+        if answer is None or not answer.applied:
+            reason = (answer.failure_reason if answer is not None else None) or "no reason given"
+            return self._report(Outcome("rejected", f"the editor refused the AI edit: {reason}"))
+        return self._report(Outcome("done", f"AI edit applied ({pending.reason})", edits_applied=1))
 
     def _report(self, outcome: Outcome) -> dict:
         """Tell the user how an edit ended (a log line when it went well, a message otherwise)."""
         if outcome.status in ("done", "unchanged"):
             self.log_to_client(f"copy-as-decode: {outcome.message}", types.MessageType.Info)
         else:
-            quiet = outcome.status in ("cancelled", "superseded")
+            quiet = outcome.status in ("cancelled", "superseded", "declined")
             self.show(outcome.message, types.MessageType.Info if quiet else
                       types.MessageType.Error if outcome.status == "error" else types.MessageType.Warning)
         self.status("error" if outcome.status == "error" else "ready", outcome.message)
@@ -340,6 +396,7 @@ def create_server(pool: ModelPool | None = None) -> CopyAsDecodeServer:
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: CopyAsDecodeServer, params: types.DidCloseTextDocumentParams) -> None:
         ls.documents.close(params.text_document.uri)
+        ls.pending.pop(params.text_document.uri, None)
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
     async def did_change_configuration(ls: CopyAsDecodeServer, params: types.DidChangeConfigurationParams) -> None:
@@ -379,6 +436,10 @@ def create_server(pool: ModelPool | None = None) -> CopyAsDecodeServer:
         queued = ls.queue.cancel_all(uri)
         count = max(count, queued)
         return {"cancelled": count}
+
+    @server.command(COMMAND_APPLY_PENDING)
+    async def apply_pending(ls: CopyAsDecodeServer, *args: Any) -> dict:
+        return await ls.apply_pending(list(args))
 
     @server.command(COMMAND_SETTINGS)
     async def settings(ls: CopyAsDecodeServer, *args: Any) -> dict:

@@ -34,9 +34,9 @@ class FakeEngine:
     name = "fake"
 
     def __init__(self, states, output: str, stop_reason: str = "done", delay: float = 0.0,
-                 fail_at: int | None = None):
+                 fail_at: int | None = None, warnings: list[str] | None = None):
         self.states, self.output, self.stop_reason = states, output, stop_reason
-        self.delay, self.fail_at = delay, fail_at
+        self.delay, self.fail_at, self.warnings = delay, fail_at, warnings or []
         self.steps_after_cancel = 0
 
     def stream(self, request, cancelled):
@@ -57,7 +57,9 @@ class FakeEngine:
         yield EditFinished(EditResult(
             mode=request.mode, model="fake", input_text=region, output_text=output, region=None,
             region_input=region, region_output=output, program=Program(()), raw_output="",
-            tokens=TokenCounts(generated=len(self.states), copied=3), prompt_tokens=10, stop_reason=stop))
+            tokens=TokenCounts(generated=len(self.states), copied=3), prompt_tokens=10, stop_reason=stop,
+            warnings=list(self.warnings)))
+        self.request = request
 
 
 class FakeProgress:
@@ -89,6 +91,8 @@ class FakeEditor:
         self.answer_delay, self.echo, self.echo_delay = answer_delay, echo, echo_delay
         self.edits: list[types.TextEdit] = []
         self.states: list[str] = []
+        self.sent: list[types.ApplyWorkspaceEditParams] = []
+        self.decline = False  # answer the next applyEdit with applied=False (the user said no)
         self.after_apply = None
         self.work_done_progress = FakeProgress()
         store.open(types.TextDocumentItem(uri=URI, language_id="python", version=1, text=text))
@@ -108,6 +112,9 @@ class FakeEditor:
 
     async def workspace_apply_edit_async(self, params: types.ApplyWorkspaceEditParams):
         await asyncio.sleep(self.answer_delay)
+        self.sent.append(params)
+        if self.decline:
+            return types.ApplyWorkspaceEditResult(applied=False)
         change = (params.edit.document_changes or [None])[0]
         edit = change.edits[0] if change is not None else params.edit.changes[URI][0]
         if change is not None and change.text_document.version != self.version:
@@ -128,10 +135,13 @@ class FakeEditor:
 
 
 def make_job(editor: FakeEditor, store: DocumentStore, encoding: str, apply_mode: str = "stream",
-             document_changes: bool = True) -> EditJob:
+             document_changes: bool = True, instruction: str = "Make it upper case", annotations: bool = False,
+             focus_line: int | None = None) -> EditJob:
+    """A job under test. The default instruction is not a fix, so the scripted rewrites of every
+    line are not held back as destructive (the guard-rail tests below pass "Fix the bug")."""
     ctx = JobContext(server=editor, documents=store, encoding=encoding, document_changes=document_changes,
-                     progress=True)
-    return EditJob(ctx, URI, None, "Fix the bug", Settings(mode="ar", apply_mode=apply_mode))
+                     progress=True, annotations=annotations)
+    return EditJob(ctx, URI, None, instruction, Settings(mode="ar", apply_mode=apply_mode), focus_line=focus_line)
 
 
 def setup(text: str, encoding: str = "utf-16", **editor_options):
@@ -298,3 +308,78 @@ async def test_the_engine_runs_off_the_event_loop():
     tick_task.cancel()
     assert outcome.status == "done" and ticks >= 10, "the event loop was blocked while decoding"
     assert threading.active_count() >= 1
+
+
+# --- guard rails: loops, destructive edits, previews -------------------------------------------
+
+FUNCTION = "def f(x):\n    y = x * 2\n    z = y - 1\n    w = z * z\n    v = w + y\n    return v\n"
+GUTTED = "def f(x):\n    return x\n"                     # a "fix" that deletes 4 of 6 lines
+SMALL_FIX = FUNCTION.replace("y - 1", "y + 1")
+
+
+async def test_a_loop_stop_restores_the_region_with_the_guard_message():
+    store, editor = setup("a\nb\n")
+    why = "the output is repeating itself: 'B' 9 times in a row (a degenerate loop the input does not have); stopped early"
+    outcome = await make_job(editor, store, "utf-16").run(
+        FakeEngine([("A\n", 1), ("A\nB\nB\nB\n", 2)], "A\nB\nB\nB\n", stop_reason="loop", warnings=[why]))
+    assert outcome.status == "loop" and why in outcome.message and "left unchanged" in outcome.message
+    assert editor.edits and editor.text == "a\nb\n" == store.get(URI).text
+
+
+@pytest.mark.parametrize("annotations", [True, False])
+async def test_a_destructive_fix_is_held_back_and_never_applied_silently(annotations):
+    store, editor = setup(FUNCTION)
+    states = [("def f(x):\n    y = x + 2\n", 2), (GUTTED, 6)]  # a harmless step, then the damage
+    job = make_job(editor, store, "utf-16", instruction="Fix the bug", annotations=annotations)
+    outcome = await job.run(FakeEngine(states, GUTTED, delay=0.02))
+    assert len(editor.edits) == 2 and editor.states[0] != FUNCTION, "the harmless step was not streamed"
+    assert editor.text == FUNCTION == store.get(URI).text, "the destructive state reached the editor"
+    assert outcome.damage["deleted"] == 4 and outcome.summary["stop_reason"] == "done"
+    if not annotations:  # Neovim: a message and a pending edit for applyPending
+        assert outcome.status == "pending" and outcome.review is None
+        assert "would rewrite 1 and delete 4 of 6 lines for a fix" in outcome.message
+        assert jobs.COMMAND_APPLY_PENDING in outcome.message
+        assert outcome.pending.before == FUNCTION and outcome.pending.after == GUTTED
+        return
+    assert outcome.status == "preview" and outcome.pending is None
+    answer = await outcome.review()
+    assert answer.status == "done" and editor.text == GUTTED
+    sent = editor.sent[-1].edit
+    (change,) = sent.document_changes
+    (annotated,) = change.edits
+    assert isinstance(annotated, types.AnnotatedTextEdit)
+    note = sent.change_annotations[annotated.annotation_id]
+    assert note.needs_confirmation is True and "would rewrite 1 and delete 4 of 6 lines" in note.label
+
+
+async def test_a_declined_preview_leaves_the_document():
+    store, editor = setup(FUNCTION)
+    outcome = await make_job(editor, store, "utf-16", "final", instruction="Fix the bug", annotations=True).run(
+        FakeEngine([(GUTTED, 6)], GUTTED))
+    editor.decline = True
+    answer = await outcome.review()
+    assert answer.status == "declined" and editor.text == FUNCTION and not editor.edits
+
+
+async def test_a_transient_destructive_state_that_recovers_is_applied():
+    store, editor = setup(FUNCTION)
+    states = [("def f(x):\n", 5), (SMALL_FIX, 6)]  # live text "skips" lines 2-5 for a moment
+    outcome = await make_job(editor, store, "utf-16", instruction="Fix the bug").run(FakeEngine(states, SMALL_FIX))
+    assert outcome.status == "done" and editor.text == SMALL_FIX
+    assert all(state.count("\n") >= 5 for state in editor.states), editor.states
+
+
+@pytest.mark.parametrize("annotations", [True, False])
+async def test_apply_mode_preview_sends_even_a_small_fix_for_review(annotations):
+    store, editor = setup(FUNCTION)
+    job = make_job(editor, store, "utf-16", "preview", instruction="Fix the bug", annotations=annotations,
+                   focus_line=3)
+    engine = FakeEngine([("def f(x):\n", 1), (SMALL_FIX, 6)], SMALL_FIX)
+    outcome = await job.run(engine)
+    assert engine.request.focus_line == 3
+    assert not editor.edits and editor.text == FUNCTION, "preview mode streamed into the document"
+    assert outcome.status == ("preview" if annotations else "pending") and "applyMode is preview" in outcome.message
+    if annotations:
+        assert (await outcome.review()).status == "done" and editor.text == SMALL_FIX
+    else:
+        assert outcome.pending.after == SMALL_FIX
