@@ -237,3 +237,81 @@ def test_engine_runs_program_mode_on_the_selector_and_text_modes_on_the_base(tmp
     with_selector = engine.edit(EditRequest(text, "Fix the bug.", mode="program", max_new_tokens=4))
     without = Engine(loaded).edit(EditRequest(text, "Fix the bug.", mode="program", max_new_tokens=4))
     assert with_selector.prompt_tokens < without.prompt_tokens  # the short selector prompt, chosen via loaded.selector
+
+
+# --- The data path through the real recorder and the command, on a tiny model with the real tokenizer.
+
+def _cases():
+    from engine.synth import SynthCase
+
+    def case(src: str, gold: str, kind: str, changed: int, focus: int | None, split: str = "train") -> SynthCase:
+        return SynthCase(input=src, gold=gold, instruction="Fix the bug", kind=kind, language="python",
+                         source=f"t.py:{kind}", license="PSF-2.0", split=split, changed_line=changed, focus_line=focus)
+
+    add = 'def add(a, b):\n    """Sum."""\n    total = a + b\n    return total\n'
+    big = "def biggest(xs):\n    best = xs[0]\n    for x in xs:\n        if x > best:\n            best = x\n    return best\n"
+    return [case(add.replace("a + b", "a - b"), add, "bug/operator_misuse", 3, 3),
+            case(big.replace("x > best", "x < best"), big, "bug/operator_misuse", 4, None),
+            case(add.replace("return total", "return a"), add, "bug/variable_misuse", 4, None, "heldout")]
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    from engine.models import load_tokenizer
+
+    return load_tokenizer(DEFAULT_MODEL)
+
+
+def test_recorded_sequences_mask_prompt_forced_and_spliced_tokens(tokenizer) -> None:
+    from engine.api import Engine
+    from engine.record import record_fed_sequence
+    from engine.selector.dataset import record_examples, training_request
+    from engine.tokens import encode
+
+    loaded = LoadedModel("tiny", tiny_llama(vocab=len(tokenizer)), tokenizer, "cpu", torch.float32)
+    cases = _cases()[:2]
+    recorded = record_examples(loaded, cases, max_tokens=2048)  # fast path: checks the stand-in on case 0
+    assert len(recorded.examples) == 2 and recorded.too_long == 0
+    for case, example in zip(cases, recorded.examples):
+        request = training_request(case)
+        fed = record_fed_sequence(loaded, request)
+        assert list(example.ids) == fed.ids and list(example.labels) == [t if c else IGNORE for t, c in zip(fed.ids, fed.chosen)]
+        result = Engine(loaded).edit(training_request(case))
+        assert result.output_text == case.gold
+        assert example.targets == result.tokens.generated  # one label per decode step, none for forced/copied
+        assert len(example.ids) == result.prompt_tokens + result.tokens.total
+        assert all(label == IGNORE for label in example.labels[:result.prompt_tokens])
+        copied = [t for line in case.input.splitlines(keepends=True)[:2] for t in encode(tokenizer, line)]
+        start = next(i for i in range(result.prompt_tokens, len(example.ids))
+                     if list(example.ids[i:i + len(copied)]) == copied)  # the splice of lines 1-2
+        assert all(label == IGNORE for label in example.labels[start:start + len(copied)])
+    assert record_examples(loaded, cases, max_tokens=50).too_long == 2
+
+
+def test_train_selector_command_end_to_end(tmp_path: Path, tokenizer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Record, train (stopped and resumed), save, evaluate and write the card, on a tiny model folder."""
+    import engine.synth
+    from engine.cli import main
+    from engine.synth import SynthDataset
+
+    model_dir = tmp_path / "tiny"
+    tiny_llama(vocab=len(tokenizer)).save_pretrained(model_dir)
+    tokenizer.save_pretrained(model_dir)
+    cases = _cases()
+    dataset = SynthDataset(train=cases[:2], heldout=cases[2:], stats={"decontamination": {"dropped": 7, "functions_checked": 90}})
+    monkeypatch.setattr(engine.synth, "build_dataset", lambda n_train, n_heldout, seed=0, **kw: dataset)
+    out, work = tmp_path / "out", tmp_path / "work"
+    common = ["train-selector", "--model", str(model_dir), "--out", str(out), "--work-dir", str(work), "--steps", "4",
+              "--warmup-steps", "1", "--rank", "4", "--alpha", "8", "--threads", "1", "--eval-cases", "1",
+              "--eval-max-new-tokens", "8", "--max-tokens", "2048"]
+    assert main(common + ["--stop-after", "2"]) == 0
+    assert not (out / ADAPTER_WEIGHTS).exists() and (work / CHECKPOINT / "state.json").is_file()
+    assert main(common + ["--resume"]) == 0
+    for name in (ADAPTER_WEIGHTS, ADAPTER_CONFIG, "CARD.md", "loss.png", "training.json"):
+        assert (out / name).is_file(), name
+    info = json.loads((out / "training.json").read_text())
+    assert len(info["losses"]) == 4 and info["data"]["decontaminated"] == 7
+    assert [r["arm"] for r in info["evaluation"]["rows"]] == ["program (selector)", "program (selector), focus hint"]
+    card = (out / "CARD.md").read_text()
+    assert "7 of 90 source functions" in card and "bug/operator_misuse" in card and "| program (selector) | 1 |" in card
+    assert main(common + ["--resume", "--lr", "1e-3"]) == 2  # a different recipe does not resume silently

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_WORK_DIR = Path("artifacts/train-selector")
-RECIPE_DEFAULTS = {"train": 400, "heldout": 80, "data_seed": 0, "max_tokens": 1024}
+RECIPE_DEFAULTS = {"train": 640, "heldout": 80, "data_seed": 0, "max_tokens": 1024}
 
 
 def add_parser(sub: Any) -> None:
@@ -134,40 +134,47 @@ def _clock(seconds: float) -> str:
 
 
 def _data_summary(dataset: Any, recorded: Any, max_tokens: int) -> dict[str, Any]:
-    """What the card says about the data (sources, licenses, kinds, decontamination, sizes)."""
+    """What the card says about the data (sources, licenses, kinds, decontamination, sizes),
+    from the cases and the statistics ``engine.synth.build_dataset`` reports."""
+    stats = _jsonable(dict(getattr(dataset, "stats", {}) or {}))
+    splits = stats.get("splits", {})
     kinds: dict[str, dict[str, int]] = {}
-    sources: dict[tuple[str, str], dict[str, Any]] = {}
     for split, cases in (("train", dataset.train), ("heldout", dataset.heldout)):
         for case in cases:
             kinds.setdefault(case.kind, {"train": 0, "heldout": 0})[split] += 1
-            key = (case.language, case.license)
-            entry = sources.setdefault(key, {"name": _source_name(case.language), "license": case.license,
-                                             "train": 0, "heldout": 0})
-            entry[split] += 1
+    sources = []
+    for package, entry in (stats.get("sources") or {}).items():
+        sources.append({"name": package, "language": entry.get("language", "?"), "license": entry.get("license", "?"),
+                        "functions": entry.get("functions", entry.get("skipped", "-")),
+                        "train": splits.get("train", {}).get("by_package", {}).get(package, 0),
+                        "heldout": splits.get("heldout", {}).get("by_package", {}).get(package, 0)})
+    decontamination = stats.get("decontamination", {})
     examples = recorded.examples
-    stats = dict(getattr(dataset, "stats", {}) or {})
-    decontaminated = next((v for k, v in stats.items() if "decontam" in k.lower() and isinstance(v, int)), None)
     return {
         "train_cases": len(dataset.train), "heldout_cases": len(dataset.heldout), "train_examples": len(examples),
         "too_long": recorded.too_long, "no_target": recorded.no_target, "max_tokens": max_tokens,
-        "decontaminated": decontaminated if decontaminated is not None else "see stats",
+        "decontaminated": decontamination.get("dropped", "?"),
+        "decontamination_checked": decontamination.get("functions_checked", "?"),
+        "decontamination_against": decontamination.get("against", "the evaluation corpora"),
+        "heldout_leaks_dropped": stats.get("pool", {}).get("train_functions_dropped_as_near_duplicates_of_heldout", "?"),
         "with_focus": sum(1 for c in dataset.train if c.focus_line is not None),
         "kinds": kinds, "languages": dict(Counter(c.language for c in dataset.train)),
-        "sources": list(sources.values()),
+        "licenses": dict(Counter(c.license for c in dataset.train)),
+        "sources": sources,
         "tokens_mean": sum(len(e.ids) for e in examples) / max(1, len(examples)),
         "tokens_max": max((len(e.ids) for e in examples), default=0),
         "targets_mean": sum(e.targets for e in examples) / max(1, len(examples)),
-        "stats": _jsonable(stats),
+        "stats": stats,
     }
-
-
-def _source_name(language: str) -> str:
-    return {"python": "Python standard library functions (this interpreter's)",
-            "javascript": "JavaScript functions from npm packages"}.get(language, language)
 
 
 def _jsonable(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
+
+
+def _synth_progress(stage: str, done: int, total: int) -> None:
+    if done == 0 or done == total or done % 100 == 0:
+        print(f"synthetic data: {stage} {done}/{total}", file=sys.stderr, flush=True)
 
 
 def _record(args: argparse.Namespace, loaded: Any, dataset: Any) -> tuple[Any, float]:
@@ -200,7 +207,7 @@ def _train(args: argparse.Namespace, out: Path) -> int:
 
     loaded = load_model(args.model, device=args.device, progress=log_progress)
     t0 = time.perf_counter()
-    dataset = build_dataset(args.train, args.heldout, seed=args.data_seed)
+    dataset = build_dataset(args.train, args.heldout, seed=args.data_seed, progress=_synth_progress)
     print(f"synthetic data: {len(dataset.train)} training and {len(dataset.heldout)} held-out cases "
           f"({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
     recorded, record_s = _record(args, loaded, dataset)

@@ -60,17 +60,22 @@ def render_card(info: dict[str, Any]) -> str:
            f"Made by: `{info['command']}`", "", "## Data", ""]
     sources = data.get("sources") or []
     if sources:
-        out += [_table(["source", "license", "train cases", "held-out cases"],
-                       [(s.get("name", "?"), s.get("license", "?"), s.get("train", "-"), s.get("heldout", "-"))
+        out += [_table(["source", "language", "license", "functions mined", "train cases", "held-out cases"],
+                       [(s["name"], s["language"], s["license"], s["functions"], s["train"], s["heldout"])
                         for s in sources]), ""]
-    out += ["All training cases are synthetic edits with a mechanically correct gold, made on the machine "
-            "(`engine/synth`). The held-out split holds whole source files never trained on.", "",
+    licenses = ", ".join(f"{k} {v}" for k, v in sorted((data.get("licenses") or {}).items()))
+    out += ["All cases are synthetic edits with a mechanically correct gold, made on the machine "
+            "(`engine/synth`): one injected bug (gold = the original function) or an instructed edit whose "
+            "gold a program computes. The held-out split holds whole source files never trained on.", "",
             f"- training cases: {data['train_cases']} ({data['train_examples']} sequences trained on; "
             f"{data['too_long']} dropped as longer than {data['max_tokens']} tokens, {data['no_target']} with nothing to learn)",
+            f"- training cases per license: {licenses or '?'}",
             f"- held-out cases: {data['heldout_cases']}",
-            f"- decontamination: {data.get('decontaminated', '?')} training functions dropped for token 8-gram Jaccard "
-            "similarity > 0.5 with an evaluation case (HumanEvalFix, CanItEdit inputs and golds)",
-            f"- focus hint shown in {data.get('with_focus', '?')} of {data['train_cases']} training cases",
+            f"- decontamination: {data['decontaminated']} of {data.get('decontamination_checked', '?')} source functions "
+            f"dropped for token 8-gram Jaccard similarity > 0.5 with an evaluation case "
+            f"({data.get('decontamination_against', 'the evaluation corpora')}); "
+            f"{data.get('heldout_leaks_dropped', '?')} more dropped as near-duplicates of held-out functions",
+            f"- focus hint shown in {data['with_focus']} of {data['train_cases']} training cases",
             f"- tokens per sequence: mean {data['tokens_mean']:.0f}, max {data['tokens_max']}; "
             f"loss targets (model-chosen tokens) per sequence: mean {data['targets_mean']:.1f}", ""]
     kinds = data.get("kinds") or {}
@@ -80,7 +85,7 @@ def render_card(info: dict[str, Any]) -> str:
                        [(k, v.get("train", 0), v.get("heldout", 0)) for k, v in sorted(kinds.items())]), ""]
     languages = data.get("languages") or {}
     if languages:
-        out += ["Cases per language: " + ", ".join(f"{k} {v}" for k, v in sorted(languages.items())), ""]
+        out += ["Training cases per language: " + ", ".join(f"{k} {v}" for k, v in sorted(languages.items())), ""]
     out += ["## Recipe", "",
             _table(["setting", "value"], [(k, f"`{v}`") for k, v in recipe.items()]), "",
             "Loss: next-token cross-entropy on model-chosen positions only (prompt, forced literals and "

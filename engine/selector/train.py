@@ -36,9 +36,9 @@ class TrainConfig:
     """The recipe. ``steps`` optimizer steps of ``grad_accum`` sequences each; the learning rate
     warms up linearly for ``warmup_steps`` and then follows a cosine down to ``min_lr_ratio * lr``."""
 
-    steps: int = 360
-    lr: float = 4e-4
-    warmup_steps: int = 20
+    steps: int = 640
+    lr: float = 3e-4
+    warmup_steps: int = 30
     min_lr_ratio: float = 0.1
     rank: int = 16
     alpha: int = 32
