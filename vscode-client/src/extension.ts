@@ -4,7 +4,10 @@
  * server's `copyAsDecode.server.edit` command, asks for the instruction of "AI edit…" (also when
  * it comes from a server code action), and shows the server's state in the status bar.
  * All editing behaviour lives in the server: it applies its edits itself (workspace/applyEdit)
- * and reports work-done progress, so Neovim and VS Code get the same product.
+ * and reports work-done progress, so Neovim and VS Code get the same product. An edit to review
+ * (applyMode "preview", or a destructive fix) comes as a WorkspaceEdit whose change annotation
+ * has needsConfirmation: vscode-languageclient maps it to VS Code's edit metadata and VS Code
+ * opens the Refactor Preview; the server's applyEdit returns when the user applies or discards.
  */
 
 import { ChildProcess, execFile, spawn } from "child_process";
@@ -26,13 +29,17 @@ import {
   buildServerLaunch,
   classifyProbe,
   crashPolicy,
+  DiagnosticInfo,
   EditArguments,
   EditKind,
   explicitSettings,
+  fixFocus,
+  fixInstruction,
   instructionItems,
   launchProblemMessage,
   LaunchProblem,
   needsInstruction,
+  Position,
   PROBE_SCRIPT,
   PythonCommand,
   pythonFromExtensionApi,
@@ -360,20 +367,32 @@ async function paletteEdit(kind: EditKind): Promise<void> {
     }
     return;
   }
+  const c2p = running.code2ProtocolConverter;
   let instruction: string | null = null;
+  let focus: Position | null = null;
   if (kind === "edit") {
     const asked = await askInstruction();
     if (asked === undefined) {
       return;
     }
     instruction = asked;
+  } else {
+    // What the server's "AI fix" code action sends: the diagnostics under the cursor/selection
+    // make the instruction, and the first one's start (else the cursor) is the focus hint.
+    const selection = editor.selection;
+    const diagnostics: DiagnosticInfo[] = vscode.languages
+      .getDiagnostics(editor.document.uri)
+      .filter((d) => d.range.intersection(selection) !== undefined)
+      .map((d) => ({ range: c2p.asRange(d.range), message: d.message }));
+    instruction = fixInstruction(diagnostics);
+    focus = fixFocus(c2p.asRange(selection), diagnostics);
   }
-  const c2p = running.code2ProtocolConverter;
   const args: EditArguments = buildEditArguments(
     c2p.asUri(editor.document.uri),
     c2p.asRange(editor.selection),
     instruction,
     kind,
+    focus,
   );
   try {
     await trackEdit(() =>

@@ -27,8 +27,23 @@ export const SERVER_KEYS = [
   "maxNewTokens",
   "contextLines",
   "promptStyle",
+  "selector",
   "wholeDocumentLines",
 ] as const;
+
+/**
+ * `applyMode` values (lsp_server/config.py `APPLY_MODES`). With "preview" the server sends every
+ * edit as a WorkspaceEdit whose AnnotatedTextEdits carry a change annotation with
+ * `needsConfirmation: true`; vscode-languageclient turns that into WorkspaceEditEntryMetadata and
+ * VS Code opens the Refactor Preview, so the edit lands only when the user applies it. A
+ * destructive "fix" arrives that way in every mode. Nothing to do in the client beyond the
+ * capability `workspace.workspaceEdit.changeAnnotationSupport`, which vscode-languageclient sends.
+ */
+export const APPLY_MODES = ["stream", "final", "preview"] as const;
+
+/** The named `selector` values (lsp_server/config.py `SELECTOR_CHOICES`); anything else is an
+ * adapter folder, which the server accepts from a workspace only under a path of `allowedModels`. */
+export const SELECTOR_CHOICES = ["auto", "none"] as const;
 
 /** Keys the server honours only from initializationOptions (user-level settings), for safety. */
 export const USER_ONLY_KEYS = ["trustRemoteCode", "allowedModels"] as const;
@@ -98,12 +113,20 @@ export interface Range {
 }
 
 /** The single argument of `copyAsDecode.server.edit`. `range: null` edits the whole document;
- * `instruction: null` with kind "fix" lets the server build it (diagnostics, or "Fix the bug"). */
+ * `instruction: null` with kind "fix" lets the server use "Fix the bug". `focus` is where the
+ * user pointed (the server's prompt says "The problem is at or near line K"); null: no hint. */
 export interface EditArguments {
   uri: string;
   range: Range | null;
   instruction: string | null;
   kind: EditKind;
+  focus: Position | null;
+}
+
+/** A diagnostic as far as "AI fix" cares: where it is and what it says. */
+export interface DiagnosticInfo {
+  range: Range;
+  message: string;
 }
 
 /** An interpreter plus the arguments that come before `-m lsp_server` (e.g. `conda run -n x python`). */
@@ -222,9 +245,41 @@ export function buildEditArguments(
   selection: Range | null,
   instruction: string | null,
   kind: EditKind,
+  focus: Position | null = null,
 ): EditArguments {
   const trimmed = instruction?.trim();
-  return { uri, range: selection, instruction: trimmed ? trimmed : null, kind };
+  return { uri, range: selection, instruction: trimmed ? trimmed : null, kind, focus };
+}
+
+/**
+ * Where "AI fix" from the palette points the model, as the server's own "AI fix" code action
+ * does (lsp_server/actions.py `_focus`): the first diagnostic's start, else the cursor (an empty
+ * selection or one inside a line); null for a selection over several lines (no hint).
+ */
+export function fixFocus(selection: Range, diagnostics: readonly DiagnosticInfo[]): Position | null {
+  if (diagnostics.length > 0) {
+    return { ...diagnostics[0].range.start };
+  }
+  if (selection.start.line === selection.end.line) {
+    return { ...selection.start };
+  }
+  return null;
+}
+
+/**
+ * The fix instruction from the diagnostics under the selection, as the server's code action
+ * builds it (lsp_server/actions.py `fix_instruction`): "Fix: <message>; <message>" (whitespace
+ * collapsed, duplicates dropped); null without diagnostics (the server then says "Fix the bug").
+ */
+export function fixInstruction(diagnostics: readonly DiagnosticInfo[]): string | null {
+  const messages: string[] = [];
+  for (const d of diagnostics) {
+    const message = d.message.split(/\s+/).filter((w) => w.length > 0).join(" ");
+    if (message && !messages.includes(message)) {
+      messages.push(message);
+    }
+  }
+  return messages.length > 0 ? `Fix: ${messages.join("; ")}` : null;
 }
 
 /** True when an edit command's arguments still need an instruction from the user ("AI edit…"). */

@@ -2,12 +2,15 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 
 import {
+  APPLY_MODES,
   buildEditArguments,
   buildServerLaunch,
   classifyProbe,
   crashPolicy,
   expandPath,
   explicitSettings,
+  fixFocus,
+  fixInstruction,
   InspectedValue,
   instructionItems,
   launchProblemMessage,
@@ -20,6 +23,7 @@ import {
   rememberInstruction,
   resolvePython,
   RESTART_SETTINGS,
+  SELECTOR_CHOICES,
   SERVER_EDIT_COMMAND,
   SERVER_KEYS,
   serverExitMessage,
@@ -51,7 +55,18 @@ test("settings mirror the server's, with resource scope", () => {
   assert.deepEqual(props["copyAsDecode.device"].enum, ["auto", "cpu", "cuda"]);
   assert.deepEqual(props["copyAsDecode.dtype"].enum, ["auto", "float32", "bfloat16", "float16"]);
   assert.deepEqual(props["copyAsDecode.mode"].enum, ["program", "speculative", "ar"]);
-  assert.deepEqual(props["copyAsDecode.applyMode"].enum, ["stream", "final"]);
+  assert.deepEqual(props["copyAsDecode.applyMode"].enum, [...APPLY_MODES]);
+  assert.deepEqual(props["copyAsDecode.applyMode"].enum, ["stream", "final", "preview"]);
+  assert.equal(props["copyAsDecode.applyMode"].enumDescriptions.length, APPLY_MODES.length);
+  assert.equal(props["copyAsDecode.applyMode"].default, "stream");
+  // selector: auto | none | a folder, so a free string (an enum would refuse folders).
+  assert.equal(props["copyAsDecode.selector"].type, "string");
+  assert.equal(props["copyAsDecode.selector"].enum, undefined);
+  assert.equal(props["copyAsDecode.selector"].default, SELECTOR_CHOICES[0]);
+  for (const choice of SELECTOR_CHOICES) {
+    assert.match(props["copyAsDecode.selector"].markdownDescription, new RegExp("`" + choice + "`"));
+  }
+  assert.match(props["copyAsDecode.selector"].markdownDescription, /allowedModels/);
   assert.equal(props["copyAsDecode.maxNewTokens"].default, 1024);
   assert.equal(props["copyAsDecode.contextLines"].default, 20);
   assert.equal(props["copyAsDecode.pythonPath"].scope, "machine-overridable");
@@ -125,11 +140,12 @@ test("buildServerLaunch runs the module unbuffered with extra args", () => {
 
 test("buildEditArguments passes the selection, also an empty one (the cursor)", () => {
   const caret = { start: { line: 3, character: 2 }, end: { line: 3, character: 2 } };
-  assert.deepEqual(buildEditArguments("file:///a.py", caret, null, "fix"), {
+  assert.deepEqual(buildEditArguments("file:///a.py", caret, null, "fix", caret.start), {
     uri: "file:///a.py",
     range: caret,
     instruction: null,
     kind: "fix",
+    focus: { line: 3, character: 2 },
   });
   const sel = { start: { line: 1, character: 0 }, end: { line: 4, character: 0 } };
   assert.deepEqual(buildEditArguments("file:///a.py", sel, " Add type hints ", "edit"), {
@@ -137,8 +153,41 @@ test("buildEditArguments passes the selection, also an empty one (the cursor)", 
     range: sel,
     instruction: "Add type hints",
     kind: "edit",
+    focus: null,
   });
   assert.equal(buildEditArguments("untitled:Untitled-1", null, "  ", "fix").instruction, null);
+});
+
+test("fixFocus: the first diagnostic's start, else the cursor or a one-line selection, else none", () => {
+  const caret = { start: { line: 3, character: 2 }, end: { line: 3, character: 2 } };
+  const inLine = { start: { line: 5, character: 1 }, end: { line: 5, character: 9 } };
+  const lines = { start: { line: 1, character: 0 }, end: { line: 4, character: 0 } };
+  const diag = (line: number, character: number, message = "x") => ({
+    range: { start: { line, character }, end: { line, character: character + 3 } },
+    message,
+  });
+  assert.deepEqual(fixFocus(caret, []), { line: 3, character: 2 });
+  assert.deepEqual(fixFocus(inLine, []), { line: 5, character: 1 });
+  assert.equal(fixFocus(lines, []), null);
+  assert.deepEqual(fixFocus(lines, [diag(2, 4), diag(1, 0)]), { line: 2, character: 4 });
+  const d = diag(7, 1);
+  const focus = fixFocus(caret, [d]);
+  assert.deepEqual(focus, { line: 7, character: 1 });
+  assert.notEqual(focus, d.range.start, "a copy, not the diagnostic's own object");
+});
+
+test("fixInstruction: 'Fix: ' and the diagnostics' messages, whitespace collapsed, no duplicates", () => {
+  const at = { start: { line: 0, character: 0 }, end: { line: 0, character: 1 } };
+  assert.equal(fixInstruction([]), null);
+  assert.equal(
+    fixInstruction([
+      { range: at, message: "Undefined name\n  `x`" },
+      { range: at, message: "Undefined name `x`" },
+      { range: at, message: "  " },
+      { range: at, message: "unused import" },
+    ]),
+    "Fix: Undefined name `x`; unused import",
+  );
 });
 
 test("explicitSettings: only server keys the user set, most specific scope first", () => {
@@ -152,6 +201,16 @@ test("explicitSettings: only server keys the user set, most specific scope first
   };
   assert.deepEqual(explicitSettings((k) => inspected[k]), { model: "default", device: "cuda", mode: "speculative" });
   assert.deepEqual(explicitSettings(() => undefined), {});
+});
+
+test("explicitSettings forwards applyMode and selector (the server checks a selector folder)", () => {
+  const inspected: Record<string, InspectedValue> = {
+    applyMode: { globalValue: "stream", workspaceFolderValue: "preview" },
+    selector: { workspaceValue: "./adapters/mine" },
+  };
+  assert.deepEqual(explicitSettings((k) => inspected[k]), { applyMode: "preview", selector: "./adapters/mine" });
+  // Only the user's own value goes into initializationOptions (the level whose allowedModels counts).
+  assert.deepEqual(userLevelSettings((k) => inspected[k]), { applyMode: "stream" });
 });
 
 test("userLevelSettings: global values, including the user-only keys", () => {
