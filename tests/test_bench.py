@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.bench.bounds import KernelCurve, bound, paper_cost, structure_cost
+from engine.bench.bounds import DraftedWalk, KernelCurve, bound, drafted_cost, paper_cost, structure_cost
 from engine.bench.edits import pld_draft
 
 REPO = Path(__file__).resolve().parent.parent
@@ -111,7 +111,7 @@ def cached_engine(default_engine, monkeypatch):
     """The session's engine, also behind the CLI's engine cache (no second model load)."""
     from engine.bench import harness
 
-    monkeypatch.setitem(harness._ENGINES, ("default", None, None), default_engine)
+    monkeypatch.setitem(harness._ENGINES, ("default", None, None, "auto"), default_engine)
     return default_engine
 
 
@@ -130,49 +130,254 @@ def test_bench_kernel_cli(cached_engine, tmp_path: Path) -> None:
     assert (tmp_path / "kernel.png").stat().st_size > 1000
 
 
+def _hand_kernel_file(path: Path) -> Path:
+    path.write_text(json.dumps({"model": "hand", "device": "cpu", "context": 1024, "trials": 1, "warmup": 0,
+                                "points": [{**p, "ar_s": p["N"] * 0.01, "prefill_s": 0.01 * p["N"] / p["speedup"]}
+                                           for p in HAND_KERNEL]}))
+    return path
+
+
 @pytest.mark.model
 def test_bench_edits_forced_cli(cached_engine, tmp_path: Path) -> None:
     from engine.bench.report import markdown_report
     from engine.cli import main
 
-    kernel = tmp_path / "bench_kernel.json"
-    kernel.write_text(json.dumps({"model": "hand", "device": "cpu", "context": 1024, "trials": 1, "warmup": 0,
-                                  "points": [{**p, "ar_s": p["N"] * 0.01, "prefill_s": 0.01 * p["N"] / p["speedup"]}
-                                             for p in HAND_KERNEL]}))
+    kernel = _hand_kernel_file(tmp_path / "bench_kernel.json")
     out = tmp_path / "bench_forced_humanevalfix-python.json"
-    assert main(["bench", "edits", "--corpus", "humanevalfix-python", "--family", "forced", "--arms", "ar,program",
-                 "--limit", "1", "--no-warmup", "--kernel", str(kernel), "--json", str(out)]) == 0
+    assert main(["bench", "edits", "--corpus", "humanevalfix-python", "--family", "forced", "--arms",
+                 "ar,program,program-drafted", "--limit", "1", "--no-warmup", "--kernel", str(kernel),
+                 "--json", str(out)]) == 0
     data = json.loads(out.read_text())
     assert data["corpus"] == "humanevalfix-python" and data["family"] == "forced" and data["cases"] == 1
-    assert set(data["arms"]) == {"ar", "program"}
+    assert data["complete"] is True and data["settings"]["corpus_cases"] == 164
+    assert set(data["arms"]) == {"ar", "program", "program-drafted"}
     for arm in data["arms"].values():
         assert {"total_s", "median_s", "speedup_vs_ar", "median_speedup_vs_ar", "tokens", "forwards"} <= set(arm)
-        assert arm["ok"] == 1  # both arms produce the gold
+        assert arm["ok"] == 1  # every arm produces the gold
     case = data["per_case"][0]
+    assert case["index"] == 0
     assert data["arms"]["ar"]["forwards"] == case["gold_tokens"]  # one forward per gold token
     assert data["arms"]["ar"]["speedup_vs_ar"] == 1.0
-    program = data["arms"]["program"]
+    program, drafted = data["arms"]["program"], data["arms"]["program-drafted"]
     assert program["forwards"] < case["gold_tokens"] and program["copied"] > 0
+    assert "drafted_tokens" not in program["breakdown"]  # draft=False: the old undrafted decoder
+    # drafting feeds the same tokens (the teacher accepts every draft) in fewer, larger forwards, plus
+    # the last choice and its literals when a draft reached </program> (undrafted, they are never fed)
+    trailing = 1 + case["oracle"]["trailing_literal_tokens"]
+    assert drafted["forward_tokens"] - program["forward_tokens"] in (0, trailing)
+    assert drafted["forwards"] < program["forwards"]
+    assert drafted["breakdown"]["drafted_tokens"] == drafted["breakdown"]["draft_accepted"] > 0
+    assert drafted["breakdown"]["verify_calls"] > 0
     b = data["bounds"]
     assert b["paper"] > b["structure_aware"] > 0 and b["walk_matches_engine"] == 1
+    assert b["drafted_walk_matches_engine"] == 1  # the model-free walk predicts the engine's forwards exactly
+    assert b["drafted"] > b["fused"] > 0 and b["drafted_forwards"] == drafted["forwards"]
+    assert b["drafted_tokens"] == drafted["breakdown"]["drafted_tokens"]
     assert b["T"] == case["gold_tokens"] == b["T_gen"] + sum(case["oracle"]["spans"])
     assert (tmp_path / "bench_forced_humanevalfix-python.png").stat().st_size > 1000
-    assert "Forced family" in markdown_report(tmp_path)
+    report = markdown_report(tmp_path)
+    assert "Forced family" in report and "Drafted bound" in report
+    assert "| humanevalfix-python | 1 of 164 | program-drafted |" in report
+
+
+def test_drafted_bound_on_hand_made_forwards() -> None:
+    """Forwards of 1, 4, 8 and 1 tokens cost 1 + 4/3 + 8/4 + 1 = 5.3333 steps; T = 20 -> 3.75x."""
+    k = KernelCurve.from_points(HAND_KERNEL)
+    walk = DraftedWalk(forward_sizes=[1, 4, 8, 1], drafted=6, drafted_structure=2, verify_forwards=2)
+    assert drafted_cost(walk, k) == pytest.approx(5.3333, abs=1e-4)
+    assert bound(20, drafted_cost(walk, k)) == pytest.approx(3.75, abs=1e-4)
+
+
+@pytest.mark.model
+def test_drafted_walk_against_the_undrafted_walk(default_engine) -> None:
+    """The model-free walk of the engine's decoder: drafting (all drafts accepted under the teacher)
+    feeds exactly the undrafted tokens in fewer forwards; drafted structure is counted."""
+    from engine.bench.bounds import drafted_walk, program_structure
+    from engine.oracle import line_oracle
+    from engine.tables import tables_for
+
+    loaded = default_engine.loaded
+    tables = tables_for(loaded)
+    for case in _cases("humanevalfix-python", ["Python/1", "Python/2"]):
+        program = line_oracle(case.input, case.gold)
+        undrafted = drafted_walk(loaded, tables, case.input, program, draft=False)
+        drafted = drafted_walk(loaded, tables, case.input, program)
+        structure = program_structure(loaded, tables, case.input, program)
+        assert undrafted.drafted == 0 and undrafted.verify_forwards == 0
+        # undrafted: one forward per chosen token except the last (it and what it forces are never fed)
+        assert len(undrafted.forward_sizes) == structure.chosen - 1, case.id
+        # drafted: one forward per choice the drafter did not make; the same tokens, plus the last
+        # choice and its trailing literals when a draft carried the program to its end
+        extra = sum(drafted.forward_sizes) - sum(undrafted.forward_sizes)
+        last_fed = extra == 1 + structure.trailing_literal_tokens
+        assert extra == 0 or last_fed, case.id
+        assert len(drafted.forward_sizes) == structure.chosen - drafted.drafted - (0 if last_fed else 1), case.id
+        assert 0 < drafted.drafted_structure <= drafted.drafted < structure.chosen
 
 
 @pytest.mark.model
 def test_bench_edits_free(cached_engine) -> None:
     from engine.bench.edits import run_corpus
+    from engine.corpora import load_corpus
+    from engine.synth import first_changed_line
 
-    data = run_corpus(cached_engine, "humanevalfix-python", "free", ["ar", "program"], limit=1, max_new_tokens=32,
-                      progress=False, warmup=False, test_timeout=10)
-    assert data["family"] == "free" and data["cases"] == 1 and data["bounds"] is None
+    partials: list[dict] = []
+    arms = ["ar", "program", "program-undrafted", "program-base", "program-focus"]
+    data = run_corpus(cached_engine, "humanevalfix-python", "free", arms, offset=1, limit=1, max_new_tokens=32,
+                      progress=False, warmup=False, test_timeout=10, on_partial=partials.append)
+    assert data["family"] == "free" and data["cases"] == 1 and data["bounds"] is None and data["complete"]
+    assert len(partials) == 1 and partials[0]["complete"] is False and partials[0]["cases"] == 1
     for name, arm in data["arms"].items():
         assert arm["total_s"] > 0 and arm["tokens"] > 0 and 0 <= arm["pass_at_1"] <= 1, name
-        assert arm["forwards"] >= 1
-    assert data["arms"]["ar"]["same_as_ar"] == 1
+        assert arm["forwards"] >= 1 and arm["exact"] in (0, 1) and arm["collateral_lines"] >= 0, name
+        assert arm["unfinished"] == arm["stopped_at_limit"] + arm["stopped_loop"], name
+    assert data["arms"]["ar"]["same_as_ar"] == 1 and data["arms"]["ar"]["valid_programs"] is None
+    assert data["arms"]["program"]["valid_programs"] in (0, 1)
+    assert data["arms"]["program-focus"]["hinted"] and not data["arms"]["program"]["hinted"]
+    # drafting is lossless: the undrafted decoder writes the same program
+    assert data["arms"]["program-undrafted"]["identical_to_program"] == 1
+    assert data["arms"]["program"]["breakdown"].get("drafted_tokens", 0) >= 0
+    assert "drafted_tokens" not in data["arms"]["program-undrafted"]["breakdown"]
+    case = data["per_case"][0]
+    gold_case = load_corpus("humanevalfix-python")[1]
+    assert case["id"] == gold_case.id and case["index"] == 1
+    assert case["focus_line"] == first_changed_line(gold_case.input, gold_case.gold)
     assert data["reference"] == {"gold_pass": 1, "cases": 1}
-    assert data["per_case"][0]["arms"]["ar"]["test"] in ("pass", "fail", "timeout")
+    assert case["arms"]["ar"]["test"] in ("pass", "fail", "timeout")
+    assert set(case["arms"]["program"]["collateral"]) == {"changed", "deleted", "first", "lines"}
+
+
+# --- quality measures on hand-made edits ----------------------------------------------------------
+
+_INPUT = "a = 1\nb = 2\nc = 3\nd = 4\ne = 5\n"
+_GOLD = "a = 1\nb = 2\nc = 30\nd = 4\ne = 5\n"  # changes line 3 only
+
+
+@pytest.mark.parametrize("output,changed,deleted,first", [
+    (_GOLD, 0, 0, None),                                      # the gold itself
+    (_INPUT, 0, 0, None),                                     # no edit: wrong, but destroys nothing
+    ("a = 1\nb = 2\nc = 31\nd = 4\ne = 5\n", 0, 0, None),     # a wrong fix on the gold's line
+    ("a = 1\nb = 2\nc = 30\nd = 4\ne = 5", 0, 0, None),        # missing final newline is no damage
+    ("a = 1\nb = 2\nc = 30\n", 0, 2, 4),                       # deletes d and e
+    ("A = 1\nb = 2\nc = 30\nd = 4\ne = 5\n", 1, 0, 1),        # rewrites line 1 too
+    ("a = 1\nb = 2\nc = 30\nx\ny\nd = 4\ne = 5\n", 0, 0, None),  # adds lines: nothing destroyed
+    ("def f():\n    pass\n", 2, 2, 1),                        # a rewrite: 4 of the gold's kept lines gone
+])
+def test_collateral_damage_hand_made(output: str, changed: int, deleted: int, first: int | None) -> None:
+    from engine.bench.quality import collateral_damage
+
+    damage = collateral_damage(_INPUT, output, _GOLD)
+    assert (damage.changed, damage.deleted, damage.first) == (changed, deleted, first)
+    assert damage.lines == changed + deleted
+
+
+def test_collateral_damage_when_the_gold_deletes() -> None:
+    """Gold deletes line 2; deleting line 3 instead destroys a line the gold keeps (and line 2,
+    which the gold removes anyway, is not counted when the output removes it)."""
+    from engine.bench.quality import collateral_damage
+
+    gold = "a\nc\nd\n"
+    assert collateral_damage("a\nb\nc\nd\n", gold, gold).lines == 0
+    wrong = collateral_damage("a\nb\nc\nd\n", "a\nb\nd\n", gold)
+    assert (wrong.changed, wrong.deleted, wrong.first) == (0, 1, 3)
+
+
+def test_exact_match_and_valid_program() -> None:
+    from engine.bench.quality import exact_match, valid_program
+    from engine.program import CopyLines, Gen, Program
+
+    assert exact_match("x = 1  \ny\n\n", "x = 1\ny\n") and exact_match("x\ny", "x\ny\n")
+    assert not exact_match("x = 1\n", "x = 2\n") and not exact_match("  x\n", "x\n")
+    region = "a\nb\nc\n"
+    raw = Program((CopyLines(1, 1), Gen("B\n"), CopyLines(3, 3))).serialize()
+    assert valid_program(raw, region, "a\nB\nc\n", "done")
+    assert not valid_program(raw, region, "a\nB\nc\n", "max_tokens")  # unfinished
+    assert not valid_program(raw, region, "a\nb\nc\n", "done")  # resolves to another text
+    assert not valid_program(raw[:-3], region, "a\nB\nc\n", "done")  # does not parse
+    out_of_range = Program((CopyLines(1, 4),)).serialize()
+    assert not valid_program(out_of_range, region, region, "done")  # does not resolve
+
+
+def test_arm_lists() -> None:
+    from engine.bench.arms import DEFAULT_ARMS, ArmError, parse_arms
+
+    assert parse_arms(None, "forced") == list(DEFAULT_ARMS["forced"])
+    assert parse_arms("ar,program-focus", "free") == ["ar", "program-focus"]
+    for text, family in (("ar,program-focus", "forced"), ("program", "free"), ("ar,ar", "free"),
+                         ("ar,program-drafted", "free")):
+        with pytest.raises(ArmError):
+            parse_arms(text, family)
+
+
+# --- merging partial results ----------------------------------------------------------------------
+
+def _record(case_id: str, index: int, ar_s: float, program_s: float, same: bool = True) -> dict:
+    def arm(seconds: float, stop: str = "done") -> dict:
+        return {"decode_s": seconds, "wall_s": seconds, "speedup_vs_ar": ar_s / seconds, "wall_speedup_vs_ar": 1.0,
+                "forwards": 10, "forward_tokens": 12, "max_forward": 3, "output_tokens": 12,
+                "tokens": {"generated": 10, "copied": 2, "forced": 0}, "breakdown": {"step_s": seconds, "step_calls": 10},
+                "stop_reason": stop, "same_as_ar": same, "exact": False,
+                "collateral": {"changed": 1, "deleted": 0, "first": 2, "lines": 1}, "test": "fail"}
+
+    return {"id": case_id, "index": index, "gold_tokens": 12, "input_tokens": 12, "order": ["ar", "program"],
+            "input_lines": 4, "arms": {"ar": arm(ar_s), "program": {**arm(program_s, "max_tokens"), "valid_program": False}}}
+
+
+def _part(records: list[dict], offset: int, **settings) -> dict:
+    from engine.bench.edits import results_record
+
+    base = {"arms": ["ar", "program"], "limit": len(records), "offset": offset, "max_new_tokens": None,
+            "max_new_tokens_rule": "r", "test_timeout_s": 15.0, "warmup": True, "selector": None, "corpus_cases": 5}
+    return results_record(records, corpus="humanevalfix-python", family="free", arms=["ar", "program"], model="m",
+                          device="cpu", kernel=None, settings={**base, **settings}, machine={"date": "d"},
+                          command=f"run {offset}", elapsed_s=1.0)
+
+
+def test_merge_partial_results(tmp_path: Path) -> None:
+    from engine.bench.merge import MergeError, merge_results
+    from engine.cli import main
+
+    first = _part([_record("c0", 0, 2.0, 1.0), _record("c1", 1, 4.0, 4.0)], offset=0)
+    second = _part([_record("c2", 2, 6.0, 1.0)], offset=2)
+    merged = merge_results([second, first])  # order of the parts does not matter
+    assert [r["id"] for r in merged["per_case"]] == ["c0", "c1", "c2"]
+    assert merged["cases"] == 3 and len(merged["parts"]) == 2
+    prog = merged["arms"]["program"]
+    assert prog["total_s"] == 6.0 and prog["speedup_vs_ar"] == pytest.approx(12.0 / 6.0)
+    assert prog["median_speedup_vs_ar"] == 2.0 and prog["stopped_at_limit"] == 3 and prog["valid_programs"] == 0
+    assert prog["collateral_lines"] == 3 and prog["collateral_cases"] == 3 and prog["input_lines"] == 12
+    with pytest.raises(MergeError, match="c1"):
+        merge_results([first, _part([_record("c1", 1, 1.0, 1.0)], offset=1)])
+    with pytest.raises(MergeError, match="selector"):
+        merge_results([first, _part([_record("c3", 3, 1.0, 1.0)], offset=3, selector="/some/adapter")])
+    # the CLI: files in, one file out, merging a merge again
+    paths = []
+    for i, part in enumerate((first, second)):
+        paths.append(tmp_path / f"part{i}.json")
+        paths[-1].write_text(json.dumps(part))
+    out = tmp_path / "bench_free_humanevalfix-python.json"
+    assert main(["bench", "merge", str(paths[0]), str(paths[1]), "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data["cases"] == 3 and data["arms"]["program"]["total_s"] == 6.0
+    assert [p["first"] for p in data["parts"]] == ["c0", "c2"]
+    assert main(["bench", "merge", str(paths[0]), str(paths[0]), "--json", str(tmp_path / "x.json")]) == 2
+
+
+def test_report_into_markers(tmp_path: Path) -> None:
+    from engine.bench.report import MARK_END, MARK_START
+    from engine.cli import main
+
+    first = _part([_record("c0", 0, 2.0, 1.0)], offset=0)
+    (tmp_path / "bench_free_humanevalfix-python.json").write_text(json.dumps(first))
+    doc = tmp_path / "BENCHMARKS.md"
+    doc.write_text(f"# Title\n\nkept above\n\n{MARK_START}\nold tables\n{MARK_END}\n\nkept below\n")
+    assert main(["bench", "report", "--results", str(tmp_path), "--into", str(doc)]) == 0
+    text = doc.read_text()
+    assert "old tables" not in text and "kept above" in text and "kept below" in text
+    assert "| humanevalfix-python | 1 of 5 | program | no | 0/1 | 0/1 | 0/1 | 1 / 0 | 1 (1) |" in text
+    assert "free program: valid programs 100%" in text
+    doc.write_text("no markers\n")
+    assert main(["bench", "report", "--results", str(tmp_path), "--into", str(doc)]) == 2
 
 
 def test_gpu_kernel_script_runs_tiny_on_cpu(tmp_path: Path) -> None:

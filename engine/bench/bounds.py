@@ -15,7 +15,21 @@ s(1) = 1 by definition and s held flat beyond the largest measured N.
   range constraint and teacher the engine's ``forced`` mode uses.
 * fused: the engine appends a chosen token, the literals it forces and a splice in ONE forward,
   so it does fewer forwards than the structure-aware model charges; ``T / sum_f n_f / s(n_f)``
-  over the engine's measured forward sizes predicts its time from the kernel alone.
+  over the engine's measured forward sizes (undrafted ``program`` arm) predicts its time from the
+  kernel alone.
+* drafted: drafted structure (and drafted gen text) as the engine now pays it. With drafting, a
+  chosen token the drafter predicted (a copy's opener and line digits after a gen, the end-line
+  guess after ``-``, the input line a gen rewrites) is no decode step of its own: it rides in the
+  step's verify forward with everything it forces and splices, so the structure-aware model's
+  "one step per chosen token" becomes one forward per *undrafted* choice, of
+  ``1 + drafted tokens + their literals + their splices`` tokens, costed ``n / s(n)``:
+  ``T / sum_f n_f / s(n_f)`` over the forwards of :func:`drafted_walk`, which runs the engine's
+  own :class:`engine.program_decoder.ProgramDecoder` under the teacher (a drafted token stands
+  while it equals the teacher's) with its cache replaced by a counter, so no model runs and the
+  walk cannot drift from the decoder. The benchmark checks its forward sizes against the
+  ``program-drafted`` arm's measured ones on every case (``drafted_walk_matches_engine``).
+  Against the structure-aware bound it saves a step per accepted draft token; against the
+  fused one it saves the forwards the drafts replace, at the price of larger forwards.
 
 Corpus values are pooled (sum of T over sum of costs), like the measured pooled speedup.
 """
@@ -208,3 +222,77 @@ def program_structure(loaded: Any, tables: Any, region: str, program: Any) -> Pr
             out.trailing_literal_tokens = sum(out.literal_runs[runs_before:])
             del out.literal_runs[runs_before:]
     return out
+
+
+@dataclass
+class DraftedWalk:
+    """The forwards drafted program decoding makes for a program under the teacher (no model):
+    ``forward_sizes`` after the prefill, in order; ``drafted`` tokens proposed and verified (all
+    accepted under the teacher), ``drafted_structure`` of them outside gen bodies; ``verify_forwards``
+    of the forwards carried a draft."""
+
+    forward_sizes: list[int] = field(default_factory=list)
+    drafted: int = 0
+    drafted_structure: int = 0
+    verify_forwards: int = 0
+
+
+class _CountingSession:
+    """Stands in for :class:`engine.session.KVSession` in :func:`drafted_walk`: records each
+    forward's size and keeps the cache length (crops included); runs nothing. Under the teacher
+    the decoder never reads logits, so zeros of the right shape are enough."""
+
+    def __init__(self) -> None:
+        self.length = 0
+        self.sizes: list[int] = []
+        self.kinds: list[str] = []
+
+    def append(self, ids: Sequence[int], kind: str, all_logits: bool = False,
+               rows: Sequence[int] | None = None) -> Any:
+        import torch
+
+        if not ids:
+            raise ValueError("append needs at least one token")
+        self.sizes.append(len(ids))
+        self.kinds.append(kind)
+        self.length += len(ids)
+        if rows is not None:
+            return torch.zeros((len(rows), 1))
+        return torch.zeros((len(ids), 1)) if all_logits else torch.zeros(1)
+
+    def crop(self, length: int) -> None:
+        self.length = min(self.length, length)
+
+    def breakdown(self) -> dict[str, Any]:
+        return {}
+
+
+def drafted_walk(loaded: Any, tables: Any, region: str, program: Any, draft: bool = True) -> DraftedWalk:
+    """Run the engine's program decoder in ``forced`` mode on ``program`` with a counting cache
+    (see :class:`_CountingSession`): the exact forward sizes drafted (or, with ``draft=False``,
+    undrafted) decoding makes, without the model."""
+    from engine.program import CopyTokens
+    from engine.program_decoder import ProgramDecoder
+
+    out = DraftedWalk()
+
+    class Walk(ProgramDecoder):
+        def verify(self, marks: list) -> Any:  # count what was drafted, then the engine's own verify
+            out.drafted += len(marks)
+            out.drafted_structure += sum(not m.in_gen for m in marks)
+            out.verify_forwards += 1
+            return super().verify(marks)
+
+    token_copies = any(isinstance(op, CopyTokens) for op in program.ops)
+    decoder = Walk(loaded, tables, region, [0], 1 << 16, lambda: False, token_copies=token_copies,
+                   teacher_program=program, monotonic=False, draft=draft)
+    session = _CountingSession()
+    decoder.session = session
+    for _ in decoder.run():
+        pass
+    out.forward_sizes = session.sizes[1:]  # the first forward is the prefill (prompt + leading literals)
+    return out
+
+
+def drafted_cost(walk: DraftedWalk, curve: KernelCurve) -> float:
+    return curve.costs(walk.forward_sizes)

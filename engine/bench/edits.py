@@ -1,6 +1,6 @@
 """Corpus edit benchmarks: every arm on every case, side by side, one process.
 
-Families
+Families (the arms are defined in :mod:`engine.bench.arms`)
 --------
 ``forced``: every arm produces the gold, so only the mechanism's cost differs.
   * ``ar``: the gold's tokens after the text prompt, one forward each (teacher-forced greedy).
@@ -11,12 +11,15 @@ Families
   * ``speculative``: the engine's line-aligned drafting (:class:`engine.drafter.InputDrafter`,
     with its draft-size schedule and back-off), verified against the gold the same way.
   * ``program``: Copy-as-Decode through the engine's ``forced`` mode with the line-oracle program
-    (``Engine.edit(EditRequest(mode="forced", program=line_oracle(input, gold)))``); its output
-    must equal the gold.
+    (``Engine.edit(EditRequest(mode="forced", program=line_oracle(input, gold), draft=False))``);
+    its output must equal the gold. ``program-drafted``: the same with ``draft=True`` (drafts
+    verified in the step's forward, accepted while they equal the teacher's choice).
   The text arms run on the engine's own :class:`engine.session.KVSession` and text prompt, so
   their forwards are timed by the same code as the engine's.
-``free``: the model decides. ``ar``, ``pld``, ``speculative`` and ``program`` through
-  ``Engine.edit`` with the corpus instruction; outputs are compared with ``ar`` and tested (pass@1).
+``free``: the model decides. Text modes and program-mode variants (selector or base model,
+  drafted or not, with or without the focus hint) through ``Engine.edit`` with the corpus
+  instruction. Per arm: pass@1 (the corpus tests), exact match, valid programs, token-limit and
+  loop stops, collateral damage (:mod:`engine.bench.quality`) and speed vs ``ar``.
 
 Measures
 --------
@@ -33,13 +36,17 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from engine.bench.bounds import (KernelCurve, bound, oracle_spans, paper_cost, program_structure,
-                                 structure_cost)
+from engine.bench.arms import DEFAULT_ARMS, FAMILY_ARMS, Arm, check_arms
+from engine.bench.bounds import (KernelCurve, bound, drafted_cost, drafted_walk, oracle_spans, paper_cost,
+                                 program_structure, structure_cost)
 from engine.bench.harness import ForwardMeter, machine_info, median, ratio, rotate
+from engine.bench.quality import collateral_damage, exact_match, valid_program
 from engine.bench.runner import DEFAULT_TIMEOUT_S, TestOutcome, run_tests
+from engine.lines import split_lines
 
 FAMILIES = ("forced", "free")
-ARMS = ("ar", "pld", "speculative", "program")
+ARMS = tuple(dict.fromkeys([*FAMILY_ARMS["forced"], *FAMILY_ARMS["free"]]))  # every arm name of either family
+LIMIT_STOPS = ("max_tokens", "loop")  # unfinished edits: the token limit, or a loop the guard stopped
 PLD_DRAFT_TOKENS = 10  # transformers: prompt_lookup_num_tokens=10 (the engine's pld mode)
 PLD_MAX_NGRAM = 2  # transformers' PromptLookupCandidateGenerator default
 
@@ -61,6 +68,7 @@ class ArmRun:
     breakdown: dict[str, Any]
     stop_reason: str = "done"
     output: str | None = None
+    result: Any = None  # the engine's EditResult (engine arms only; never written to JSON)
     ok: bool | None = None
     test: TestOutcome | None = None
     extra: dict[str, Any] = field(default_factory=dict)
@@ -98,7 +106,7 @@ def teacher_forced(loaded: Any, arm: str, prompt_ids: Sequence[int], gold_ids: S
     session = KVSession(loaded)
     gold = list(gold_ids)
     total = len(gold)
-    steps = accepted_total = 0
+    steps = accepted_total = drafted_total = 0
     with ForwardMeter(loaded.model) as meter:
         session.append(list(prompt_ids), "prefill")
         start = time.perf_counter()
@@ -127,21 +135,25 @@ def teacher_forced(loaded: Any, arm: str, prompt_ids: Sequence[int], gold_ids: S
                 accepted += 1
             session.crop(base + 1 + accepted)
             accepted_total += accepted
+            drafted_total += len(draft)
             if arm == "speculative":
                 drafter.feedback(len(draft), accepted)
             pos += 1 + accepted
         wall = time.perf_counter() - start
     decode = sum(v for k, v in session.seconds.items() if k != "prefill")
+    breakdown = session.breakdown()
+    if arm != "ar":
+        breakdown.update({"drafted_tokens": drafted_total, "draft_accepted": accepted_total})
     return ArmRun(decode_s=decode, wall_s=wall, forward_sizes=meter.sizes(1), output_tokens=total,
                   tokens={"generated": steps, "copied": accepted_total, "forced": 0},
-                  breakdown=session.breakdown(), ok=True)
+                  breakdown=breakdown, ok=True)
 
 
 def engine_arm(engine: Any, request: Any) -> tuple[ArmRun, Any]:
     """One ``Engine.edit`` call, metered. Returns the run and the :class:`EditResult`."""
     from engine.tokens import encode
 
-    loaded = engine.loaded
+    loaded = engine.model_for(request.mode)  # program mode may run on the selector's merged copy
     with ForwardMeter(loaded.model) as meter:
         result = engine.edit(request)
     breakdown = dict(result.breakdown)
@@ -160,7 +172,7 @@ def engine_arm(engine: Any, request: Any) -> tuple[ArmRun, Any]:
     tokens = {"generated": result.tokens.generated, "copied": result.tokens.copied, "forced": result.tokens.forced}
     run = ArmRun(decode_s=decode, wall_s=wall, forward_sizes=meter.sizes(1),
                  output_tokens=len(encode(loaded.tokenizer, result.region_output)), tokens=tokens,
-                 breakdown=breakdown, stop_reason=result.stop_reason, output=result.output_text,
+                 breakdown=breakdown, stop_reason=result.stop_reason, output=result.output_text, result=result,
                  extra={"raw_output_head": result.raw_output[:RAW_HEAD_CHARS]})
     return run, result
 
@@ -185,23 +197,22 @@ def text_prompt_ids(tokenizer: Any, case: Any) -> list[int]:
 class EditBench:
     """Runs one family's arms over cases and turns the runs into the results record."""
 
-    def __init__(self, engine: Any, family: str, arms: Sequence[str], kernel: KernelCurve | None = None,
+    def __init__(self, engine: Any, family: str, arms: Sequence[str] | None = None, kernel: KernelCurve | None = None,
                  max_new_tokens: int | None = None, test_timeout: float = DEFAULT_TIMEOUT_S,
                  run_tests_: bool = True):
+        from engine.api import Engine
         from engine.tables import tables_for
 
         if family not in FAMILIES:
             raise ValueError(f"unknown family {family!r}; choose forced or free")
-        unknown = [a for a in arms if a not in ARMS]
-        if unknown:
-            raise ValueError(f"unknown arm(s) {', '.join(unknown)}; choose from {', '.join(ARMS)}")
-        if "ar" not in arms:
-            raise ValueError("the arms must include ar: every speedup is measured against it")
+        self.arms = check_arms(list(arms) if arms else list(DEFAULT_ARMS[family]), family)
+        self.specs: dict[str, Arm] = {a: FAMILY_ARMS[family][a] for a in self.arms}
         self.engine = engine
+        # program-base: the same loaded model without the selector (no second load)
+        self.base_engine = engine if engine.selector_model is None else Engine(engine.loaded)
         self.loaded = engine.loaded
         self.tables = tables_for(self.loaded)
         self.family = family
-        self.arms = list(arms)
         self.kernel = kernel
         self.max_new_tokens = max_new_tokens
         self.test_timeout = test_timeout
@@ -216,26 +227,40 @@ class EditBench:
             return self.max_new_tokens
         return min(4096, int(1.5 * len(encode(self.loaded.tokenizer, case.input))) + 64)
 
+    @staticmethod
+    def focus_line(case: Any) -> int | None:
+        """The focus hint of a case: the first input line the gold changes (None if it changes nothing)."""
+        from engine.synth import first_changed_line
+
+        try:
+            return first_changed_line(case.input, case.gold)
+        except ValueError:
+            return None
+
     def run_arm(self, case: Any, arm: str) -> ArmRun:
         from engine.api import EditRequest
         from engine.oracle import line_oracle
         from engine.tokens import encode
 
+        spec = self.specs[arm]
         tok = self.loaded.tokenizer
         if self.family == "forced":
-            if arm == "program":
+            if spec.is_program:
                 program = line_oracle(case.input, case.gold)
                 run, result = engine_arm(self.engine, EditRequest(case.input, case.instruction, mode="forced",
                                                                   program=program, max_new_tokens=1 << 16,
-                                                                  **_language(case)))
+                                                                  draft=spec.draft, **_language(case)))
                 run.ok = result.output_text == case.gold
                 run.output = None
                 return run
             prompt = text_prompt_ids(tok, case)
-            return teacher_forced(self.loaded, arm, prompt, encode(tok, case.gold), encode(tok, case.input),
+            return teacher_forced(self.loaded, spec.mode, prompt, encode(tok, case.gold), encode(tok, case.input),
                                   self.tables.stop_ids)
-        run, _ = engine_arm(self.engine, EditRequest(case.input, case.instruction, mode=arm,
-                                                     max_new_tokens=self.cap(case), **_language(case)))
+        engine = self.base_engine if spec.base else self.engine
+        request = EditRequest(case.input, case.instruction, mode=spec.mode, max_new_tokens=self.cap(case),
+                              draft=spec.draft, focus_line=self.focus_line(case) if spec.focus else None,
+                              **_language(case))
+        run, _ = engine_arm(engine, request)
         return run
 
     def warm_up(self) -> None:
@@ -252,30 +277,56 @@ class EditBench:
         finally:
             self.max_new_tokens = saved
 
-    def oracle_record(self, case: Any, program_run: ArmRun | None) -> dict[str, Any]:
-        """The case's bound inputs: oracle spans, the program's structure (walk), their costs."""
+    def oracle_record(self, case: Any, runs: dict[str, ArmRun]) -> dict[str, Any]:
+        """The case's bound inputs: oracle spans, the program's structure (walk), the drafted walk,
+        their costs, and (forced family) whether the walks match the engine's own counts."""
         from engine.oracle import line_oracle
 
+        program = line_oracle(case.input, case.gold)
         spans = oracle_spans(self.loaded.tokenizer, case.input, case.gold)
-        walk = program_structure(self.loaded, self.tables, case.input, line_oracle(case.input, case.gold))
+        walk = program_structure(self.loaded, self.tables, case.input, program)
+        drafted = drafted_walk(self.loaded, self.tables, case.input, program)
         rec: dict[str, Any] = {
             "T": spans.T, "T_gen": spans.T_gen, "spans": spans.spans,
             "chosen": walk.chosen, "gen_chosen": walk.gen_chosen, "structure_chosen": walk.structure_chosen,
             "literal_runs": walk.literal_runs, "literal_tokens": walk.literal_tokens, "splices": walk.splices,
+            "trailing_literal_tokens": walk.trailing_literal_tokens, "drafted": drafted.drafted, "drafted_structure": drafted.drafted_structure,
+            "drafted_forwards": len(drafted.forward_sizes), "drafted_verify_forwards": drafted.verify_forwards,
         }
-        if program_run is not None and self.family == "forced":
+        forced = self.family == "forced"
+        program_run, drafted_run = runs.get("program"), runs.get("program-drafted")
+        if program_run is not None and forced:
             t = program_run.tokens
             rec["walk_matches_engine"] = (walk.chosen == t["generated"] and walk.literal_tokens == t["forced"]
                                           and sum(walk.splices) == t["copied"])
+        if drafted_run is not None and forced:
+            rec["drafted_walk_matches_engine"] = drafted.forward_sizes == drafted_run.forward_sizes
         if self.kernel is not None:
             k = self.kernel
             rec["paper_cost"] = paper_cost(spans.T_gen, spans.spans, k)
             rec["structure_cost"] = structure_cost(walk.chosen, walk.literal_runs, walk.splices, k)
-            if program_run is not None and self.family == "forced":
+            rec["drafted_cost"] = drafted_cost(drafted, k)
+            if program_run is not None and forced:
                 rec["fused_cost"] = k.costs(program_run.forward_sizes)
         return rec
 
-    def run_case(self, case: Any, order: Sequence[str], on_arm: Callable[[str], None] | None = None) -> dict[str, Any]:
+    def quality(self, case: Any, arm: str, run: ArmRun, runs: dict[str, ArmRun]) -> dict[str, Any]:
+        """Free family: exact match, collateral damage, valid program, identity with ``program``."""
+        result = run.result
+        out: dict[str, Any] = {"exact": exact_match(run.output or "", case.gold),
+                               "collateral": collateral_damage(case.input, run.output or "", case.gold).json()}
+        if self.specs[arm].is_program and result is not None:
+            out["valid_program"] = valid_program(result.raw_output, result.region_input, result.region_output,
+                                                  result.stop_reason)
+        if arm == "program-undrafted" and "program" in runs:
+            other = runs["program"].result
+            out["identical_to_program"] = (result is not None and other is not None
+                                           and result.output_text == other.output_text
+                                           and result.raw_output == other.raw_output)
+        return out
+
+    def run_case(self, case: Any, order: Sequence[str], on_arm: Callable[[str], None] | None = None,
+                 index: int | None = None) -> dict[str, Any]:
         from engine.tokens import encode
 
         runs: dict[str, ArmRun] = {}
@@ -287,8 +338,13 @@ class EditBench:
         record: dict[str, Any] = {"id": case.id, "gold_tokens": len(encode(self.loaded.tokenizer, case.gold)),
                                   "input_tokens": len(encode(self.loaded.tokenizer, case.input)), "order": list(order),
                                   "arms": {}}
+        if index is not None:
+            record["index"] = index
         if self.family == "free":
             record["max_new_tokens"] = self.cap(case)
+            record["input_lines"] = len(split_lines(case.input))
+            if any(self.specs[a].focus for a in self.arms):
+                record["focus_line"] = self.focus_line(case)
         for arm in self.arms:
             run = runs[arm]
             entry: dict[str, Any] = {
@@ -305,6 +361,7 @@ class EditBench:
                 entry["ok"] = run.ok
             else:
                 entry["same_as_ar"] = run.output == ar.output
+                entry.update(self.quality(case, arm, run, runs))
                 entry.update(run.extra)
                 if self.run_tests:
                     outcome = run_tests(case, run.output, timeout=self.test_timeout)
@@ -315,17 +372,28 @@ class EditBench:
         if self.family == "free" and self.run_tests:
             record["gold_test"] = run_tests(case, None, timeout=self.test_timeout).status
         if self.kernel is not None or self.family == "forced":
-            record["oracle"] = self.oracle_record(case, runs.get("program"))
+            record["oracle"] = self.oracle_record(case, runs)
         return record
 
     # -- the corpus ---------------------------------------------------------------------------
-    def run(self, cases: Sequence[Any], progress: bool = True, warmup: bool = True) -> list[dict[str, Any]]:
+    def run(self, cases: Sequence[Any], progress: bool = True, warmup: bool = True, first_index: int = 0,
+            on_record: Callable[[list[dict[str, Any]]], None] | None = None) -> list[dict[str, Any]]:
+        """Records of ``cases`` (``first_index``: the corpus position of the first one, for the
+        arm-order rotation and the record's ``index``). ``on_record`` sees the records so far after
+        every case (the CLI writes partial results with it)."""
         if warmup:
             self.warm_up()
-        records = []
+        records: list[dict[str, Any]] = []
+
+        def one(i: int, case: Any, on_arm: Callable[[str], None] | None = None) -> None:
+            index = first_index + i
+            records.append(self.run_case(case, rotate(self.arms, index), on_arm, index=index))
+            if on_record is not None:
+                on_record(records)
+
         if not progress:
             for i, case in enumerate(cases):
-                records.append(self.run_case(case, rotate(self.arms, i)))
+                one(i, case)
             return records
         from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
                                    TimeRemainingColumn)
@@ -340,18 +408,26 @@ class EditBench:
                     bar.update(task, description=f"{self.family} {case_id} [{arm}]")
 
                 first = len(records) * len(self.arms)
-                records.append(self.run_case(case, rotate(self.arms, i), on_arm))
+                one(i, case, on_arm)
                 bar.update(task, completed=first + len(self.arms))
         return records
 
 
+def _count(entries: Sequence[dict[str, Any]], key: str) -> int | None:
+    """How many entries have a true ``key`` (None when no entry has the key: not measured)."""
+    values = [e[key] for e in entries if key in e]
+    return sum(bool(v) for v in values) if values else None
+
+
 def summarize(records: Sequence[dict[str, Any]], arms: Sequence[str], family: str,
-              kernel: KernelCurve | None) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """(per-arm summary, bounds) of a list of case records."""
+              kernel: KernelCurve | str | None) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """(per-arm summary, bounds) of a list of case records (``kernel``: the curve, or just its
+    source name when re-summarising stored records, whose costs are already computed)."""
     out: dict[str, Any] = {}
     ar_total = sum(r["arms"]["ar"]["decode_s"] for r in records)
     ar_wall = sum(r["arms"]["ar"]["wall_s"] for r in records)
     ar_cost = sum(r["arms"]["ar"].get("kernel_cost", 0.0) for r in records)
+    specs = FAMILY_ARMS[family]
     for arm in arms:
         entries = [r["arms"][arm] for r in records]
         total = sum(e["decode_s"] for e in entries)
@@ -372,17 +448,35 @@ def summarize(records: Sequence[dict[str, Any]], arms: Sequence[str], family: st
             "breakdown": _sum_breakdowns([e["breakdown"] for e in entries]),
             "python_overhead_s": wall - total,
         }
-        if kernel is not None:
-            s["predicted_speedup_vs_ar"] = ratio(ar_cost, sum(e.get("kernel_cost", 0.0) for e in entries))
+        if arm in specs:
+            spec = specs[arm]
+            s["hinted"] = spec.focus
+            s["drafting"] = spec.draft if spec.is_program else spec.mode != "ar"
+        if kernel is not None and entries and all("kernel_cost" in e for e in entries):
+            s["predicted_speedup_vs_ar"] = ratio(ar_cost, sum(e["kernel_cost"] for e in entries))
         if family == "forced":
             s["ok"] = sum(bool(e["ok"]) for e in entries)
         else:
             s["same_as_ar"] = sum(bool(e["same_as_ar"]) for e in entries)
             s["stopped_at_limit"] = sum(e["stop_reason"] == "max_tokens" for e in entries)
+            s["stopped_loop"] = sum(e["stop_reason"] == "loop" for e in entries)
+            s["unfinished"] = sum(e["stop_reason"] in LIMIT_STOPS for e in entries)
+            s["exact"] = _count(entries, "exact")
+            s["valid_programs"] = _count(entries, "valid_program")
+            s["identical_to_program"] = _count(entries, "identical_to_program")
+            damage = [e["collateral"] for e in entries if "collateral" in e]
+            if damage:
+                s["collateral_lines"] = sum(d["lines"] for d in damage)
+                s["collateral_deleted"] = sum(d["deleted"] for d in damage)
+                s["collateral_changed"] = sum(d["changed"] for d in damage)
+                s["collateral_cases"] = sum(d["lines"] > 0 for d in damage)
             if entries and "test" in entries[0]:
                 s["pass"] = sum(e["test"] == "pass" for e in entries)
                 s["pass_at_1"] = s["pass"] / len(entries) if entries else None
         out[arm] = s
+    if family == "free" and records and "input_lines" in records[0]:
+        for s in out.values():
+            s["input_lines"] = sum(r.get("input_lines", 0) for r in records)
     return out, _bounds(records, kernel, out)
 
 
@@ -395,10 +489,10 @@ def _sum_breakdowns(items: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return {k: round(v, 6) if isinstance(v, float) else v for k, v in sorted(total.items())}
 
 
-def _bounds(records: Sequence[dict[str, Any]], kernel: KernelCurve | None,
+def _bounds(records: Sequence[dict[str, Any]], kernel: KernelCurve | str | None,
             arms: dict[str, Any]) -> dict[str, Any] | None:
     oracles = [r["oracle"] for r in records if "oracle" in r]
-    if kernel is None or not oracles:
+    if kernel is None or not oracles or not all("paper_cost" in o for o in oracles):
         return None
     t_all = sum(o["T"] for o in oracles)
     out: dict[str, Any] = {
@@ -406,7 +500,7 @@ def _bounds(records: Sequence[dict[str, Any]], kernel: KernelCurve | None,
         "structure_aware": bound(t_all, sum(o["structure_cost"] for o in oracles)),
         "paper_median": median([bound(o["T"], o["paper_cost"]) for o in oracles]),
         "structure_aware_median": median([bound(o["T"], o["structure_cost"]) for o in oracles]),
-        "kernel": kernel.source,
+        "kernel": kernel if isinstance(kernel, str) else kernel.source,
         "T": t_all, "T_gen": sum(o["T_gen"] for o in oracles), "K": sum(len(o["spans"]) for o in oracles),
         "chosen": sum(o["chosen"] for o in oracles),
         "structure_chosen": sum(o["structure_chosen"] for o in oracles),
@@ -414,51 +508,86 @@ def _bounds(records: Sequence[dict[str, Any]], kernel: KernelCurve | None,
         "literal_tokens": sum(o["literal_tokens"] for o in oracles),
         "splice_tokens": sum(sum(o["splices"]) for o in oracles),
     }
+    if all("drafted_cost" in o for o in oracles):
+        out["drafted"] = bound(t_all, sum(o["drafted_cost"] for o in oracles))
+        out["drafted_median"] = median([bound(o["T"], o["drafted_cost"]) for o in oracles])
+        out["drafted_tokens"] = sum(o["drafted"] for o in oracles)
+        out["drafted_structure"] = sum(o["drafted_structure"] for o in oracles)
+        out["drafted_forwards"] = sum(o["drafted_forwards"] for o in oracles)
     if all("fused_cost" in o for o in oracles):
         out["fused"] = bound(t_all, sum(o["fused_cost"] for o in oracles))
-    if all("walk_matches_engine" in o for o in oracles):
-        out["walk_matches_engine"] = sum(o["walk_matches_engine"] for o in oracles)
-    program = arms.get("program", {}).get("speedup_vs_ar")
-    if program and out["structure_aware"]:
-        out["program_vs_structure_aware"] = program / out["structure_aware"]
-    if program and out["paper"]:
-        out["program_vs_paper"] = program / out["paper"]
+    for key in ("walk_matches_engine", "drafted_walk_matches_engine"):
+        if all(key in o for o in oracles):
+            out[key] = sum(o[key] for o in oracles)
+    for arm, suffix in (("program", ""), ("program-drafted", "_drafted")):
+        measured = arms.get(arm, {}).get("speedup_vs_ar")
+        for name in ("structure_aware", "paper", "drafted"):
+            if measured and out.get(name):
+                out[f"program{suffix}_vs_{name}"] = measured / out[name]
     return out
 
 
-def run_corpus(engine: Any, corpus: str, family: str, arms: Sequence[str] = ARMS, limit: int | None = None,
+def run_corpus(engine: Any, corpus: str, family: str, arms: Sequence[str] | None = None, limit: int | None = None,
                offset: int = 0, kernel: KernelCurve | None = None, max_new_tokens: int | None = None,
                test_timeout: float = DEFAULT_TIMEOUT_S, run_tests_: bool = True, progress: bool = True,
-               warmup: bool = True, command: str = "") -> dict[str, Any]:
-    """The results record of one corpus and family (the JSON a ``bench edits`` run writes)."""
+               warmup: bool = True, command: str = "",
+               on_partial: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """The results record of one corpus and family (the JSON a ``bench edits`` run writes).
+    ``on_partial`` gets the record of the cases done so far (``complete: false``) after each case."""
     from engine.corpora import load_corpus
 
-    cases = load_corpus(corpus)[offset:]
+    all_cases = load_corpus(corpus)
+    cases = all_cases[offset:]
     if limit is not None:
         cases = cases[:max(0, limit)]
     bench = EditBench(engine, family, arms, kernel=kernel, max_new_tokens=max_new_tokens,
                       test_timeout=test_timeout, run_tests_=run_tests_)
     started = time.perf_counter()
-    records = bench.run(cases, progress=progress, warmup=warmup)
-    summary, bounds = summarize(records, bench.arms, family, kernel)
+    settings = {"arms": bench.arms, "limit": limit, "offset": offset, "max_new_tokens": max_new_tokens,
+                "max_new_tokens_rule": None if max_new_tokens else "min(4096, 1.5 x input tokens + 64)",
+                "test_timeout_s": test_timeout, "warmup": warmup, "selector": engine.selector,
+                "corpus_cases": len(all_cases)}
+    machine = machine_info(engine.loaded.device, engine.loaded.dtype)
+
+    def record_of(records: list[dict[str, Any]], complete: bool) -> dict[str, Any]:
+        return results_record(records, corpus=corpus, family=family, arms=bench.arms, model=engine.name,
+                              device=engine.loaded.device, kernel=kernel, settings=settings, machine=machine,
+                              command=command, elapsed_s=round(time.perf_counter() - started, 1), complete=complete)
+
+    partial = None if on_partial is None else (lambda records: on_partial(record_of(records, complete=False)))
+    records = bench.run(cases, progress=progress, warmup=warmup, first_index=offset, on_record=partial)
+    return record_of(records, complete=True)
+
+
+DEFINITIONS = {
+    "decode_s": "decode-phase model forwards (+ grammar for program), prompt prefill excluded",
+    "wall_s": "decode-phase wall clock, Python overhead included",
+    "speedup_vs_ar": "pooled: sum of ar decode_s / sum of the arm's",
+    "median_speedup_vs_ar": "median over cases of ar decode_s / arm decode_s",
+    "predicted_speedup_vs_ar": "from the kernel curve and each arm's forward sizes (n / s(n) per forward)",
+    "exact": "output == gold line by line, trailing whitespace and trailing blank lines ignored",
+    "valid_program": "program arms: finished with </program>, parses, resolves strictly to the output",
+    "unfinished": "stopped at the token limit (max_tokens) or by the loop guard (loop)",
+    "collateral": "input lines the output changes or deletes that the gold keeps (engine/bench/quality.py)",
+    "identical_to_program": "program-undrafted: output and program text identical to program's (drafting is lossless)",
+}
+
+
+def results_record(records: Sequence[dict[str, Any]], *, corpus: str, family: str, arms: Sequence[str], model: str,
+                   device: str, kernel: KernelCurve | str | None, settings: dict[str, Any],
+                   machine: dict[str, Any], command: str, elapsed_s: float, complete: bool = True,
+                   parts: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The JSON of a run (or of merged runs): summary, bounds, settings, provenance, per-case records."""
+    summary, bounds = summarize(records, arms, family, kernel)
     data: dict[str, Any] = {
-        "corpus": corpus, "family": family, "cases": len(records), "model": engine.name,
-        "device": engine.loaded.device, "arms": summary, "bounds": bounds,
-        "settings": {"arms": bench.arms, "limit": limit, "offset": offset, "max_new_tokens": max_new_tokens,
-                     "max_new_tokens_rule": None if max_new_tokens else "min(4096, 1.5 x input tokens + 64)",
-                     "test_timeout_s": test_timeout, "warmup": warmup},
-        "machine": machine_info(engine.loaded.device, engine.loaded.dtype),
-        "command": command,
-        "elapsed_s": round(time.perf_counter() - started, 1),
-        "definitions": {
-            "decode_s": "decode-phase model forwards (+ grammar for program), prompt prefill excluded",
-            "wall_s": "decode-phase wall clock, Python overhead included",
-            "speedup_vs_ar": "pooled: sum of ar decode_s / sum of the arm's",
-            "median_speedup_vs_ar": "median over cases of ar decode_s / arm decode_s",
-            "predicted_speedup_vs_ar": "from the kernel curve and each arm's forward sizes (n / s(n) per forward)",
-        },
-        "per_case": records,
+        "corpus": corpus, "family": family, "cases": len(records), "model": model,
+        "device": device, "arms": summary, "bounds": bounds, "settings": settings,
+        "machine": machine, "command": command, "elapsed_s": elapsed_s, "complete": complete,
+        "definitions": DEFINITIONS,
     }
-    if family == "free" and run_tests_ and records and "gold_test" in records[0]:
+    if parts is not None:
+        data["parts"] = parts
+    if family == "free" and records and all("gold_test" in r for r in records):
         data["reference"] = {"gold_pass": sum(r["gold_test"] == "pass" for r in records), "cases": len(records)}
+    data["per_case"] = list(records)
     return data

@@ -153,11 +153,11 @@ _ENGINES: dict[tuple, Any] = {}
 
 
 def get_engine(model: str = "default", device: str | None = None, dtype: str | None = None,
-               progress: Any = None) -> Any:
-    """One loaded :class:`engine.api.Engine` per (model, device, dtype) per process."""
+               progress: Any = None, selector: str = "auto") -> Any:
+    """One loaded :class:`engine.api.Engine` per (model, device, dtype, selector) per process."""
     from engine.api import Engine
 
-    key = (model, device, dtype)
+    key = (model, device, dtype, selector)
     if key not in _ENGINES:
-        _ENGINES[key] = Engine.load(model, device=device, dtype=dtype, progress=progress)
+        _ENGINES[key] = Engine.load(model, device=device, dtype=dtype, progress=progress, selector=selector)
     return _ENGINES[key]

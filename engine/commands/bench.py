@@ -1,9 +1,19 @@
 """``copy-as-decode bench``: side-by-side speed benchmarks (see engine/bench/).
 
     copy-as-decode bench kernel [--json PATH] [--plot PATH] [--model M] [--context 1024] [--trials K]
-    copy-as-decode bench edits --corpus NAME --family forced|free [--arms ar,pld,speculative,program]
-                               [--limit N] [--json PATH] [--plot PATH] [--kernel PATH]
-    copy-as-decode bench report [--results DIR]      # Markdown tables of the result files
+    copy-as-decode bench edits --corpus NAME --family forced|free [--arms ar,program,...]
+                               [--offset K] [--limit N] [--selector auto|none|PATH]
+                               [--json PATH] [--plot PATH] [--kernel PATH]
+    copy-as-decode bench merge PART.json... --json OUT   # case ranges run apart -> one result
+    copy-as-decode bench report [--results DIR] [--into results/BENCHMARKS.md]
+
+Arms (engine/bench/arms.py): forced family ar, pld, speculative, program (undrafted),
+program-drafted (default: all five); free family ar, pld, speculative, program (selector,
+drafted), program-undrafted, program-base (selector none), program-focus (selector + the focus
+hint) (default: ar, speculative, program, program-undrafted).
+
+With --json, the file is rewritten after every case (``"complete": false`` until the run ends),
+so an interrupted run leaves its finished cases; merge ranges with ``bench merge``.
 """
 
 from __future__ import annotations
@@ -41,10 +51,14 @@ def add_parser(subparsers: Any) -> None:
     edits.add_argument("--corpus", required=True, help="humanevalfix-<python|js|...> or canitedit")
     edits.add_argument("--family", required=True, choices=("forced", "free"),
                        help="forced: every arm decodes the gold (mechanism cost); free: the model decides")
-    edits.add_argument("--arms", default="ar,pld,speculative,program",
-                       help="comma list of ar, pld, speculative, program (ar is required; default: all)")
-    edits.add_argument("--limit", type=int, default=None, help="only the first N cases")
-    edits.add_argument("--offset", type=int, default=0, help="skip the first cases")
+    edits.add_argument("--arms", default=None,
+                       help="comma list of arms (ar is required); forced: ar, pld, speculative, program, "
+                            "program-drafted (default: all); free: ar, pld, speculative, program, program-undrafted, "
+                            "program-base, program-focus (default: ar,speculative,program,program-undrafted)")
+    edits.add_argument("--limit", type=int, default=None, help="only N cases (after --offset)")
+    edits.add_argument("--offset", type=int, default=0, help="skip the first K cases of the corpus")
+    edits.add_argument("--selector", default="auto",
+                       help="span selector for program mode: auto (shipped adapter), none (base model) or a folder")
     edits.add_argument("--kernel", type=Path, metavar="PATH",
                        help="kernel JSON for the bounds; forced family without it: measure the kernel first")
     edits.add_argument("--kernel-trials", type=int, default=2, help="trials when the kernel is measured here")
@@ -55,8 +69,17 @@ def add_parser(subparsers: Any) -> None:
     edits.add_argument("--no-warmup", action="store_true", help="skip the warm-up (not for real measurements)")
     edits.set_defaults(func=run_edits)
 
+    merge = sub.add_parser("merge", help="merge partial 'bench edits' results (disjoint case ranges)")
+    merge.add_argument("parts", nargs="+", type=Path, metavar="PART.json", help="results files to merge")
+    merge.add_argument("--json", type=Path, metavar="PATH", required=True, help="write the merged results here")
+    merge.add_argument("--plot", type=Path, metavar="PATH", help="write the PNG here (default: next to --json)")
+    merge.set_defaults(func=run_merge)
+
     report = sub.add_parser("report", help="Markdown tables from results/bench_*.json")
     report.add_argument("--results", type=Path, default=Path("results"), help="folder of bench_*.json (default results)")
+    report.add_argument("--into", type=Path, metavar="FILE",
+                        help="replace the text between the report markers in FILE (e.g. results/BENCHMARKS.md) "
+                             "instead of printing")
     report.set_defaults(func=run_report)
 
 
@@ -70,7 +93,8 @@ def _load(args: argparse.Namespace, console: Any) -> Any:
     from engine.bench.harness import get_engine, set_threads
 
     set_threads(args.threads)
-    return get_engine(args.model, args.device, args.dtype, progress=lambda m: console.print(f"[dim]{m}[/dim]"))
+    return get_engine(args.model, args.device, args.dtype, progress=lambda m: console.print(f"[dim]{m}[/dim]"),
+                      selector=getattr(args, "selector", "auto"))
 
 
 def run_kernel(args: argparse.Namespace) -> int:
@@ -119,19 +143,22 @@ def kernel_record(loaded: Any, context: int, ns: Any, trials: int, warmup: int, 
 def run_edits(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from engine.bench.arms import ArmError, parse_arms
     from engine.bench.bounds import KernelCurve
-    from engine.bench.edits import ARMS, run_corpus
+    from engine.bench.edits import run_corpus
     from engine.bench.harness import command_line, write_json
     from engine.bench.kernel import DEFAULT_NS
     from engine.corpora import CorpusError, load_corpus
     from engine.models import ModelLoadError
 
     console = Console(stderr=True)
-    arms = [a.strip() for a in args.arms.split(",") if a.strip()]
-    bad = [a for a in arms if a not in ARMS]
-    if bad or "ar" not in arms:
-        print(f"copy-as-decode bench edits: --arms {args.arms!r}: choose from {', '.join(ARMS)} and include ar",
-              file=sys.stderr)
+    try:
+        arms = parse_arms(args.arms, args.family)
+    except ArmError as exc:
+        print(f"copy-as-decode bench edits: --arms: {exc}", file=sys.stderr)
+        return 2
+    if args.offset < 0 or (args.limit is not None and args.limit < 1):
+        print("copy-as-decode bench edits: --offset must be >= 0 and --limit >= 1", file=sys.stderr)
         return 2
     try:
         load_corpus(args.corpus)
@@ -144,9 +171,11 @@ def run_edits(args: argparse.Namespace) -> int:
         console.print("no --kernel given: measuring s(N) first (same process) for the bounds")
         record = kernel_record(engine.loaded, 1024, DEFAULT_NS, args.kernel_trials, 1, console, command_line())
         kernel = KernelCurve.from_points(record["points"], source="measured in this run")
+    partial = (lambda data: write_json(args.json, data)) if args.json else None
     data = run_corpus(engine, args.corpus, args.family, arms, limit=args.limit, offset=args.offset, kernel=kernel,
                       max_new_tokens=args.max_new_tokens, test_timeout=args.test_timeout,
-                      run_tests_=not args.no_tests, warmup=not args.no_warmup, command=command_line())
+                      run_tests_=not args.no_tests, warmup=not args.no_warmup, command=command_line(),
+                      on_partial=partial)
     if args.kernel is None and kernel is not None:
         data["kernel_points"] = record["points"]
     from engine.bench.report import edits_table
@@ -162,8 +191,40 @@ def run_edits(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_report(args: argparse.Namespace) -> int:
-    from engine.bench.report import markdown_report
+def run_merge(args: argparse.Namespace) -> int:
+    from rich.console import Console
 
-    print(markdown_report(args.results))
+    from engine.bench.harness import write_json
+    from engine.bench.merge import MergeError, load_part, merge_results
+    from engine.bench.report import edits_table
+
+    console = Console(stderr=True)
+    try:
+        data = merge_results([load_part(p) for p in args.parts])
+    except MergeError as exc:
+        print(f"copy-as-decode bench merge: {exc}", file=sys.stderr)
+        return 2
+    Console().print(edits_table(data))
+    console.print(f"wrote {write_json(args.json, data)} ({data['cases']} cases from {len(data['parts'])} part(s))")
+    plot = _plot_path(args)
+    if plot:
+        from engine.bench.plot import plot_edits
+
+        console.print(f"wrote {plot_edits(data, plot)}")
+    return 0
+
+
+def run_report(args: argparse.Namespace) -> int:
+    from engine.bench.report import ReportError, markdown_report, write_into
+
+    text = markdown_report(args.results)
+    if args.into is None:
+        print(text)
+        return 0
+    try:
+        write_into(args.into, text)
+    except ReportError as exc:
+        print(f"copy-as-decode bench report: {exc}", file=sys.stderr)
+        return 2
+    print(f"wrote the report into {args.into}", file=sys.stderr)
     return 0

@@ -1,0 +1,98 @@
+"""What a free-family edit did, besides its speed: exact match, a valid program, collateral damage.
+
+Collateral damage (issue 8, section 4) counts the input lines an edit destroys that the gold
+keeps. Lines are compared without their terminators (``"\\r\\n"``/``"\\n"``), so a missing final
+newline is not damage. Two line diffs are taken with :class:`difflib.SequenceMatcher`
+(``autojunk=False``, the same alignment as :func:`engine.guards.assess_edit`):
+
+* ``input -> gold``: the gold's *touched* input lines are those outside its ``equal`` blocks
+  (lines the gold replaces or deletes);
+* ``input -> output``: in each non-``equal`` block of ``m`` input lines replaced by ``n`` output
+  lines, the first ``min(m, n)`` input lines are *changed* and the other ``max(0, m - n)``
+  *deleted* (a ``delete`` block deletes all its lines; an ``insert`` block touches none).
+
+Collateral = the output's changed or deleted input lines that the gold does not touch. Lines the
+edit adds are never collateral (they destroy nothing), and a wrong fix on a line the gold also
+changes is a wrong fix, not collateral. An output equal to the input has none; so does the gold.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from engine.lines import split_lines
+
+
+def _lines(text: str) -> list[str]:
+    return [line.rstrip("\r\n") for line in split_lines(text)]
+
+
+def touched_lines(input_text: str, other: str) -> tuple[set[int], set[int]]:
+    """0-based input lines that ``other`` (changed, deleted) does not keep, by the rule above."""
+    a, b = _lines(input_text), _lines(other)
+    changed: set[int] = set()
+    deleted: set[int] = set()
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if tag == "equal" or tag == "insert":
+            continue
+        kept_as_changed = min(i2 - i1, j2 - j1) if tag == "replace" else 0
+        changed.update(range(i1, i1 + kept_as_changed))
+        deleted.update(range(i1 + kept_as_changed, i2))
+    return changed, deleted
+
+
+@dataclass(frozen=True)
+class Collateral:
+    """Input lines an output changes (``changed``) or deletes (``deleted``) that the gold keeps;
+    ``lines`` = their sum; ``first`` = the first such line (1-based) or None."""
+
+    changed: int
+    deleted: int
+    first: int | None
+
+    @property
+    def lines(self) -> int:
+        return self.changed + self.deleted
+
+    def json(self) -> dict[str, Any]:
+        return {**asdict(self), "lines": self.lines}
+
+
+def collateral_damage(input_text: str, output: str, gold: str) -> Collateral:
+    """Collateral damage of ``output`` against ``gold`` (module docstring)."""
+    gold_changed, gold_deleted = touched_lines(input_text, gold)
+    gold_touched = gold_changed | gold_deleted
+    changed, deleted = touched_lines(input_text, output)
+    bad_changed, bad_deleted = changed - gold_touched, deleted - gold_touched
+    bad = bad_changed | bad_deleted
+    return Collateral(len(bad_changed), len(bad_deleted), min(bad) + 1 if bad else None)
+
+
+def exact_match(output: str, gold: str) -> bool:
+    """``output`` equals ``gold`` line by line, ignoring trailing whitespace on each line and blank
+    lines at the end (differences no test or reader sees; a model's reply often drops the final
+    newline)."""
+    def norm(text: str) -> list[str]:
+        lines = [line.rstrip() for line in split_lines(text)]
+        while lines and not lines[-1]:
+            lines.pop()
+        return lines
+
+    return norm(output) == norm(gold)
+
+
+def valid_program(raw_output: str, region_input: str, region_output: str, stop_reason: str) -> bool:
+    """A program-mode reply is valid when it finished (``</program>``, not a limit, loop or
+    cancel), parses as a program and resolves strictly against the input to the output the engine
+    returned."""
+    from engine.program import ProgramSyntaxError, parse
+    from engine.resolve import ResolveError, resolve
+
+    if stop_reason != "done":
+        return False
+    try:
+        return resolve(parse(raw_output), region_input, "strict").text == region_output
+    except (ProgramSyntaxError, ResolveError):
+        return False
