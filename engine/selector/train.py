@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from engine.selector.dataset import TrainExample, examples_fingerprint
+from engine.selector.dataset import IGNORE, TrainExample, examples_fingerprint
 
 CHECKPOINT = "checkpoint"
 _TRAINABLE = "trainable.safetensors"
@@ -120,13 +120,24 @@ def lora_model(model: Any, config: TrainConfig) -> Any:
 
 
 def example_loss(model: Any, example: TrainExample) -> Any:
-    """Mean next-token cross-entropy over the example's chosen positions (labels != -100)."""
+    """Mean next-token cross-entropy over the example's chosen positions (labels != -100).
+
+    Only the positions that predict a chosen token go through the LM head (``logits_to_keep``
+    with their indices): ~30 of ~450 per sequence, which saves the full-vocabulary logits (and
+    their gradient) of every prompt and copied position. Same value as transformers' shifted
+    causal-LM loss with ignore index -100.
+    """
     import torch
 
     device = next(model.parameters()).device
+    targets = [i for i in range(1, len(example.labels)) if example.labels[i] != IGNORE]
+    if not targets:
+        raise ValueError("example has no chosen token to learn")
     ids = torch.tensor([list(example.ids)], dtype=torch.long, device=device)
-    labels = torch.tensor([list(example.labels)], dtype=torch.long, device=device)
-    return model(input_ids=ids, labels=labels, use_cache=False).loss
+    keep = torch.tensor([i - 1 for i in targets], dtype=torch.long, device=device)
+    labels = torch.tensor([example.labels[i] for i in targets], dtype=torch.long, device=device)
+    logits = model(input_ids=ids, use_cache=False, logits_to_keep=keep).logits[0].float()
+    return torch.nn.functional.cross_entropy(logits, labels)
 
 
 def train_adapter(model: Any, examples: Sequence[TrainExample], config: TrainConfig, work_dir: Path,
