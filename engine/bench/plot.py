@@ -5,7 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-_COLORS = {"ar": "#7f7f7f", "pld": "#1f77b4", "speculative": "#2ca02c", "program": "#d62728"}
+_COLORS = {"ar": "#7f7f7f", "pld": "#1f77b4", "speculative": "#2ca02c", "program": "#d62728",
+           "program-drafted": "#ff7f0e", "program-undrafted": "#e377c2", "program-base": "#8c564b",
+           "program-focus": "#9467bd"}
 
 
 def _pyplot() -> Any:
@@ -59,11 +61,11 @@ def plot_edits(data: dict[str, Any], path: Path | str) -> Path:
     for x, v in zip(xs, pooled):
         left.annotate(f"{v:.2f}x", (x - 0.2, v), textcoords="offset points", xytext=(0, 3), ha="center", fontsize=8)
     bounds = data.get("bounds") or {}
-    for key, style in (("paper", "--"), ("structure_aware", ":")):
+    for key, style in (("paper", "--"), ("structure_aware", ":"), ("drafted", "-.")):
         if bounds.get(key):
             left.axhline(bounds[key], ls=style, color="black", lw=1, label=f"{key} bound {bounds[key]:.2f}x")
     left.axhline(1.0, color="#999999", lw=0.8)
-    left.set_xticks(list(xs), arms)
+    left.set_xticks(list(xs), arms, rotation=20, fontsize=8)
     left.set_ylabel("decode-phase speedup vs ar")
     left.legend(fontsize=7)
     for i, arm in enumerate(arms):
@@ -73,7 +75,7 @@ def plot_edits(data: dict[str, Any], path: Path | str) -> Path:
         right.scatter(jitter, values, s=12, color=_COLORS.get(arm, "#8c564b"), alpha=0.7)
     right.axhline(1.0, color="#999999", lw=0.8)
     right.set_yscale("log", base=2)
-    right.set_xticks(list(xs), arms)
+    right.set_xticks(list(xs), arms, rotation=20, fontsize=8)
     right.set_ylabel("per-case speedup vs ar")
     fig.suptitle(f"{data['corpus']}, {data['family']} family, {data['cases']} cases ({data.get('model', '')})")
     fig.tight_layout()

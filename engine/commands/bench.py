@@ -167,6 +167,10 @@ def run_edits(args: argparse.Namespace) -> int:
     except (CorpusError, ModelLoadError, OSError, ValueError, KeyError) as exc:
         print(f"copy-as-decode bench edits: {exc}", file=sys.stderr)
         return 2
+    selector_arms = [a for a in arms if a.startswith("program") and a != "program-base"]
+    if args.family == "free" and selector_arms and engine.selector is None:
+        console.print(f"[yellow]no span-selector adapter for --selector {args.selector}: "
+                      f"{', '.join(selector_arms)} run on the base model (recorded as selector null)[/yellow]")
     if kernel is None and args.family == "forced":
         console.print("no --kernel given: measuring s(N) first (same process) for the bounds")
         record = kernel_record(engine.loaded, 1024, DEFAULT_NS, args.kernel_trials, 1, console, command_line())
