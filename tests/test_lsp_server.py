@@ -43,6 +43,7 @@ FOLDER_SETTINGS = {
     "spec": 'mode = "speculative"\n',
     "reload": 'mode = "ar"\n',
     "long": 'max_new_tokens = 300\n',
+    "preview": 'apply_mode = "preview"\n',
 }
 # The model rewrites the first line at once ("def f0(x) -> int:") and goes on for ~50 lines.
 LONG = "".join(f"def f{i}(x)\n    return x * {i}\n\n" for i in range(8))
@@ -68,6 +69,7 @@ class Editor:
         self.docs: dict[str, list] = {}
         self.history: dict[str, list[str]] = defaultdict(list)   # text after each applied edit
         self.edits: dict[str, list[types.TextEdit]] = defaultdict(list)
+        self.sent: dict[str, list[types.WorkspaceEdit]] = defaultdict(list)  # every applyEdit, as sent
         self.hooks: dict[str, Callable[["Editor", str, int], None]] = {}
         self.status: list[dict] = []
         self._pending: dict[str, list] = defaultdict(list)
@@ -120,6 +122,7 @@ class Editor:
             items.append((uri, None, list(text_edits)))
         assert len(items) == 1 and len(items[0][2]) == 1, "one TextEdit per applyEdit"
         uri, version, (text_edit,) = items[0]
+        self.sent[uri].append(edit)
         if version is not None and version != self.docs[uri][1]:
             return types.ApplyWorkspaceEditResult(applied=False, failure_reason=(
                 f"version mismatch: edit for {version}, document at {self.docs[uri][1]}"))
@@ -304,7 +307,8 @@ async def test_initialize_and_code_actions(client: LanguageClient, workspace: Pa
     assert fix.command.command == CMD
     assert fix.command.arguments[0] == {"uri": uri, "range": {"start": {"line": 1, "character": 12},
                                                              "end": {"line": 1, "character": 12}},
-                                        "instruction": f"Fix: {BUG_MESSAGE}", "kind": "fix"}
+                                        "instruction": f"Fix: {BUG_MESSAGE}", "kind": "fix",
+                                        "focus": {"line": 1, "character": 11}}  # the diagnostic's start
     assert edit.kind == types.CodeActionKind.RefactorRewrite
     assert edit.command.arguments[0]["instruction"] is None and edit.command.arguments[0]["kind"] == "edit"
     only = await client.text_document_code_action_async(types.CodeActionParams(
@@ -312,14 +316,16 @@ async def test_initialize_and_code_actions(client: LanguageClient, workspace: Pa
         context=types.CodeActionContext(diagnostics=[], only=[types.CodeActionKind.QuickFix])))
     assert [a.title for a in only] == ["AI fix"]
     assert only[0].command.arguments[0]["instruction"] == "Fix the bug"
+    assert only[0].command.arguments[0]["focus"] == {"line": 1, "character": 12}  # the cursor
 
 
 async def test_ai_fix_streams_the_engine_output(client: LanguageClient, workspace: Path, engine):
     editor: Editor = client.editor
-    text = "def total(values):\n    result = 0\n    for v in values:\n        result -= v\n    return result\n"
+    # (the model's fix rewrites two lines and drops a blank one: streamed, not held for review)
+    text = 'def add(a, b):\n    """Return the sum of a and b."""\n    return a - b\n\n\nprint(add(1, 2))\n'
     uri = uri_of(workspace, f"fix_{client.profile[:6]}.py")
     editor.open(uri, text)
-    instruction = "Fix: total must add the values, not subtract them"
+    instruction = f"Fix: {BUG_MESSAGE}"
     started = time.monotonic()
     outcome = await execute(client, {"uri": uri, "range": None, "instruction": instruction, "kind": "fix"})
     elapsed = time.monotonic() - started
@@ -503,6 +509,65 @@ async def test_user_typing_during_a_streamed_edit_stops_it(client: LanguageClien
     assert outcome["status"] == "conflict", outcome
     assert "document changed" in outcome["message"] and "undo" in outcome["message"]
     assert "document changed" in messages(client)
+
+
+# The embedded model's "fix" of this function (speculative) drops the 20-line note after it.
+NOTE = (
+    "def pairwise_sums(values):\n    for i in range(len(values)):\n        for j in range(i, len(values)):\n"
+    "            yield values[i] - values[j]\n\n\n\n"
+    '"""\nPairwise sums\n\nYields the sum of every pair of items of a list.\n\n\nInput:\n    values: A list of numbers\n\n'
+    "Precondition:\n    The list is not empty\n\nOutput:\n    A generator of sums, one per pair (i <= j)\n\n"
+    'Example:\n    >>> list(pairwise_sums([1, 2]))\n    [2, 3, 4]\n"""\n')
+
+
+@pytest.mark.parametrize("case", ["destructive", "apply_mode_preview"])
+async def test_edits_for_review(client: LanguageClient, workspace: Path, engine, case: str):
+    """A destructive fix, and every edit under applyMode preview, waits for the user: VS Code gets
+    a WorkspaceEdit annotated needsConfirmation (its refactor preview; the test editor confirms
+    it), Neovim 0.7 (no changeAnnotationSupport) a message and the edit on applyPending."""
+    from engine.guards import assess_edit, destructive_reason
+
+    editor: Editor = client.editor
+    folder, text, mode = ("spec/", NOTE, "speculative") if case == "destructive" else ("preview/", BUGGY, "ar")
+    uri = uri_of(workspace, f"{folder}review_{case}_{client.profile[:6]}.py")
+    editor.open(uri, text)
+    want, result, _ = expected(engine, text, "Fix the bug", mode=mode)
+    assert result.stop_reason == "done" and result.changed, "the case no longer makes an edit"
+    reason = destructive_reason(assess_edit(result.region_input, result.region_output), "Fix the bug")
+    if case == "destructive":
+        assert reason, "the model no longer deletes the note; pick another case"
+    outcome = await execute(client, {"uri": uri, "range": None, "instruction": "Fix the bug", "kind": "fix"})
+    if client.profile.startswith("visual"):
+        assert outcome["status"] == "done" and "after review" in outcome["message"], outcome
+        assert editor.text(uri) == want
+        *streamed, sent = editor.sent[uri]  # the preview comes last
+        if case == "apply_mode_preview":
+            assert not streamed, "preview mode streamed into the document"
+        elif streamed:  # what streamed before the damage showed was put back before the preview
+            assert editor.history[uri][-2] == text
+        assert all(not getattr(e, "change_annotations", None) for e in streamed)
+        (change,) = sent.document_changes
+        (annotated,) = change.edits
+        assert isinstance(annotated, types.AnnotatedTextEdit)
+        note = sent.change_annotations[annotated.annotation_id]
+        assert note.needs_confirmation is True
+        assert (reason or "applyMode is preview") in note.label
+        if case == "destructive":
+            assert outcome["damage"]["deleted"] >= 20
+        return
+    assert outcome["status"] == "pending", outcome
+    assert "copyAsDecode.server.applyPending" in outcome["message"] and "copyAsDecode.server.applyPending" in messages(client)
+    assert editor.text(uri) == text, "the edit was applied without the user's word"
+    if case == "apply_mode_preview":
+        assert not editor.sent[uri], "preview mode streamed into the document"
+    assert any("pending AI edit" in m.message and "@@" in m.message for m in client.log_messages)
+    applied = await client.workspace_execute_command_async(types.ExecuteCommandParams(
+        command="copyAsDecode.server.applyPending", arguments=[{"uri": uri}]))
+    assert applied["status"] == "done", applied
+    assert editor.text(uri) == want
+    again = await client.workspace_execute_command_async(types.ExecuteCommandParams(
+        command="copyAsDecode.server.applyPending", arguments=[{"uri": uri}]))
+    assert again["status"] == "error" and "no AI edit is waiting" in again["message"]
 
 
 def _case_files() -> list:

@@ -4,7 +4,9 @@
 ``vim.lsp.start_client`` (the 0.7 API; Debian's neovim is 0.7.2), attaches it to the buggy file,
 publishes a diagnostic on the bug, picks "AI fix" from ``vim.lsp.buf.code_action`` through an
 overridden ``vim.ui.select``, waits for the edit and writes the buffer out. The buffer must equal
-what the engine resolves for the same request in this process.
+what the engine resolves for the same request in this process (with the diagnostic's line as the
+focus, as the server passes it). Under ``applyMode = "preview"`` Neovim 0.7 (no
+changeAnnotationSupport) gets a message and the edit waits for ``copyAsDecode.server.applyPending``.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ CASE_ID = "Python/158"
 # (sorted(words)[0] -> max(words)) in ~15 tokens.
 FALLBACK = ("def find_max(words):\n    return sorted(words)[0]\n", "Fix bugs in find_max.")
 SETTINGS = {"mode": "ar", "maxNewTokens": 64, "contextLines": 3}
+NO_NVIM = "nvim is not installed (make test installs Debian's neovim as root; or: apt-get install neovim)"
 
 
 def buggy_case() -> tuple[str, str]:
@@ -46,13 +49,8 @@ def buggy_case() -> tuple[str, str]:
     return FALLBACK
 
 
-@pytest.mark.skipif(NVIM is None, reason="nvim is not installed (make test installs Debian's neovim as root; "
-                                         "or: apt-get install neovim)")
-def test_neovim_ai_fix_code_action(tmp_path: Path):
-    import torch
-
-    from engine.api import Engine
-
+def run_neovim(tmp_path: Path, settings: dict, apply_pending: bool = False) -> tuple[str, int, dict, str]:
+    """Run the headless Neovim script on the HumanEvalFix case; (text, bug line, log, buffer)."""
     text, bug_message = buggy_case()
     source = tmp_path / "project" / "find_max.py"
     source.parent.mkdir()
@@ -70,8 +68,9 @@ def test_neovim_ai_fix_code_action(tmp_path: Path):
         # the server keeps the real model cache (Neovim's XDG dirs are throwaway)
         "CAD_SERVER_ENV": json.dumps({"XDG_CACHE_HOME": cache, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1",
                                       "PYTHONPATH": str(Path(__file__).resolve().parents[1])}),
-        "CAD_SETTINGS": json.dumps({"copyAsDecode": SETTINGS}),
+        "CAD_SETTINGS": json.dumps({"copyAsDecode": settings}),
         "CAD_BUG_LINE": str(bug_line), "CAD_BUG_MESSAGE": bug_message, "CAD_TIMEOUT_MS": "240000",
+        "CAD_APPLY_PENDING": "1" if apply_pending else "0",
     })
     for key in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME"):
         Path(env[key]).mkdir(parents=True, exist_ok=True)
@@ -96,18 +95,41 @@ def test_neovim_ai_fix_code_action(tmp_path: Path):
     states = [s["state"] for s in log["statuses"]]
     assert "editing" in states and states[-1] == "ready", log
     assert log["progress"] > 0, "no $/progress notifications reached Neovim"
+    assert source.read_text() == text  # the file on disk is untouched (the buffer was never written)
+    return text, bug_line, log, (tmp_path / "buffer.txt").read_text()
+
+
+def engine_output(text: str, instruction: str, settings: dict, focus_line: int) -> str:
+    """What the engine resolves for the server's request, in this process (one thread, like the server)."""
+    import torch
+
+    from engine.api import Engine
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # the server runs with OMP_NUM_THREADS=1: same arithmetic, same output
     try:
         engine = Engine.load("default")
-        result = engine.edit(EditRequest(text=text, instruction=log["instruction"], mode="ar",
-                                         max_new_tokens=SETTINGS["maxNewTokens"],
-                                         context_lines=SETTINGS["contextLines"]))
+        result = engine.edit(EditRequest(text=text, instruction=instruction, mode="ar",
+                                         max_new_tokens=settings["maxNewTokens"],
+                                         context_lines=settings["contextLines"], focus_line=focus_line))
     finally:
         torch.set_num_threads(threads)
     assert result.stop_reason == "done" and result.changed, "the case no longer exercises an edit"
-    want = result.output_text
-    buffer = (tmp_path / "buffer.txt").read_text()
-    assert buffer == want, f"Neovim's buffer differs from the engine's output ({result.stop_reason}); log: {log}"
-    assert source.read_text() == text  # the file on disk is untouched (the buffer was never written)
+    return result.output_text
+
+
+@pytest.mark.skipif(NVIM is None, reason=NO_NVIM)
+def test_neovim_ai_fix_code_action(tmp_path: Path):
+    text, bug_line, log, buffer = run_neovim(tmp_path, SETTINGS)
+    want = engine_output(text, log["instruction"], SETTINGS, focus_line=bug_line + 1)
+    assert buffer == want, f"Neovim's buffer differs from the engine's output; log: {log}"
+
+
+@pytest.mark.skipif(NVIM is None, reason=NO_NVIM)
+def test_neovim_preview_waits_for_apply_pending(tmp_path: Path):
+    settings = {**SETTINGS, "applyMode": "preview"}
+    text, bug_line, log, buffer = run_neovim(tmp_path, settings, apply_pending=True)
+    assert log["before_apply"] == text, "the edit was applied before the user asked for it"
+    assert any("copyAsDecode.server.applyPending" in m for m in log["messages"]), log["messages"]
+    assert log.get("pending_error") is None and log["pending_result"]["status"] == "done", log
+    assert buffer == engine_output(text, log["instruction"], settings, focus_line=bug_line + 1)

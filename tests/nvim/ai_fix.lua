@@ -2,6 +2,8 @@
 -- put a diagnostic on the bug, run the "AI fix" code action, wait for the edit, then write the
 -- buffer text (as the server sees it: lines + final newline when 'eol') and a JSON log.
 -- Inputs come from the environment (see tests/test_neovim.py); exits with :qa! or :cquit 1.
+-- With CAD_APPLY_PENDING=1 the edit is expected to wait for review (applyMode preview, or a
+-- destructive edit): the script records the buffer, then runs copyAsDecode.server.applyPending.
 local env = vim.env
 local file, out, log_path = env.CAD_FILE, env.CAD_OUT, env.CAD_LOG
 local cmd = vim.fn.json_decode(env.CAD_CMD)
@@ -91,9 +93,30 @@ local ok, err = pcall(function()
   if not vim.wait(timeout_ms, finished, 50) then
     return fail('the edit did not finish in time')
   end
-  local lines = vim.api.nvim_buf_get_lines(bufnr, 0, -1, true)
-  local text = table.concat(lines, '\n')
-  if vim.api.nvim_buf_get_option(bufnr, 'eol') then text = text .. '\n' end
+  local function buffer_text()
+    local lines = vim.api.nvim_buf_get_lines(bufnr, 0, -1, true)
+    local text = table.concat(lines, '\n')
+    if vim.api.nvim_buf_get_option(bufnr, 'eol') then text = text .. '\n' end
+    return text
+  end
+  if env.CAD_APPLY_PENDING == '1' then
+    log.before_apply = buffer_text()
+    local answered = false
+    local client = vim.lsp.get_client_by_id(client_id)
+    client.request('workspace/executeCommand', {
+      command = 'copyAsDecode.server.applyPending',
+      arguments = { { uri = vim.uri_from_bufnr(bufnr) } },
+    }, function(err, result)
+      log.pending_error = err and err.message or nil
+      log.pending_result = result
+      answered = true
+    end, bufnr)
+    if not vim.wait(30000, function() return answered end, 50) then
+      return fail('applyPending was not answered within 30 s')
+    end
+    vim.wait(1000, function() return false end, 50)  -- let the applied edit settle
+  end
+  local text = buffer_text()
   local fh = assert(io.open(out, 'wb'))
   fh:write(text)
   fh:close()
