@@ -290,7 +290,8 @@ class EditBench:
             "T": spans.T, "T_gen": spans.T_gen, "spans": spans.spans,
             "chosen": walk.chosen, "gen_chosen": walk.gen_chosen, "structure_chosen": walk.structure_chosen,
             "literal_runs": walk.literal_runs, "literal_tokens": walk.literal_tokens, "splices": walk.splices,
-            "trailing_literal_tokens": walk.trailing_literal_tokens, "drafted": drafted.drafted, "drafted_structure": drafted.drafted_structure,
+            "trailing_literal_tokens": walk.trailing_literal_tokens,
+            "drafted": drafted.drafted, "drafted_structure": drafted.drafted_structure,
             "drafted_forwards": len(drafted.forward_sizes), "drafted_verify_forwards": drafted.verify_forwards,
         }
         forced = self.family == "forced"
