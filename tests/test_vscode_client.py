@@ -1,25 +1,37 @@
 """The VS Code extension in a real VS Code: code-server 4.100.3 driven by headless Chromium.
 
 What a user does, end to end: the extension (.vsix built from vscode-client/) is installed into a
-throwaway code-server, a workspace holding a buggy file is opened, the file is opened from the
+throwaway code-server, a workspace holding buggy files is opened, a file is opened from the
 explorer and "Copy-as-Decode: AI Fix" is run from the command palette (and "AI fix" from the
 quick-fix menu, Ctrl+.). The extension starts the real language server (`python -m lsp_server`
 with this test's interpreter), the server streams its edit into the editor, and the file (saved
-by files.autoSave) must equal what the engine itself answers for the same request.
+by files.autoSave) must equal what the engine itself answers for the same request. A third file
+lives in a folder whose `.copy-as-decode.toml` sets `apply_mode = "preview"`: there the edit
+must open in VS Code's Refactor Preview (a WorkspaceEdit whose edits carry a change annotation
+with needsConfirmation, which VS Code shows unticked), leave the file alone until the user ticks
+the change and presses the preview's Apply button, and then land. The client's initialize request (logged with `copyAsDecode.trace.server: verbose`)
+must advertise `workspace.workspaceEdit.changeAnnotationSupport`. One code-server session runs
+all three edits (the model loads once).
 
 Set-up: scripts/vscode-deps.sh (apt: chromium and build headers, as root; code-server from npm
 into ~/.cache/copy-as-decode). Without node/npm/chromium/code-server the tests skip, naming what
 is missing; COPY_AS_DECODE_REQUIRE_VSCODE=1 turns those skips into failures (for CI).
-Artifacts: artifacts/vscode-ai-fix.png (the editor after the edit), artifacts/vscode-e2e/
-(driver output, code-server and extension logs); docs/vscode-ai-fix.png is written when missing
-or when COPY_AS_DECODE_UPDATE_DOCS=1.
+Artifacts: artifacts/vscode-ai-fix.png (the editor after the edit), artifacts/vscode-preview.png
+(the Refactor Preview before Apply), artifacts/vscode-e2e/ (driver output, code-server and
+extension logs); docs/vscode-ai-fix.png and docs/vscode-preview.png are written when missing or
+when COPY_AS_DECODE_UPDATE_DOCS=1.
+
+`test_settings_mirror_the_server` is fast and needs neither Node nor the model: package.json,
+src/settings.ts and vscode-client/README.md must match lsp_server/config.py's Settings.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -41,6 +53,8 @@ DRIVER = CLIENT / "test-e2e" / "drive.mjs"
 
 BUGGY = "def add(a, b):\n    return a - b\n"
 INSTRUCTION = "Fix the bug"  # what the server uses for "AI fix" without diagnostics
+CARET_ON = "return"          # each step clicks this line: "AI fix" sends it as the focus hint
+FOCUS_LINE = 2               # ... which the server passes to the engine (1-based)
 # Workspace settings (.vscode/settings.json): they reach the server through workspace/configuration
 # (per-folder scope); the token budget bounds the CPU time of each edit. The embedded model
 # fixes this bug in "speculative" (and "ar") mode in a few seconds; in "program" mode it does
@@ -50,7 +64,11 @@ MAX_NEW_TOKENS = int(os.environ.get("COPY_AS_DECODE_VSCODE_MAX_NEW_TOKENS", "64"
 EDIT_TIMEOUT_S = 240         # per edit, from the trigger to the text on disk
 READY_TIMEOUT_S = 150        # code-server up + extension activated + server started
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]  # set-up may install apt + npm packages
+PREVIEW_FOLDER = "review"    # its .copy-as-decode.toml sets apply_mode = "preview"
+FILES = {"palette": "buggy.py", "quickfix": "quickfix.py", "preview": f"{PREVIEW_FOLDER}/preview.py"}
+
+# The VS Code tests (set-up may install apt + npm packages); the settings mirror test is fast.
+slow = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
 
 def _unavailable(reason: str) -> None:
@@ -135,6 +153,65 @@ def vsix(tools: Tools, client_deps: Path, tmp_path_factory: pytest.TempPathFacto
     return out
 
 
+def _ts_list(source: str, name: str) -> list[str]:
+    """The strings of `export const NAME = [...] as const;` in a TypeScript source."""
+    match = re.search(rf"export const {name} = \[(.*?)\] as const;", source, re.S)
+    assert match, f"src/settings.ts has no `export const {name} = [...] as const;`"
+    return re.findall(r'"([^"]*)"', match.group(1))
+
+
+def _readme_default(value: object) -> str:
+    """How vscode-client/README.md's settings table writes a default."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(json.dumps(v) for v in value) + "]"
+    return str(value)
+
+
+def test_settings_mirror_the_server() -> None:
+    """Every server setting (lsp_server/config.py Settings) is contributed under the same camelCase
+    name with the server's default and choices, listed in src/settings.ts, and documented with
+    that default in the README: a stale mirror would offer values the server rejects."""
+    from lsp_server import config
+
+    settings = config.Settings()
+    names = {config._camel(f.name): getattr(settings, f.name) for f in dataclasses.fields(settings)}
+    props = json.loads((CLIENT / "package.json").read_text())["contributes"]["configuration"]["properties"]
+    source = (CLIENT / "src" / "settings.ts").read_text()
+    server_keys, user_only = _ts_list(source, "SERVER_KEYS"), _ts_list(source, "USER_ONLY_KEYS")
+    assert sorted(server_keys + user_only) == sorted(names), "SERVER_KEYS + USER_ONLY_KEYS != Settings fields"
+    assert sorted(user_only) == sorted(config._camel(n) for n in config.USER_ONLY)
+    assert _ts_list(source, "APPLY_MODES") == list(config.APPLY_MODES)
+    assert _ts_list(source, "SELECTOR_CHOICES") == list(config.SELECTOR_CHOICES)
+    for key, default in names.items():
+        prop = props.get(f"copyAsDecode.{key}")
+        assert prop is not None, f"package.json does not contribute copyAsDecode.{key}"
+        want = list(default) if isinstance(default, tuple) else default
+        assert prop["default"] == want, f"copyAsDecode.{key}: default {prop['default']!r}, server {want!r}"
+    assert props["copyAsDecode.mode"]["enum"] == list(config.MODES)
+    assert props["copyAsDecode.applyMode"]["enum"] == list(config.APPLY_MODES)
+    assert props["copyAsDecode.promptStyle"]["enum"] == list(config.PROMPT_STYLES)
+    assert set(props["copyAsDecode.dtype"]["enum"]) <= set(config.DTYPES)
+    assert all(config.DEVICES_RE.match(d) for d in props["copyAsDecode.device"]["enum"])
+    assert "enum" not in props["copyAsDecode.selector"], "selector also takes an adapter folder"
+    for choice in config.SELECTOR_CHOICES:
+        assert f"`{choice}`" in props["copyAsDecode.selector"]["markdownDescription"]
+    # Every value the server accepts for these is valid in VS Code's schema too.
+    for key in ("mode", "applyMode", "promptStyle"):
+        for value in props[f"copyAsDecode.{key}"]["enum"]:
+            assert config.parse_layer({key: value}, "test", strict=True).values
+
+    readme = (CLIENT / "README.md").read_text()
+    rows = dict(re.findall(r"^\| `copyAsDecode\.(\w+)` \| `?([^|]*?)`? \|", readme, re.M))
+    for key, default in names.items():
+        assert key in rows, f"vscode-client/README.md's settings table has no copyAsDecode.{key}"
+        assert rows[key] == _readme_default(default), (
+            f"README says copyAsDecode.{key} defaults to {rows[key]!r}; the server's default is {default!r}")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
 def test_extension_unit_tests(node_tools: Node, client_deps: Path) -> None:
     """`npm test` in vscode-client/: the client's pure logic (settings, status) under node:test."""
     out = _run([node_tools.npm, "test"], CLIENT, 600, "npm test (vscode-client)")
@@ -189,13 +266,14 @@ def _extension_logs(user_data: Path) -> str:
 @pytest.fixture(scope="module")
 def expected_fix(default_engine) -> str:
     """What the engine itself answers for the request the server makes for "AI fix" (whole
-    document: the cursor is in a short file; no diagnostics: "Fix the bug"; the workspace's
-    mode and token budget). It must be a finished edit that changes the file: otherwise the
-    server (rightly) leaves the document alone and the test could not tell an edit landed."""
+    document: the cursor is in a short file; no diagnostics: "Fix the bug"; the caret's line as
+    the focus, from the palette and the quick-fix menu alike; the workspace's mode and token
+    budget). It must be a finished edit that changes the file: otherwise the server (rightly)
+    leaves the document alone and the test could not tell an edit landed."""
     from engine.api import EditRequest
 
     result = default_engine.edit(EditRequest(text=BUGGY, instruction=INSTRUCTION, lines=None, mode=MODE,
-                                             max_new_tokens=MAX_NEW_TOKENS))
+                                             max_new_tokens=MAX_NEW_TOKENS, focus_line=FOCUS_LINE))
     assert result.stop_reason == "done" and result.output_text != BUGGY, (
         f"the engine's own answer ({MODE}, {MAX_NEW_TOKENS} tokens) is not a finished change: "
         f"stop_reason={result.stop_reason!r}, output={result.output_text!r}; the end-to-end test needs one "
@@ -203,8 +281,39 @@ def expected_fix(default_engine) -> str:
     return result.output_text
 
 
-@pytest.mark.model
-def test_ai_fix_in_code_server(tools: Tools, vsix: Path, expected_fix: str, tmp_path: Path) -> None:
+PREVIEW_SETTINGS = f"""# Every AI edit in {PREVIEW_FOLDER}/ waits for confirmation in VS Code's Refactor Preview.
+apply_mode = "preview"
+"""
+
+
+def _traced(log: str, what: str, method: str) -> list[dict]:
+    """The params of every traced message ``what`` ("Sending request", "Received request") of
+    ``method``, from the verbose LSP trace (copyAsDecode.trace.server) in the output channel."""
+    out = []
+    pattern = rf"{re.escape(what)} '{re.escape(method)} - \([^)]*\)'\.\s*Params: "  # ids: numbers or UUIDs
+    for match in re.finditer(pattern, log):
+        try:
+            out.append(json.JSONDecoder().raw_decode(log[match.end():])[0])
+        except ValueError:
+            continue
+    return out
+
+
+@dataclass
+class Workbench:
+    """One code-server session's outcome: the driver's steps, the logs and the screenshots."""
+
+    result: dict
+    steps: dict[str, dict]
+    log: str            # the whole Copy-as-Decode output channel (with the LSP trace)
+    context: str        # tails of the driver and extension logs, for assertion messages
+    shots: dict[str, Path]
+
+
+@pytest.fixture(scope="module")
+def workbench(tools: Tools, vsix: Path, expected_fix: str, tmp_path_factory: pytest.TempPathFactory) -> Workbench:
+    """Run AI Fix three times in one code-server: palette, quick-fix menu, and under preview."""
+    tmp_path = tmp_path_factory.mktemp("code-server")
     timings: dict[str, float] = {}
     t_start = time.monotonic()
     ARTIFACTS.mkdir(exist_ok=True)
@@ -214,10 +323,10 @@ def test_ai_fix_in_code_server(tools: Tools, vsix: Path, expected_fix: str, tmp_
     out_dir.mkdir()
 
     workspace = tmp_path / "workspace"
-    workspace.mkdir()
-    files = {"palette": "buggy.py", "quickfix": "quickfix.py"}
-    for name in files.values():
+    (workspace / PREVIEW_FOLDER).mkdir(parents=True)
+    for name in FILES.values():
         (workspace / name).write_text(BUGGY)
+    (workspace / PREVIEW_FOLDER / ".copy-as-decode.toml").write_text(PREVIEW_SETTINGS)
     (workspace / ".vscode").mkdir()
     (workspace / ".vscode" / "settings.json").write_text(json.dumps({
         "copyAsDecode.mode": MODE, "copyAsDecode.maxNewTokens": MAX_NEW_TOKENS}, indent=2))
@@ -227,6 +336,7 @@ def test_ai_fix_in_code_server(tools: Tools, vsix: Path, expected_fix: str, tmp_
         "workbench.startupEditor": "none",
         "security.workspace.trust.enabled": False,
         "copyAsDecode.pythonPath": sys.executable,
+        "copyAsDecode.trace.server": "verbose",  # the log shows the initialize and applyEdit params
         "files.autoSave": "afterDelay",
         "files.autoSaveDelay": 300,
         "extensions.ignoreRecommendations": True,
@@ -258,7 +368,10 @@ def test_ai_fix_in_code_server(tools: Tools, vsix: Path, expected_fix: str, tmp_
 
     port = _free_port()
     log = out_dir / "code-server.log"
-    shot = ARTIFACTS / "vscode-ai-fix.png"
+    shots = {"palette": ARTIFACTS / "vscode-ai-fix.png", "quickfix": out_dir / "quickfix.png",
+             "preview": ARTIFACTS / "vscode-preview.png"}
+    for shot in shots.values():
+        shot.unlink(missing_ok=True)
     stdout = stderr = ""
     with open(log, "w") as log_file:
         proc = subprocess.Popen(
@@ -278,16 +391,13 @@ def test_ai_fix_in_code_server(tools: Tools, vsix: Path, expected_fix: str, tmp_
             "timeoutS": EDIT_TIMEOUT_S,
             "readyTimeoutS": READY_TIMEOUT_S,
             "failureScreenshot": str(out_dir / "failure.png"),
-            "steps": [
-                {"kind": "palette", "file": files["palette"], "caretOn": "return", "screenshot": str(shot)},
-                {"kind": "quickfix", "file": files["quickfix"], "caretOn": "return",
-                 "screenshot": str(out_dir / "quickfix.png")},
-            ],
+            "steps": [{"kind": kind, "file": FILES[kind], "caretOn": CARET_ON, "screenshot": str(shots[kind])}
+                      for kind in ("palette", "quickfix", "preview")],
         }
         config_path = out_dir / "drive.json"
         config_path.write_text(json.dumps(config, indent=2))
         t0 = time.monotonic()
-        budget = READY_TIMEOUT_S + 2 * EDIT_TIMEOUT_S + 120
+        budget = READY_TIMEOUT_S + 3 * EDIT_TIMEOUT_S + 120
         drive_log = out_dir / "drive.log"  # written live: `tail -f` it while the test runs
         with open(drive_log, "w") as drive_err:
             try:
@@ -304,29 +414,102 @@ def test_ai_fix_in_code_server(tools: Tools, vsix: Path, expected_fix: str, tmp_
         timings["total_s"] = time.monotonic() - t_start
         (out_dir / "timings.json").write_text(json.dumps(timings, indent=2))
 
+    full_log = "\n".join(path.read_text(errors="replace")
+                         for path in sorted((user_data / "logs").rglob("*Copy-as-Decode*")))
     ext_log = _extension_logs(user_data)
-    (out_dir / "extension.log").write_text(ext_log)
+    (out_dir / "extension.log").write_text(full_log or ext_log)
     context = (f"\n--- driver (artifacts/vscode-e2e/drive.log)\n{stderr[-4000:]}"
                f"\n--- extension log (artifacts/vscode-e2e/extension.log)\n{ext_log[-6000:]}")
     lines = [line for line in stdout.splitlines() if line.startswith("{")]
     assert lines, f"the driver printed no result{context}"
     result = json.loads(lines[-1])
-    assert result["ok"], f"driving the workbench failed: {result.get('error')}{context}"
     steps = {step["kind"]: step for step in result["steps"]}
     timings.update({f"{kind}_edit_s": step["seconds"] for kind, step in steps.items()})
     (out_dir / "timings.json").write_text(json.dumps(timings, indent=2))
     print(f"vscode e2e timings: {json.dumps({k: round(v, 1) for k, v in timings.items()})}", file=sys.stderr)
-    for kind in ("palette", "quickfix"):
-        step = steps.get(kind)
-        assert step is not None, f"the {kind} step did not run{context}"
-        assert step["finished"], (f"AI fix via {kind} did not finish: {step['how']}; file now "
-                                  f"{step['text']!r}; notifications: {step.get('messages')}{context}")
-        assert step["text"] == expected_fix, (
-            f"AI fix via {kind}: the file differs from the engine's answer\n"
-            f"  file:   {step['text']!r}\n  engine: {expected_fix!r}{context}")
+    return Workbench(result, steps, full_log, context, shots)
 
-    assert shot.exists(), "no screenshot was written"
-    docs_shot = ROOT / "docs" / "vscode-ai-fix.png"
+
+def _finished_step(workbench: Workbench, kind: str, expected_fix: str) -> dict:
+    step = workbench.steps.get(kind)
+    if step is None:
+        assert workbench.result["ok"], (f"driving the workbench failed before the {kind} step: "
+                                        f"{workbench.result.get('error')}{workbench.context}")
+    assert step is not None, f"the {kind} step did not run (an earlier step did not finish){workbench.context}"
+    assert step["finished"], (f"AI fix via {kind} did not finish: {step['how']}; file now "
+                              f"{step['text']!r}; notifications: {step.get('messages')}{workbench.context}")
+    assert step["text"] == expected_fix, (
+        f"AI fix via {kind}: the file differs from the engine's answer\n"
+        f"  file:   {step['text']!r}\n  engine: {expected_fix!r}{workbench.context}")
+    return step
+
+
+def _publish(shot: Path, name: str) -> None:
+    """Copy a screenshot into docs/ when it is missing there or COPY_AS_DECODE_UPDATE_DOCS=1."""
+    assert shot.exists(), f"no screenshot was written ({shot})"
+    docs_shot = ROOT / "docs" / name
     if not docs_shot.exists() or os.environ.get("COPY_AS_DECODE_UPDATE_DOCS") == "1":
         docs_shot.parent.mkdir(exist_ok=True)
         shutil.copyfile(shot, docs_shot)
+
+
+@pytest.mark.model
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_ai_fix_in_code_server(workbench: Workbench, expected_fix: str) -> None:
+    """Palette and quick-fix menu: the streamed edit lands in the file as the engine answers it."""
+    for kind in ("palette", "quickfix"):
+        _finished_step(workbench, kind, expected_fix)
+    # The palette sends what the quick-fix action does: the caret's line as the focus hint.
+    commands = [p for p in _traced(workbench.log, "Sending request", "workspace/executeCommand")
+                if p.get("command") == "copyAsDecode.server.edit"]
+    palette = [p["arguments"][0] for p in commands if p["arguments"][0]["uri"].endswith(FILES["palette"])]
+    assert palette, f"no copyAsDecode.server.edit for {FILES['palette']} in the trace{workbench.context}"
+    assert palette[0]["kind"] == "fix" and palette[0]["focus"]["line"] == FOCUS_LINE - 1, palette[0]
+    _publish(workbench.shots["palette"], "vscode-ai-fix.png")
+
+
+@pytest.mark.model
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_ai_fix_preview_in_code_server(workbench: Workbench, expected_fix: str) -> None:
+    """applyMode "preview" (from the folder's .copy-as-decode.toml): the edit opens in the Refactor
+    Preview, the file stays as it was until Apply, then it holds the engine's answer."""
+    step = workbench.steps.get("preview")
+    preview = (step or {}).get("preview") or {}
+    assert step is not None and preview.get("shown"), (
+        f"no Refactor Preview for AI fix under applyMode preview: "
+        f"{(step or {}).get('how', 'the step did not run')}{workbench.context}")
+    assert preview["textWhileShown"] == BUGGY, (
+        f"the edit reached the file before it was confirmed: {preview['textWhileShown']!r}{workbench.context}")
+    assert any("preview.py" in entry for entry in preview["entries"]), (
+        f"the Refactor Preview does not list the file: {preview['entries']}{workbench.context}")
+    # needsConfirmation is what VS Code honours: such edits start unticked (the user opts in).
+    assert preview["checkedBefore"] and not any(preview["checkedBefore"]), (
+        f"the preview's changes were ticked before the user ticked them: {preview['checkedBefore']}")
+    assert all(preview["checkedAfter"]), f"ticking the file did not tick its changes: {preview['checkedAfter']}"
+    _finished_step(workbench, "preview", expected_fix)
+    edits = _traced(workbench.log, "Received request", "workspace/applyEdit")
+    confirmed = [e for e in edits
+                 if any(a.get("needsConfirmation") for a in (e.get("edit", {}).get("changeAnnotations") or {}).values())]
+    assert confirmed, (f"no workspace/applyEdit with a needsConfirmation change annotation in the trace "
+                       f"({len(edits)} applyEdit requests){workbench.context}")
+    for params in confirmed:
+        for change in params["edit"].get("documentChanges", []):
+            assert change["textDocument"]["uri"].endswith(FILES["preview"]), change
+            assert all("annotationId" in edit for edit in change["edits"]), change
+    _publish(workbench.shots["preview"], "vscode-preview.png")
+
+
+@pytest.mark.model
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_client_advertises_change_annotations(workbench: Workbench) -> None:
+    """The server may send needsConfirmation edits only to a client that says it supports change
+    annotations; vscode-languageclient does, in the initialize request the trace shows."""
+    sent = _traced(workbench.log, "Sending request", "initialize")
+    assert sent, f"no initialize request in the trace{workbench.context}"
+    params = sent[0]
+    workspace_edit = params["capabilities"]["workspace"]["workspaceEdit"]
+    assert workspace_edit.get("documentChanges") is True, workspace_edit
+    assert "changeAnnotationSupport" in workspace_edit, workspace_edit

@@ -2,17 +2,24 @@
 // chromium, the way a user would: open a file from the explorer, run "Copy-as-Decode: AI Fix"
 // from the command palette (F1) or pick "AI fix" from the quick-fix menu (Ctrl+.), and wait
 // for the server's edit to land in the file on disk (files.autoSave is on in the test's settings).
+// A "preview" step (a file under applyMode "preview") runs AI Fix from the palette, waits for
+// VS Code's Refactor Preview to show the edit, checks that the file is still untouched, ticks
+// the change (edits that need confirmation start unticked), opens its diff, takes the
+// screenshot, presses the preview's Apply button and then waits for the edit as above.
 //
 //   node drive.mjs config.json
 //
 // config.json: {
 //   url, chromium, workspace, timeoutS (per edit), readyTimeoutS (server up),
-//   steps: [{ kind: "palette" | "quickfix", file, caretOn, screenshot? }],
+//   steps: [{ kind: "palette" | "quickfix" | "preview", file (may be in a folder: "a/b.py"),
+//             caretOn, screenshot? }],
 //   failureScreenshot
 // }
 // Prints progress on stderr and one JSON line on stdout: {ok, steps: [{kind, file, trigger,
-// seconds, finished, how, text, changed, states, messages}], error?}. Exit code 0 when the
-// driver ran to the end (the caller compares the texts), 1 when the workbench could not be driven.
+// seconds, finished, how, text, changed, states, messages, preview?}], error?}; a preview step's
+// `preview` is {shown, seconds, textWhileShown, entries, checkedBefore, checkedAfter, diffOpened}.
+// Exit code 0 when the driver ran to the end (the caller compares the texts), 1 when the
+// workbench could not be driven.
 
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -68,11 +75,22 @@ async function waitFor(what, timeoutMs, probe) {
   throw new Error(`timed out after ${Math.round(timeoutMs / 1000)} s waiting for ${what}${last ? ` (last: ${JSON.stringify(last)})` : ""}`);
 }
 
+/** Click through the explorer to `file` ("folder/name.py": expands the folders on the way). */
 async function openFromExplorer(page, file) {
-  const row = page.locator(".explorer-folders-view .monaco-list-row", { hasText: file }).first();
+  const parts = file.split("/");
+  const name = parts.pop();
+  for (const folder of parts) {
+    const dir = page.locator(".explorer-folders-view .monaco-list-row", { hasText: folder }).first();
+    await dir.waitFor({ state: "visible", timeout: 60_000 });
+    if ((await dir.getAttribute("aria-expanded")) !== "true") {
+      await dir.click();
+      await sleep(300);
+    }
+  }
+  const row = page.locator(".explorer-folders-view .monaco-list-row", { hasText: name }).first();
   await row.waitFor({ state: "visible", timeout: 60_000 });
   await row.click();
-  const tab = page.locator(".tabs-container .tab", { hasText: file }).first();
+  const tab = page.locator(".tabs-container .tab", { hasText: name }).first();
   await tab.waitFor({ state: "visible", timeout: 30_000 });
   const lines = page.locator(".editor-instance .monaco-editor .view-lines").first();
   await lines.waitFor({ state: "visible", timeout: 30_000 });
@@ -143,11 +161,11 @@ async function toasts(page) {
  * seconds after that (files.autoSave writes what the server streamed). The caller compares the
  * text; nothing here shortcuts on the expected text, since a streamed edit may pass through it.
  */
-async function waitForEdit(page, path, original, timeoutMs) {
+async function waitForEdit(page, path, original, timeoutMs, seen = { states: [], messages: [], busy: false }) {
   const deadline = Date.now() + timeoutMs;
-  const states = [];
-  const messages = [];
-  let sawBusy = false;
+  const states = seen.states;
+  const messages = seen.messages;
+  let sawBusy = seen.busy;
   let idleSince = 0;
   let lastText = readFileSync(path, "utf8");
   let lastChange = Date.now();
@@ -186,6 +204,86 @@ async function waitForEdit(page, path, original, timeoutMs) {
   return { finished: false, how, text: lastText, changed: lastText !== original, states, messages };
 }
 
+/** VS Code's Refactor Preview pane (view "refactorPreview"); data-state "data" while it holds an edit. */
+const PREVIEW_PANE = '.bulk-edit-panel[data-state="data"]';
+
+/**
+ * After AI Fix under applyMode "preview": wait until the Refactor Preview shows the edit (the
+ * server's applyEdit is pending meanwhile, so the status bar says "editing"), check that the file
+ * has not changed while it is shown, take the screenshot, then press Apply. Returns what it saw;
+ * `shown: false` when the edit finished (or failed) without a preview.
+ */
+async function confirmPreview(page, path, original, timeoutMs, screenshot, seen) {
+  const t0 = Date.now();
+  const deadline = t0 + timeoutMs;
+  const pane = page.locator(PREVIEW_PANE).first();
+  let idleSince = 0;
+  while (Date.now() < deadline) {
+    const s = await serverState(page);
+    if (seen.states.length === 0 || seen.states[seen.states.length - 1] !== s.state) {
+      seen.states.push(s.state);
+      log(`server: ${s.text}`);
+    }
+    for (const m of await toasts(page)) {
+      if (m && !seen.messages.includes(m)) {
+        seen.messages.push(m);
+        log(`notification: ${m}`);
+      }
+    }
+    if (await pane.isVisible().catch(() => false)) break;
+    if (s.state === "error") return { shown: false, how: `server error: ${s.tooltip || s.text}` };
+    if (s.state === "editing" || s.state === "loading") {
+      seen.busy = true;
+      idleSince = 0;
+    } else if (seen.busy && s.state === "ready") {
+      idleSince = idleSince || Date.now();
+      if (Date.now() - idleSince > 10_000) return { shown: false, how: "the edit finished without a preview" };
+    }
+    await sleep(250);
+  }
+  if (!(await pane.isVisible().catch(() => false))) {
+    return { shown: false, how: `no Refactor Preview within ${Math.round(timeoutMs / 1000)} s` };
+  }
+  seen.busy = true; // the server's applyEdit waits for this preview, so its command is pending
+  const seconds = (Date.now() - t0) / 1000;
+  log(`preview: Refactor Preview shown after ${seconds.toFixed(1)} s`);
+  // Long enough for files.autoSave (300 ms) to have written an edit that was applied anyway.
+  await sleep(2_000);
+  const textWhileShown = readFileSync(path, "utf8");
+  const entries = await pane.locator(".monaco-list-row").allTextContents().catch(() => []);
+  // Edits that need confirmation start unticked: Apply with nothing ticked applies nothing.
+  const boxes = pane.locator(".monaco-list-row input.edit-checkbox");
+  const checkedBefore = await boxes.evaluateAll((els) => els.map((el) => el.checked)).catch(() => []);
+  log(`preview: entries ${JSON.stringify(entries)}, ticked ${JSON.stringify(checkedBefore)}; ` +
+      `file ${textWhileShown === original ? "unchanged" : "CHANGED"}`);
+  // Tick the file (which ticks its changes), as the user who accepts the edit does.
+  const fileBox = boxes.first();
+  if (!(await fileBox.isChecked())) {
+    await fileBox.check({ timeout: 10_000 });
+  }
+  const checkedAfter = await boxes.evaluateAll((els) => els.map((el) => el.checked)).catch(() => []);
+  log(`preview: ticked the file: ${JSON.stringify(checkedAfter)}`);
+  // Open the change as a diff (what a reviewing user does): click the last entry (the edit itself).
+  let diffOpened = false;
+  const rows = pane.locator(".monaco-list-row");
+  if ((await rows.count()) > 0) {
+    const box = await rows.last().boundingBox();
+    if (box) await page.mouse.click(box.x + box.width * 0.6, box.y + box.height / 2);
+    const diffTab = page.locator(".tabs-container .tab", { hasText: "Refactor Preview" }).first();
+    diffOpened = await diffTab.waitFor({ state: "visible", timeout: 10_000 }).then(() => true, () => false);
+    await sleep(800);
+  }
+  if (screenshot) {
+    await page.screenshot({ path: screenshot });
+    log(`screenshot: ${screenshot}`);
+  }
+  const apply = pane.locator(".buttons .monaco-button", { hasText: "Apply" }).first();
+  await apply.click({ timeout: 10_000 });
+  log("preview: pressed Apply");
+  return { shown: true, how: "Refactor Preview shown, ticked, applied", seconds, textWhileShown, entries,
+           checkedBefore, checkedAfter, diffOpened };
+}
+
 async function main() {
   log(`launching ${cfg.chromium}`);
   const browser = await chromium.launch({
@@ -222,22 +320,33 @@ async function main() {
       await openFromExplorer(page, step.file);
       await clickLine(page, step.caretOn);
       let how;
-      if (step.kind === "palette") {
+      if (step.kind === "palette" || step.kind === "preview") {
         await runFromPalette(page, "Copy-as-Decode: AI Fix");
         how = "palette";
       } else {
         how = await runQuickFix(page, "AI fix");
       }
       log(`${step.kind}: triggered via ${how}; waiting for the edit`);
-      const r = await waitForEdit(page, path, original, cfg.timeoutS * 1000);
+      const seen = { states: [], messages: [], busy: false };
+      let preview;
+      if (step.kind === "preview") {
+        preview = await confirmPreview(page, path, original, cfg.timeoutS * 1000, step.screenshot, seen);
+        if (!preview.shown) {
+          const text = readFileSync(path, "utf8");
+          results.push({ kind: step.kind, file: step.file, trigger: how, seconds: (Date.now() - t0) / 1000,
+                         finished: false, how: preview.how, text, changed: text !== original, preview, ...seen });
+          break;
+        }
+      }
+      const r = await waitForEdit(page, path, original, cfg.timeoutS * 1000, seen);
       const seconds = (Date.now() - t0) / 1000;
       log(`${step.kind}: ${r.finished ? "finished" : "NOT finished"} (${r.how}) after ${seconds.toFixed(1)} s`);
-      if (step.screenshot) {
+      if (step.screenshot && step.kind !== "preview") {
         await sleep(500);
         await page.screenshot({ path: step.screenshot });
         log(`screenshot: ${step.screenshot}`);
       }
-      results.push({ kind: step.kind, file: step.file, trigger: how, seconds, ...r });
+      results.push({ kind: step.kind, file: step.file, trigger: how, seconds, ...r, ...(preview ? { preview } : {}) });
       if (!r.finished) break;
     }
     process.stdout.write(JSON.stringify({ ok: true, steps: results }) + "\n");
