@@ -59,7 +59,7 @@ class StepInfo:
     lr: float
     step_s: float
     train_s: float  # training time so far, over every resumed run
-    eta_s: float
+    eta_s: float  # to the end of the recipe, at this run's mean step time
 
 
 @dataclass
@@ -199,7 +199,7 @@ def train_adapter(model: Any, examples: Sequence[TrainExample], config: TrainCon
             lrs.append(lr)
             if on_step is not None:
                 mean = sum(run_seconds) / len(run_seconds)
-                on_step(StepInfo(step, config.steps, total, lr, elapsed, train_s, mean * (end - step)))
+                on_step(StepInfo(step, config.steps, total, lr, elapsed, train_s, mean * (config.steps - step)))
             if checkpoint_every > 0 and step % checkpoint_every == 0:
                 checkpoint()
     except KeyboardInterrupt:
