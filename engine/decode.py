@@ -63,13 +63,14 @@ def run_edit(loaded: LoadedModel, request, cancelled: Callable[[], bool],
             outcome = item
     assert outcome is not None
     before, after = "".join(lines[:a]), "".join(lines[b:])
-    cancelled_now = outcome.stop_reason == "cancelled"
-    output = request.text if cancelled_now else before + outcome.region_output + after
+    # A cancelled edit, or one stopped as a degenerate loop, leaves the document as it was.
+    restored = outcome.stop_reason in ("cancelled", "loop")
+    output = request.text if restored else before + outcome.region_output + after
     total = time.perf_counter() - started
     result = EditResult(
         mode=request.mode, model=loaded.name, input_text=request.text, output_text=output,
         region=(a + 1, b) if request.lines else None, region_input=region,
-        region_output=region if cancelled_now else outcome.region_output,
+        region_output=region if restored else outcome.region_output,
         program=outcome.program, raw_output=outcome.raw_output, tokens=outcome.tokens,
         prompt_tokens=len(prompt_ids), stop_reason=outcome.stop_reason,
         timings={"total_s": round(total, 6),

@@ -34,10 +34,11 @@ import torch
 
 from engine.drafter import DraftText, ProgramDrafter, ProgramState
 from engine.events import OpResolved, TokenCounts
+from engine.guards import LoopGuard
 from engine.grammar import RangeConstraint
 from engine.lines import line_offsets, split_lines
 from engine.models import LoadedModel
-from engine.program import GEN_CLOSE, CopyLines, CopyTokens, Gen, Op, Program
+from engine.program import GEN_CLOSE, CopyLines, CopyTokens, Gen, Op, Program, unescape_body
 from engine.resolve import resolve, resolve_op
 from engine.scanner import ProgramScanner
 from engine.session import KVSession
@@ -192,6 +193,9 @@ class ProgramDecoder:
         self.events: list[OpResolved] = []  # resolved ops not yet handed out
         self.lookahead: _Lookahead | None = None
         self.drafted = self.draft_accepted = 0
+        self.guard = LoopGuard(region)
+        self.guarded = (0, 0)  # (output lines, ops) the loop guard has seen
+        self.loop_warning: str | None = None
 
     # -- the loop -------------------------------------------------------------------------------
 
@@ -231,10 +235,24 @@ class ProgramDecoder:
             else:
                 logits = self.feed("step" if len(self.pending) == 1 else "fused")
             yield from self.flush()
+            if self.degenerate():
+                stop_reason = "loop"
+                break
         if self.recorder is not None and self.pending:  # the last tokens are written, never fed
             self.recorder.fed(self.pending, self.pending_chosen)
         yield from self.flush()
         yield self.outcome(stop_reason)
+
+    def degenerate(self) -> bool:
+        """Has the output started repeating itself (engine.guards.LoopGuard)? Checked whenever an
+        output line or an op completes, over the resolved ops and the gen being written."""
+        text = self.resolved + (unescape_body(self.scanner.body) if self.scanner.in_gen else "")
+        seen = (text.count("\n"), len(self.ops))
+        if seen == self.guarded:
+            return False
+        self.guarded = seen
+        self.loop_warning = self.guard.check(text) or self.guard.check_ops(self.ops)
+        return self.loop_warning is not None
 
     def flush(self) -> Iterator[OpResolved]:
         events, self.events = self.events, []
@@ -248,7 +266,7 @@ class ProgramDecoder:
             breakdown["drafted_tokens"] = self.drafted
             breakdown["draft_accepted"] = self.draft_accepted
         breakdown["decode_steps"] = self.generated
-        warnings: list[str] = []
+        warnings: list[str] = [self.loop_warning] if self.loop_warning else []
         output = self.resolved
         if stop_reason == "max_tokens":
             output = self.resolved + "".join(self.lines[self.consumed:])
@@ -465,8 +483,15 @@ class ProgramDecoder:
             marks.append(_Mark(token=token, row=len(self.pending) - 1, kv_length=self.position,
                                bitmask=self.bitmask.clone(), banned=banned, in_gen=self.scanner.in_gen,
                                state=self.save(), lookahead=self.lookahead))
-            before = len(self.scanner.text)
+            before, copies = len(self.scanner.text), self.copied
             self.take_choice(token)
+            if self.copied > copies:
+                # This token closes a copy: its splice would ride in the verify forward and be
+                # wasted if an earlier drafted token is rejected. Leave it to the next step (the
+                # verify forward still gives the model's choice here), which feeds the splice
+                # together with the next draft.
+                self._undraft(marks.pop())
+                return False
             written = self.scanner.text[before:].encode("utf-8")
             if is_text:
                 if not text.startswith(written):
@@ -475,6 +500,11 @@ class ProgramDecoder:
             elif written != self.tables.vocab_bytes[token]:
                 return False  # a literal was forced after it: the body draft is over
         return True
+
+    def _undraft(self, mark: _Mark) -> None:
+        """Take back a drafted token that was written but not fed."""
+        self.rollback(mark)
+        del self.pending[mark.row + 1:], self.pending_chosen[mark.row + 1:]
 
     def verify(self, marks: list[_Mark]) -> tuple[torch.Tensor, int | None]:
         """One forward over the step and its draft; keep the drafted tokens the model would have

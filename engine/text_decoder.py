@@ -21,6 +21,7 @@ from typing import Callable, Iterator, Sequence
 import torch
 
 from engine.events import OpResolved, TokenCounts
+from engine.guards import LoopGuard
 from engine.lines import split_lines
 from engine.models import LoadedModel
 from engine.program import CopyLines, Gen, Op, Program, merge_adjacent
@@ -102,6 +103,7 @@ def decode_text(loaded: LoadedModel, tables: ModelTables, region: str, prompt_id
     drafter = InputDrafter(encode(tokenizer, region)) if mode == "speculative" else None
     out: list[int] = []
     copied = generated = 0
+    guard, guarded, loop_warning = LoopGuard(region), 0, None
     stop_reason = "done"
     logits = session.append(list(prompt_ids), "prefill")
     next_token = int(torch.argmax(logits))
@@ -145,6 +147,12 @@ def decode_text(loaded: LoadedModel, tables: ModelTables, region: str, prompt_id
         if TEXT_FENCE_CLOSE in detok.text:
             break
         yield from reporter.report(detok.text, TokenCounts(generated, copied, 0))
+        if detok.text.count("\n") != guarded:  # a line completed: is the output looping?
+            guarded = detok.text.count("\n")
+            loop_warning = guard.check(detok.text)
+            if loop_warning:
+                stop_reason = "loop"
+                break
     out = out[:max_new_tokens]
     raw = IncrementalDetokenizer(tokenizer)
     raw.push(out)
@@ -155,7 +163,7 @@ def decode_text(loaded: LoadedModel, tables: ModelTables, region: str, prompt_id
     breakdown["output_tokens"] = len(out)
     yield DecodeOutcome(program=Program(merge_adjacent(reporter.ops)), region_output=text, raw_output=raw.text,
                         tokens=TokenCounts(generated, copied, 0), stop_reason=stop_reason,
-                        breakdown=breakdown, warnings=[])
+                        breakdown=breakdown, warnings=[loop_warning] if loop_warning else [])
 
 
 def _decode_pld(loaded: LoadedModel, tables: ModelTables, region: str, prompt_ids: Sequence[int],
