@@ -129,9 +129,9 @@ _OPEN_J = re.compile(r'<copy (lines|tokens)="([0-9]+)-([0-9]*)$')
 
 
 class RangeConstraint:
-    """Per-step mask for what a context-free grammar cannot say cheaply: ``I <= J``, and (when
-    ``monotonic``) line copies that move forward through the input, each starting after the
-    previous one ended, so a program cannot copy a line twice or loop back.
+    """Per-step mask for what a context-free grammar cannot say cheaply: ``I <= J``, no gen right
+    after a gen, and (when ``monotonic``) line copies that move forward through the input, each
+    starting after the previous one ended, so a program cannot copy a line twice or loop back.
 
     The grammar already limits every number to ``1..n`` without leading zeros; here a digit token
     is masked when no completion of the number lies in the allowed interval. ``tag_text`` is the
@@ -143,27 +143,31 @@ class RangeConstraint:
         self.limits = {"lines": n_lines, "tokens": n_tokens}
         self.monotonic = monotonic
         self.next_line = 1  # smallest start allowed for the next line copy
-        self.at_end = False  # the last op was a line copy through the last input line
+        self.after_gen = False  # the last op was a gen
 
     def copied(self, kind: str, end: int) -> None:
         if kind == "lines" and self.monotonic:
             self.next_line = max(self.next_line, end + 1)
-        self.at_end = kind == "lines" and end >= self.limits["lines"]
+        self.after_gen = False
+
+    def gen_closed(self) -> None:
+        self.after_gen = True
 
     def snapshot(self) -> tuple[int, bool]:
-        return self.next_line, self.at_end
+        return self.next_line, self.after_gen
 
     def restore(self, state: tuple[int, bool]) -> None:
-        self.next_line, self.at_end = state
+        self.next_line, self.after_gen = state
 
     def banned(self, tag_text: str, candidates: np.ndarray) -> list[int]:
         if tag_text == "<":
-            # After a copy through the last line nothing is left to rewrite: only the end may
-            # follow (text added after the last line is written by a gen that rewrites that line).
-            if self.limits["tokens"]:
+            # A gen never follows a gen (one gen says the same), so after the last copy at most
+            # one gen adds text and then only the end is left; a line copy needs lines left.
+            banned = ("g" if self.after_gen else "") + ("c" if self.next_line > self.limits["lines"]
+                                                       and not self.limits["tokens"] else "")
+            if not banned:
                 return []
-            banned = "cg" if self.at_end else "c" if self.next_line > self.limits["lines"] else ""
-            return [t for t in candidates.tolist() if self.vocab_texts[t][:1] and self.vocab_texts[t][0] in banned] if banned else []
+            return [t for t in candidates.tolist() if self.vocab_texts[t][:1] and self.vocab_texts[t][0] in banned]
         match = _OPEN_J.search(tag_text)
         if match:
             kind, prefix = match.group(1), match.group(3)

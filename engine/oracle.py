@@ -32,11 +32,6 @@ def line_oracle(source: str, gold: str) -> Program:
         cursor = block.b + block.size
     if cursor < len(dst):
         ops.append(Gen("".join(dst[cursor:])))
-    if len(ops) >= 2 and isinstance(ops[-1], Gen) and isinstance(ops[-2], CopyLines) and ops[-2].end == len(src):
-        # The grammar allows nothing but the end after a copy through the last input line
-        # (engine.grammar.RangeConstraint): text added after it rewrites that line instead.
-        last, tail = ops[-2], ops[-1].text
-        ops[-2:] = ([CopyLines(last.start, last.end - 1)] if last.end > last.start else []) + [Gen(src[-1] + tail)]
     return Program(merge_adjacent(ops))
 
 

@@ -360,10 +360,12 @@ class ProgramDecoder:
                 self.consumed = max(self.consumed, op.end)
             elif isinstance(op, CopyTokens):
                 span = self.input_ids[op.start - 1:op.end]
+                self.ranges.copied("tokens", op.end)
                 end_char = self.piece_ends[op.end - 1]
                 self.consumed = max(self.consumed, bisect_right(self.offsets, end_char) - 1)
             else:
                 span = []
+                self.ranges.gen_closed()
             self.pending.extend(span)
             self.pending_chosen.extend([False] * len(span))
             self.copied += len(span)

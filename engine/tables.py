@@ -24,12 +24,14 @@ class ModelTables:
     stop_ids: frozenset[int]
 
 
-_TABLES: dict[int, ModelTables] = {}
+_TABLES: dict[tuple[int, int], ModelTables] = {}
 _LOCK = threading.Lock()
 
 
 def tables_for(loaded: LoadedModel) -> ModelTables:
-    key = id(loaded.model)
+    """The tables depend on the tokenizer and the vocabulary only, so a base model and its
+    selector copy (which share the tokenizer object) share them."""
+    key = (id(loaded.tokenizer), loaded.vocab_size)
     with _LOCK:
         if key not in _TABLES:
             _TABLES[key] = _build(loaded)
