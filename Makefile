@@ -7,11 +7,12 @@ PY := $(VENV)/bin/python
 setup:
 	@scripts/bootstrap.sh
 
-# The main job: a headless edit of an example file with the embedded default model (lossless
-# speculative mode), its program and diff, and the same request in program and ar mode side by side.
+# The main job: a headless edit of an example file with the embedded default model: program mode
+# with the shipped span selector (--focus 3 is the line an editor's "AI fix" sends: the cursor's),
+# its program and diff, and the same request in speculative and ar mode side by side.
 run: setup
 	$(VENV)/bin/copy-as-decode edit examples/buggy_add.py --instruction "Fix the bug in add." \
-		--compare program,ar --max-new-tokens 96
+		--mode program --focus 3 --compare speculative,ar --max-new-tokens 96
 
 analyze: setup
 	$(VENV)/bin/copy-as-decode analyze --corpus all --tokenizer default
