@@ -170,20 +170,29 @@ def test_events_concatenate_to_the_result(default_engine: Engine, mode: str) -> 
         assert b.resolved.startswith(a.resolved) and b.index == a.index + 1
 
 
-@pytest.mark.parametrize("mode", ["program", "speculative", "ar"])
-def test_cancel_stops_within_one_step(default_engine: Engine, mode: str) -> None:
-    state = {"cancel": False, "steps_at_cancel": None}
+@pytest.mark.parametrize("mode,draft", [("program", False), ("program", True), ("speculative", True), ("ar", True)])
+def test_cancel_stops_within_one_step(default_engine: Engine, mode: str, draft: bool) -> None:
+    """Cancel is polled before every forward: once it is set, no forward follows. (A drafted
+    step can accept several tokens in its one forward, so only undrafted steps are one token.)"""
+    state = {"cancel": False, "steps_at_cancel": None, "polls_after": 0}
 
     def on_event(event) -> None:
         if isinstance(event, OpResolved) and not state["cancel"]:
             state["cancel"], state["steps_at_cancel"] = True, event.tokens.generated
 
+    def cancelled() -> bool:
+        if state["cancel"]:
+            state["polls_after"] += 1
+        return state["cancel"]
+
     text = "".join(f"x{i} = {i}\n" for i in range(40))
-    result = default_engine.edit(EditRequest(text, "Add 1 to every number.", mode=mode, max_new_tokens=400),
-                                 on_event=on_event, cancelled=lambda: state["cancel"])
+    result = default_engine.edit(EditRequest(text, "Add 1 to every number.", mode=mode, max_new_tokens=400, draft=draft),
+                                 on_event=on_event, cancelled=cancelled)
     assert result.stop_reason == "cancelled"
     assert result.output_text == text
-    assert result.tokens.generated - state["steps_at_cancel"] <= 1
+    assert state["polls_after"] == 1, "the decoder must stop at the first poll after the cancel"
+    if not draft:
+        assert result.tokens.generated - state["steps_at_cancel"] <= 1
 
 
 def test_forced_program_out_of_range_is_refused(default_engine: Engine) -> None:
