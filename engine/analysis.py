@@ -182,6 +182,22 @@ class CaseStats:
         return self.T - self.T_copy
 
 
+def copy_span_stats(t_copy: int, t_all: int, case_fractions: Sequence[float], spans: Sequence[int],
+                    n_cases: int) -> dict[str, Any]:
+    """The copy ceiling and span statistics both conventions report, from their own counts:
+    f_line (pooled and per-case mean), K, and the span-length histogram's mean/p50/p95."""
+    return {
+        "f_line": t_copy / t_all if t_all else 0.0,
+        "f_line_case_mean": sum(case_fractions) / len(case_fractions) if case_fractions else 0.0,
+        "K": len(spans),
+        "K_mean": len(spans) / n_cases if n_cases else 0.0,
+        "span_mean": sum(spans) / len(spans) if spans else None,
+        "span_p50": _percentile(spans, 50),
+        "span_p95": _percentile(spans, 95),
+        "span_lengths": list(spans),
+    }
+
+
 def _percentile(values: Sequence[int], q: float) -> float | None:
     if not values:
         return None
@@ -287,17 +303,10 @@ def analyze_cases(cases: Sequence[EditCase], tokenizer: Any, tokenizer_name: str
         "T": t_all,
         "T_copy": t_copy,
         "T_gen": t_all - t_copy,
-        "f_line": t_copy / t_all if t_all else 0.0,
-        "f_line_case_mean": sum(s.T_copy / s.T for s in with_tokens) / len(with_tokens) if with_tokens else 0.0,
+        **copy_span_stats(t_copy, t_all, [s.T_copy / s.T for s in with_tokens], spans, len(cases)),
         "T_lines": t_lines,
         "T_copy_lines": t_copy_lines,
         "f_line_lines": t_copy_lines / t_lines if t_lines else 0.0,
-        "K": len(spans),
-        "K_mean": len(spans) / len(cases) if cases else 0.0,
-        "span_mean": sum(spans) / len(spans) if spans else None,
-        "span_p50": _percentile(spans, 50),
-        "span_p95": _percentile(spans, 95),
-        "span_lengths": spans,
         "token_cover": {str(m): (sum(s.covered[m] for s in stats) / t_all if t_all else 0.0) for m in min_spans},
         "program_tokens": program_tokens,
         "structure_tokens": sum(s.structure_tokens for s in stats),
@@ -369,12 +378,5 @@ def analyze_cases_paper(cases: Sequence[EditCase], tokenizer: Any, tokenizer_nam
         "T": t_all,
         "T_copy": t_copy,
         "T_gen": t_gen,
-        "f_line": t_copy / t_all if t_all else 0.0,
-        "f_line_case_mean": sum(fractions) / len(fractions) if fractions else 0.0,
-        "K": len(spans),
-        "K_mean": len(spans) / len(cases) if cases else 0.0,
-        "span_mean": sum(spans) / len(spans) if spans else None,
-        "span_p50": _percentile(spans, 50),
-        "span_p95": _percentile(spans, 95),
-        "span_lengths": spans,
+        **copy_span_stats(t_copy, t_all, fractions, spans, len(cases)),
     }

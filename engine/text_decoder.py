@@ -30,11 +30,7 @@ from engine.prompt import TEXT_FENCE_CLOSE
 from engine.session import KVSession
 from engine.tables import ModelTables
 from engine.tokens import IncrementalDetokenizer, encode
-from engine.drafter import MAX_DRAFT, MIN_DRAFT, InputDrafter, find_draft
-
-# Re-exported for the benchmarks, which replay the same schedule under a teacher.
-__all__ = ["MAX_DRAFT", "MIN_DRAFT", "decode_text", "final_text", "find_draft"]
-
+from engine.drafter import InputDrafter
 
 def final_text(raw: str, region: str) -> str:
     """The edited region from the model's raw reply: everything before the closing fence, with the
