@@ -214,19 +214,20 @@ class ProgramDecoder:
             if self.generated + self.forced >= self.max_new_tokens:
                 stop_reason = "max_tokens"
                 break
-            t = time.perf_counter()
+            # The span below holds take_forced's own timed part: set the total, do not add twice.
+            t, grammar_before = time.perf_counter(), self.grammar_s
             if known is None:
                 token = self.choose(logits, self.mask())
             else:
                 token, known = known, None
             if self.lookahead is not None and _starts_op(self.lookahead.text + self.tables.vocab_texts[token]):
                 self.close_gen_instead()
-                self.grammar_s += time.perf_counter() - t
+                self.grammar_s = grammar_before + time.perf_counter() - t
                 logits = self.feed("fused")
                 yield from self.flush()
                 continue
             self.take_choice(token)
-            self.grammar_s += time.perf_counter() - t
+            self.grammar_s = grammar_before + time.perf_counter() - t
             if self.matcher.is_terminated():
                 break
             marks = self.draft()
@@ -449,7 +450,7 @@ class ProgramDecoder:
         drafted token; the tokens (with their forced literals and splices) are now pending."""
         if self.drafter is None:
             return []
-        t = time.perf_counter()
+        t, grammar_before = time.perf_counter(), self.grammar_s
         limit = self.max_new_tokens - self.generated - self.forced
         pieces = self.drafter.propose(self.program_state(), limit)
         marks: list[_Mark] = []
@@ -458,7 +459,8 @@ class ProgramDecoder:
                 break
         if not marks:
             self.drafter.step_without_draft()
-        self.draft_s += time.perf_counter() - t
+        # take_forced timed its literals as grammar time already: count the rest as drafting.
+        self.draft_s += time.perf_counter() - t - (self.grammar_s - grammar_before)
         return marks
 
     def _draft_piece(self, piece, marks: list[_Mark]) -> bool:
