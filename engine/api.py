@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, Literal
+from typing import Any, Callable, Iterator, Literal
 
 from engine.events import EditFinished, EditResult, Event
 from engine.lines import split_lines
@@ -124,13 +124,14 @@ class Engine:
     @classmethod
     def load(cls, model: str = DEFAULT_MODEL, device: str | None = None, dtype: str | None = None,
              progress: Callable[[str], None] | None = None, trust_remote_code: bool = False,
-             selector: str = "auto") -> "Engine":
+             selector: str = "auto", backend: str = "auto", options: Any = None) -> "Engine":
         """``selector``: ``auto`` (the shipped adapter with the embedded default model), ``none``
-        (base model in program mode too) or an adapter folder."""
+        (base model in program mode too) or an adapter folder. ``backend``/``options``: see
+        :mod:`engine.backends` (``auto``: llama.cpp for a .gguf when installed, else transformers)."""
         from engine.selector.adapter import load_selector
 
         loaded = load_model(model, device=device, dtype=dtype, progress=progress,
-                            trust_remote_code=trust_remote_code)
+                            trust_remote_code=trust_remote_code, backend=backend, options=options)
         return cls(loaded, load_selector(loaded, selector, progress))
 
     def model_for(self, mode: str) -> LoadedModel:
@@ -147,14 +148,15 @@ class Engine:
     def warm_up(self) -> None:
         """Run a few small forwards so one-time costs (kernel selection, allocator growth) do not
         land in the first timed edit; side-by-side timings call this first."""
-        from engine.session import KVSession
-
-        for loaded in {id(m.model): m for m in (self.loaded, self.selector_model) if m is not None}.values():
-            session = KVSession(loaded)
+        for loaded in {id(m.runtime): m for m in (self.loaded, self.selector_model) if m is not None}.values():
+            if not hasattr(loaded.runtime, "session"):
+                continue  # a remote server warms itself up
+            session = loaded.session()
             session.append(list(range(10, 42)), "warmup")
             for token in range(3):
                 session.append([100 + token], "warmup")
             session.append(list(range(200, 216)), "warmup", all_logits=True)
+            session.close()
 
     @property
     def name(self) -> str:

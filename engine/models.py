@@ -27,18 +27,35 @@ class ModelLoadError(RuntimeError):
 
 @dataclass
 class LoadedModel:
-    """A causal LM with its tokenizer and where it runs. Shared, read-only after loading."""
+    """A causal LM with its tokenizer and the backend that runs it (``runtime``, see
+    :mod:`engine.backends`). Shared, read-only after loading. ``model`` is the torch module on the
+    transformers backend (training and adapter merging need it) and None elsewhere."""
 
     name: str
     model: Any
     tokenizer: Any
     device: str
     dtype: Any
-    selector: str | None = None  # path of the span-selector adapter merged into ``model``, if any
+    selector: str | None = None  # path of the span-selector adapter applied to this model, if any
+    runtime: Any = None
+
+    def __post_init__(self) -> None:
+        if self.runtime is None:
+            from engine.backends.transformers_backend import TransformersRuntime
+
+            self.runtime = TransformersRuntime(self.model, self.device)
+
+    @property
+    def backend(self) -> str:
+        return str(self.runtime.backend)
 
     @property
     def vocab_size(self) -> int:
-        return int(self.model.config.vocab_size)
+        return int(self.runtime.vocab_size)
+
+    def session(self) -> Any:
+        """A fresh :class:`engine.session.Session` (KV cache) on this model's backend."""
+        return self.runtime.session()
 
 
 def cache_dir() -> Path:
@@ -177,10 +194,39 @@ def _resolve_source(name: str, progress: Callable[[str], None] | None) -> tuple[
     return name, None  # a hub id; transformers resolves it (from the local hub cache when offline)
 
 
+def gguf_file_of(name: str) -> Path | None:
+    """The GGUF file a model name stands for (the embedded default is one), or None."""
+    if name in (DEFAULT_MODEL, "", None):
+        return default_gguf_path()
+    path = Path(name).expanduser()
+    return path if path.suffix == ".gguf" else None
+
+
 def load_model(name: str = DEFAULT_MODEL, device: str | None = None, dtype: str | None = None,
-               progress: Callable[[str], None] | None = None, trust_remote_code: bool = False) -> LoadedModel:
-    """Load a causal LM for decoding. Raises :class:`ModelLoadError` with one clear message."""
-    import torch
+               progress: Callable[[str], None] | None = None, trust_remote_code: bool = False,
+               backend: str = "transformers", options: Any = None) -> LoadedModel:
+    """Load a causal LM for decoding on ``backend`` (see :mod:`engine.backends`; ``options`` are its
+    :class:`engine.backends.BackendOptions`). Raises :class:`ModelLoadError` with one clear message."""
+    from engine.backends import BackendOptions, resolve_backend
+
+    options = options or BackendOptions()
+    try:
+        chosen = resolve_backend(backend, name, gguf_file_of(name))
+    except ValueError as exc:
+        raise ModelLoadError(str(exc)) from None
+    if chosen == "llamacpp":
+        from engine.backends.llamacpp import load_llamacpp
+
+        return load_llamacpp(name, options, progress)
+    if chosen == "vllm":
+        from engine.backends.vllm import load_vllm
+
+        return load_vllm(name, options, progress, trust_remote_code)
+    return _load_transformers(name, device, dtype, progress, trust_remote_code)
+
+
+def _load_transformers(name: str, device: str | None, dtype: str | None,
+                       progress: Callable[[str], None] | None, trust_remote_code: bool) -> LoadedModel:
     from transformers import AutoModelForCausalLM
 
     device_name = choose_device(device)

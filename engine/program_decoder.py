@@ -41,7 +41,6 @@ from engine.models import LoadedModel
 from engine.program import GEN_CLOSE, CopyLines, CopyTokens, Gen, Op, Program, unescape_body
 from engine.resolve import resolve, resolve_op
 from engine.scanner import ProgramScanner
-from engine.session import KVSession
 from engine.tables import ModelTables, bit_is_set, unpack_allowed
 from engine.tokens import IncrementalDetokenizer, encode, token_pieces
 
@@ -179,7 +178,7 @@ class ProgramDecoder:
         self.drafter = ProgramDrafter(self.line_ids) if draft and temperature <= 0 else None
         self.recorder = recorder
 
-        self.session = KVSession(loaded)
+        self.session = loaded.session()
         self.detok = IncrementalDetokenizer(self.tokenizer)
         self.scanner = ProgramScanner()
         self.ops: list[Op] = []
@@ -200,6 +199,12 @@ class ProgramDecoder:
     # -- the loop -------------------------------------------------------------------------------
 
     def run(self) -> Iterator[OpResolved | DecodeOutcome]:
+        try:
+            yield from self._run()
+        finally:
+            self.session.close()
+
+    def _run(self) -> Iterator[OpResolved | DecodeOutcome]:
         self.take_forced()
         self.pending[:0] = self.prompt_ids
         self.pending_chosen[:0] = [False] * len(self.prompt_ids)

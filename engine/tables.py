@@ -66,11 +66,7 @@ def stop_token_ids(loaded: LoadedModel) -> set[int]:
     ids: set[int] = set()
     if tok.eos_token_id is not None:
         ids.add(int(tok.eos_token_id))
-    gen_eos = getattr(loaded.model.generation_config, "eos_token_id", None)
-    if isinstance(gen_eos, int):
-        ids.add(gen_eos)
-    elif gen_eos:
-        ids.update(int(i) for i in gen_eos)
+    ids.update(loaded.runtime.eos_ids())
     for name in ("<|im_end|>", "<|endoftext|>"):
         tid = tok.convert_tokens_to_ids(name)
         if isinstance(tid, int) and tid != getattr(tok, "unk_token_id", None) and tid >= 0:

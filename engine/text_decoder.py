@@ -24,10 +24,10 @@ from engine.events import OpResolved, TokenCounts
 from engine.guards import LoopGuard
 from engine.lines import split_lines
 from engine.models import LoadedModel
+from engine.session import Session
 from engine.program import CopyLines, Gen, Op, Program, merge_adjacent
 from engine.program_decoder import DecodeOutcome
 from engine.prompt import TEXT_FENCE_CLOSE
-from engine.session import KVSession
 from engine.tables import ModelTables
 from engine.tokens import IncrementalDetokenizer, encode
 from engine.drafter import InputDrafter
@@ -92,8 +92,19 @@ def decode_text(loaded: LoadedModel, tables: ModelTables, region: str, prompt_id
     if mode == "pld":
         yield from _decode_pld(loaded, tables, region, prompt_ids, max_new_tokens, started)
         return
+    session = loaded.session()
+    try:
+        yield from _decode_drafted(loaded, tables, session, region, prompt_ids, max_new_tokens, cancelled, mode,
+                                   started)
+    finally:
+        session.close()
+
+
+def _decode_drafted(loaded: LoadedModel, tables: ModelTables, session: Session, region: str,
+                    prompt_ids: Sequence[int], max_new_tokens: int, cancelled: Callable[[], bool], mode: str,
+                    started: float) -> Iterator[OpResolved | DecodeOutcome]:
+    """ar (no drafts) and speculative (drafts from the input, verified in one forward each)."""
     tokenizer = loaded.tokenizer
-    session = KVSession(loaded)
     detok = IncrementalDetokenizer(tokenizer)
     reporter = LineReporter(region, started)
     drafter = InputDrafter(encode(tokenizer, region)) if mode == "speculative" else None
@@ -164,25 +175,11 @@ def decode_text(loaded: LoadedModel, tables: ModelTables, region: str, prompt_id
 
 def _decode_pld(loaded: LoadedModel, tables: ModelTables, region: str, prompt_ids: Sequence[int],
                 max_new_tokens: int, started: float) -> Iterator[OpResolved | DecodeOutcome]:
-    from transformers import StoppingCriteria, StoppingCriteriaList
-
     tokenizer = loaded.tokenizer
-
-    class FenceClosed(StoppingCriteria):
-        def __call__(self, input_ids, scores, **kwargs):  # noqa: ANN001
-            tail = tokenizer.decode(input_ids[0, len(prompt_ids):].tolist())
-            return torch.tensor([TEXT_FENCE_CLOSE in tail], device=input_ids.device)
-
-    ids = torch.tensor([list(prompt_ids)], device=loaded.device)
     t = time.perf_counter()
-    with torch.inference_mode():
-        result = loaded.model.generate(
-            ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=max_new_tokens,
-            prompt_lookup_num_tokens=10, eos_token_id=sorted(tables.stop_ids),
-            pad_token_id=tokenizer.eos_token_id, stopping_criteria=StoppingCriteriaList([FenceClosed()]),
-        )
+    out = loaded.runtime.prompt_lookup(list(prompt_ids), max_new_tokens, sorted(tables.stop_ids),
+                                       lambda ids: TEXT_FENCE_CLOSE in tokenizer.decode(ids), tokenizer.eos_token_id)
     gen_s = time.perf_counter() - t
-    out = [tok for tok in result[0, len(prompt_ids):].tolist()]
     stop_at = next((i for i, tok in enumerate(out) if tok in tables.stop_ids), None)
     out = out[:stop_at] if stop_at is not None else out
     detok = IncrementalDetokenizer(tokenizer)

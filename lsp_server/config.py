@@ -56,7 +56,8 @@ SELECTOR_CHOICES = ("auto", "none")  # or an adapter folder
 PROMPT_STYLES = ("auto", "program", "text")
 DEVICES_RE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
 DTYPES = ("auto", "float32", "fp32", "bfloat16", "bf16", "float16", "fp16")
-USER_ONLY = ("trust_remote_code", "allowed_models")
+USER_ONLY = ("trust_remote_code", "allowed_models", "server_url", "served_model", "api_key_env")
+BACKENDS = ("auto", "transformers", "llamacpp", "vllm")
 
 
 class ConfigError(ValueError):
@@ -80,6 +81,24 @@ class Settings:
     whole_document_lines: int = 200
     trust_remote_code: bool = False
     allowed_models: tuple[str, ...] = ("default", "hub:*")
+    # What runs the model (engine.backends): auto = llama.cpp for a .gguf when installed, else transformers.
+    backend: str = "auto"
+    threads: int = 0  # llama.cpp CPU threads (0: llama.cpp's default)
+    context_size: int = 4096  # llama.cpp context (tokens)
+    batch_size: int = 512  # llama.cpp batch (tokens per decode call)
+    # The vLLM server (user-level only, like trustRemoteCode: a workspace cannot redirect edits).
+    server_url: str = ""
+    served_model: str = ""  # the name the server serves ("": the only one it serves)
+    api_key_env: str = "COPY_AS_DECODE_API_KEY"  # environment variable holding the server's API key
+
+    def backend_options(self) -> Any:
+        """The engine's :class:`engine.backends.BackendOptions` for these settings (the API key
+        itself is read from the environment variable when the backend connects, never stored)."""
+        from engine.backends import BackendOptions
+
+        return BackendOptions(threads=self.threads or None, context=self.context_size, batch=self.batch_size,
+                              server_url=self.server_url or None, served_model=self.served_model or None,
+                              api_key_env=self.api_key_env)
 
     def lsp_dict(self) -> dict[str, Any]:
         """The settings as camelCase JSON (what ``copyAsDecode.server.settings`` returns)."""
@@ -105,12 +124,22 @@ _FIELDS = {_norm(f.name): f.name for f in dataclasses.fields(Settings)}
 def _check(name: str, value: Any) -> Any:
     """Validate one value; returns it normalised or raises ConfigError (message without source)."""
     key = _camel(name)
-    if name in ("model", "device", "dtype", "mode", "apply_mode", "prompt_style", "selector"):
+    if name in ("server_url", "served_model", "api_key_env"):
+        if not isinstance(value, str):
+            raise ConfigError(f"{key} must be a string, got {value!r}")
+        value = value.strip()
+        if name == "server_url" and value and not re.match(r"^https?://[^\s/]+(/\S*)?$", value):
+            raise ConfigError(f"{key} {value!r} is not an http(s) URL like http://127.0.0.1:8000")
+        if name == "api_key_env" and value and not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", value):
+            raise ConfigError(f"{key} {value!r} is not an environment variable name")
+    if name in ("model", "device", "dtype", "mode", "apply_mode", "prompt_style", "selector", "backend"):
         if not isinstance(value, str) or not value.strip():
             raise ConfigError(f"{key} must be a non-empty string, got {value!r}")
         value = value.strip()
     if name == "mode" and value not in MODES:
         raise ConfigError(f"{key} {value!r} is not a mode; choose one of {', '.join(MODES)}")
+    if name == "backend" and value not in BACKENDS:
+        raise ConfigError(f"{key} {value!r} is not a backend; choose one of {', '.join(BACKENDS)}")
     if name == "apply_mode" and value not in APPLY_MODES:
         raise ConfigError(f"{key} {value!r} is not valid; choose stream, final or preview")
     if name == "prompt_style" and value not in PROMPT_STYLES:
@@ -119,11 +148,12 @@ def _check(name: str, value: Any) -> Any:
         raise ConfigError(f"{key} {value!r} is not a device; use auto, cpu, cuda, cuda:N or mps")
     if name == "dtype" and value not in DTYPES:
         raise ConfigError(f"{key} {value!r} is not a dtype; use auto, float32, bfloat16 or float16")
-    if name in ("max_new_tokens", "context_lines", "whole_document_lines"):
+    if name in ("max_new_tokens", "context_lines", "whole_document_lines", "threads", "context_size", "batch_size"):
         if isinstance(value, bool) or not isinstance(value, int):
             raise ConfigError(f"{key} must be an integer, got {value!r}")
         low, high = {"max_new_tokens": (1, 65536), "context_lines": (0, 10000),
-                     "whole_document_lines": (1, 100000)}[name]
+                     "whole_document_lines": (1, 100000), "threads": (0, 512), "context_size": (256, 1 << 20),
+                     "batch_size": (1, 1 << 16)}[name]
         if not low <= value <= high:
             raise ConfigError(f"{key} must be between {low} and {high}, got {value}")
     if name == "trust_remote_code" and not isinstance(value, bool):

@@ -33,14 +33,18 @@ class ModelKey:
     dtype: str
     trust_remote_code: bool
     selector: str = "auto"
+    backend: str = "auto"
+    options: Any = None  # engine.backends.BackendOptions
 
     @classmethod
     def of(cls, settings: Settings) -> "ModelKey":
-        return cls(settings.model, settings.device, settings.dtype, settings.trust_remote_code, settings.selector)
+        return cls(settings.model, settings.device, settings.dtype, settings.trust_remote_code, settings.selector,
+                   settings.backend, settings.backend_options())
 
     def describe(self) -> str:
         selector = "" if self.selector == "auto" else f", selector {self.selector}"
-        return f"{self.model} ({self.device}, {self.dtype}{selector})"
+        backend = "" if self.backend == "auto" else f", {self.backend}"
+        return f"{self.model} ({self.device}, {self.dtype}{backend}{selector})"
 
 
 def _default_loader(key: ModelKey, progress: Callable[[str], None]) -> Any:
@@ -49,7 +53,8 @@ def _default_loader(key: ModelKey, progress: Callable[[str], None]) -> Any:
     device = None if key.device == "auto" else key.device
     dtype = None if key.dtype == "auto" else key.dtype
     return Engine.load(key.model, device=device, dtype=dtype, progress=progress,
-                       trust_remote_code=key.trust_remote_code, selector=key.selector)
+                       trust_remote_code=key.trust_remote_code, selector=key.selector, backend=key.backend,
+                       options=key.options)
 
 
 class ModelPool:

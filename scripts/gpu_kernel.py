@@ -27,6 +27,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from engine.backends.transformers_backend import TransformersRuntime  # noqa: E402
 from engine.bench.kernel import DEFAULT_CONTEXT, DEFAULT_NS, measure_kernel, parse_ns  # noqa: E402
 
 MODELS = ("Qwen2.5-1.5B-Instruct", "Qwen2.5-7B-Instruct")
@@ -112,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         model, config, params = build(path, device, dtype, args.tiny)
         print(f"{name}: {params / 1e9:.2f} B parameters (random), {config.num_hidden_layers} layers, "
               f"built on {device} in {time.perf_counter() - t0:.1f} s", flush=True)
-        data = measure_kernel(model, device, context=args.context, ns=ns, trials=args.trials, warmup=args.warmup,
+        data = measure_kernel(TransformersRuntime(model, device), device, context=args.context, ns=ns, trials=args.trials, warmup=args.warmup,
                               progress=lambda m, n=name: print(f"  {n}: {m}", flush=True))
         record = {"model": name, "architecture": path.parent.name, "weights": "random (from config)",
                   "parameters": params, "device": device, **data, "machine": machine(device, dtype),

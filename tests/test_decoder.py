@@ -17,7 +17,6 @@ from engine.models import LoadedModel
 from engine.oracle import line_oracle, token_oracle
 from engine.program import CopyLines, parse
 from engine.resolve import resolve
-from engine.session import KVSession
 from engine.tables import tables_for
 from engine.tokens import encode, token_pieces
 
@@ -47,7 +46,7 @@ def test_splice_logits_equal_one_token_at_a_time(default_engine: Engine, seed: i
             segments.append([t for line in lines[i:j] for t in encode(tok, line)])
         else:
             segments.append(encode(tok, rng.choice(['</gen>', ' lines="', '"/>', "<gen>"])))
-    fused, single = KVSession(default_engine.loaded), KVSession(default_engine.loaded)
+    fused, single = default_engine.loaded.session(), default_engine.loaded.session()
     fused.append(prompt, "prefill")
     single.append(prompt, "prefill")
     for segment in segments:

@@ -14,7 +14,7 @@ Families (the arms are defined in :mod:`engine.bench.arms`)
     (``Engine.edit(EditRequest(mode="forced", program=line_oracle(input, gold), draft=False))``);
     its output must equal the gold. ``program-drafted``: the same with ``draft=True`` (drafts
     verified in the step's forward, accepted while they equal the teacher's choice).
-  The text arms run on the engine's own :class:`engine.session.KVSession` and text prompt, so
+  The text arms run on the engine's own :class:`engine.session.Session` and text prompt, so
   their forwards are timed by the same code as the engine's.
 ``free``: the model decides. Text modes and program-mode variants (selector or base model,
   drafted or not, with or without the focus hint) through ``Engine.edit`` with the corpus
@@ -39,7 +39,7 @@ from typing import Any, Callable, Sequence
 from engine.bench.arms import DEFAULT_ARMS, FAMILY_ARMS, Arm, check_arms
 from engine.bench.bounds import (KernelCurve, bound, drafted_cost, drafted_walk, oracle_spans, paper_cost,
                                  program_structure, structure_cost)
-from engine.bench.harness import ForwardMeter, machine_info, median, ratio, rotate
+from engine.bench.harness import machine_info, median, ratio, rotate
 from engine.bench.quality import collateral_damage, exact_match, valid_program
 from engine.bench.runner import DEFAULT_TIMEOUT_S, TestOutcome, run_tests
 from engine.lines import split_lines
@@ -101,13 +101,11 @@ def teacher_forced(loaded: Any, arm: str, prompt_ids: Sequence[int], gold_ids: S
     verified in one forward each (all positions' logits, as a verifier needs) and accepted while
     they equal the gold; the rejected tail is cropped from the cache as a real verifier does."""
     from engine.drafter import InputDrafter
-    from engine.session import KVSession
-
-    session = KVSession(loaded)
+    session = loaded.session()
     gold = list(gold_ids)
     total = len(gold)
     steps = accepted_total = drafted_total = 0
-    with ForwardMeter(loaded.model) as meter:
+    with loaded.runtime.meter() as meter:
         session.append(list(prompt_ids), "prefill")
         start = time.perf_counter()
         pos = 0
@@ -140,6 +138,7 @@ def teacher_forced(loaded: Any, arm: str, prompt_ids: Sequence[int], gold_ids: S
                 drafter.feedback(len(draft), accepted)
             pos += 1 + accepted
         wall = time.perf_counter() - start
+    session.close()
     decode = sum(v for k, v in session.seconds.items() if k != "prefill")
     breakdown = session.breakdown()
     if arm != "ar":
@@ -154,7 +153,7 @@ def engine_arm(engine: Any, request: Any) -> tuple[ArmRun, Any]:
     from engine.tokens import encode
 
     loaded = engine.model_for(request.mode)  # program mode may run on the selector's merged copy
-    with ForwardMeter(loaded.model) as meter:
+    with loaded.runtime.meter() as meter:
         result = engine.edit(request)
     breakdown = dict(result.breakdown)
     if request.mode == "pld":

@@ -10,8 +10,6 @@ import platform
 import shlex
 import statistics
 import sys
-import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -91,62 +89,6 @@ def rotate(items: Sequence[str], k: int) -> list[str]:
         return []
     k %= len(items)
     return list(items[k:]) + list(items[:k])
-
-
-@dataclass
-class Forward:
-    tokens: int
-    seconds: float
-
-
-@dataclass
-class ForwardMeter:
-    """Counts and times every forward of ``model`` while active (``with ForwardMeter(m) as meter``).
-
-    Hooks on the top-level module see every call, whoever makes it (the engine's KV session or
-    ``generate``), so the benchmarks count forwards the same way for every arm. On CUDA the
-    post-hook synchronises, so the time is the forward's, not its launch's.
-    """
-
-    model: Any
-    records: list[Forward] = field(default_factory=list)
-    _handles: list[Any] = field(default_factory=list, repr=False)
-    _start: float = 0.0
-    _tokens: int = 0
-
-    def __enter__(self) -> "ForwardMeter":
-        self._handles = [
-            self.model.register_forward_pre_hook(self._pre, with_kwargs=True),
-            self.model.register_forward_hook(self._post, with_kwargs=True),
-        ]
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        for handle in self._handles:
-            handle.remove()
-        self._handles = []
-
-    def _pre(self, module: Any, args: Any, kwargs: dict) -> None:
-        ids = kwargs.get("input_ids")
-        if ids is None and args:
-            ids = args[0]
-        if ids is None:
-            ids = kwargs.get("inputs_embeds")
-        self._tokens = int(ids.shape[1]) if ids is not None else 0
-        self._start = time.perf_counter()
-
-    def _post(self, module: Any, args: Any, kwargs: dict, output: Any) -> None:
-        import torch
-
-        if torch.cuda.is_available() and next(module.parameters()).is_cuda:
-            torch.cuda.synchronize()
-        self.records.append(Forward(self._tokens, time.perf_counter() - self._start))
-
-    def sizes(self, skip: int = 0) -> list[int]:
-        return [f.tokens for f in self.records[skip:]]
-
-    def seconds(self, skip: int = 0) -> float:
-        return sum(f.seconds for f in self.records[skip:])
 
 
 _ENGINES: dict[tuple, Any] = {}

@@ -8,12 +8,12 @@ order alternating between trials); the reported times are the medians over trial
 One-token forwards synchronise after every step (real decoding needs each token before the next).
 Logits are kept for the last position only, as a splice does.
 
-Depends on torch and transformers only (``scripts/gpu_kernel.py`` runs it on a bare GPU box).
+Depends on torch and transformers only for the transformers backend (``scripts/gpu_kernel.py`` runs it
+on a bare GPU box).
 """
 
 from __future__ import annotations
 
-import inspect
 import statistics
 import time
 from typing import Any, Callable, Sequence
@@ -35,102 +35,85 @@ def parse_ns(spec: str | None) -> tuple[int, ...]:
     return ns
 
 
-class CachedForwards:
-    """A model over a growing KV cache (transformers DynamicCache), with explicit sync on CUDA."""
-
-    def __init__(self, model: Any, device: str):
-        import torch
-        from transformers import DynamicCache
-
-        self.torch = torch
-        self.model = model
-        self.device = device
-        params = inspect.signature(model.forward).parameters
-        self.cache_kw = "cache" if "cache" in params else "past_key_values"  # transformers >= 5.2x: cache=
-        try:
-            self.cache = DynamicCache(config=model.config)
-        except TypeError:
-            self.cache = DynamicCache()
-        self.length = 0
-        self.cuda = str(device).startswith("cuda")
-
-    def sync(self) -> None:
-        if self.cuda:
-            self.torch.cuda.synchronize()
-
-    def forward(self, ids: Any) -> None:
-        with self.torch.inference_mode():
-            self.model(input_ids=ids, use_cache=True, logits_to_keep=1, **{self.cache_kw: self.cache})
-        self.length += int(ids.shape[1])
-
-    def crop(self, length: int) -> None:
-        if length < self.length:
-            self.cache.crop(length - self.length)  # negative: tokens to drop (every 5.x version)
-            self.length = length
-
-
-def measure_kernel(model: Any, device: str, context: int = DEFAULT_CONTEXT, ns: Sequence[int] = DEFAULT_NS,
+def measure_kernel(runtime: Any, device: str, context: int = DEFAULT_CONTEXT, ns: Sequence[int] = DEFAULT_NS,
                    trials: int = 3, warmup: int = 1, seed: int = 0,
                    progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Measure s(N) for every N in ``ns``. Returns ``{"context", "trials", "warmup", "points": [...]}``
-    with, per N, the median times (``ar_s``, ``prefill_s``), ``speedup`` = ar_s / prefill_s and the
-    raw per-trial times."""
-    import torch
+    """Measure s(N) for every N in ``ns`` on a backend ``runtime`` (anything with ``session()`` and
+    ``vocab_size``: see :mod:`engine.backends`), through the same session the decoders use.
+    Returns ``{"context", "trials", "warmup", "points": [...]}`` with, per N, the median times
+    (``ar_s``, ``prefill_s``), ``speedup`` = ar_s / prefill_s and the raw per-trial times."""
+    import random
 
-    vocab = int(model.config.vocab_size)
-    gen = torch.Generator().manual_seed(seed)
-    fw = CachedForwards(model, device)
-    ctx = torch.randint(0, vocab, (1, context), generator=gen).to(device)
+    rng = random.Random(seed)
+    vocab = int(runtime.vocab_size)
+    session = runtime.session()
+    sync = _synchroniser(device)
+
+    def tokens(n: int) -> list[int]:
+        return [rng.randrange(vocab) for _ in range(n)]
+
     t0 = time.perf_counter()
-    fw.forward(ctx)
-    fw.sync()
+    session.append(tokens(context), "context")
+    sync()
     if progress:
         progress(f"context of {context} tokens cached in {time.perf_counter() - t0:.2f} s")
 
-    def ar(ids: Any) -> float:
-        fw.sync()
+    def ar(ids: list[int]) -> float:
+        sync()
         start = time.perf_counter()
-        for i in range(ids.shape[1]):
-            fw.forward(ids[:, i:i + 1])
-            fw.sync()
+        for tok in ids:
+            session.append([tok], "ar")
+            sync()
         elapsed = time.perf_counter() - start
-        fw.crop(context)
+        session.crop(context)
         return elapsed
 
-    def prefill(ids: Any) -> float:
-        fw.sync()
+    def prefill(ids: list[int]) -> float:
+        sync()
         start = time.perf_counter()
-        fw.forward(ids)
-        fw.sync()
+        session.append(ids, "prefill")
+        sync()
         elapsed = time.perf_counter() - start
-        fw.crop(context)
+        session.crop(context)
         return elapsed
 
-    for _ in range(max(0, warmup)):
-        for n in ns:
-            ids = torch.randint(0, vocab, (1, n), generator=gen).to(device)
-            prefill(ids)
-            ar(ids[:, :min(n, 4)])
-    ar_times: dict[int, list[float]] = {n: [] for n in ns}
-    pf_times: dict[int, list[float]] = {n: [] for n in ns}
-    for trial in range(trials):
-        for k, n in enumerate(ns):
-            ids = torch.randint(0, vocab, (1, n), generator=gen).to(device)
-            if (trial + k) % 2:
-                ar_times[n].append(ar(ids))
-                pf_times[n].append(prefill(ids))
-            else:
-                pf_times[n].append(prefill(ids))
-                ar_times[n].append(ar(ids))
-        if progress:
-            done = ", ".join(f"{n}:{ar_times[n][-1] / pf_times[n][-1]:.1f}" for n in ns)
-            progress(f"trial {trial + 1}/{trials}: s(N) {done}")
+    try:
+        for _ in range(max(0, warmup)):
+            for n in ns:
+                ids = tokens(n)
+                prefill(ids)
+                ar(ids[:min(n, 4)])
+        ar_times: dict[int, list[float]] = {n: [] for n in ns}
+        pf_times: dict[int, list[float]] = {n: [] for n in ns}
+        for trial in range(trials):
+            for k, n in enumerate(ns):
+                ids = tokens(n)
+                if (trial + k) % 2:
+                    ar_times[n].append(ar(ids))
+                    pf_times[n].append(prefill(ids))
+                else:
+                    pf_times[n].append(prefill(ids))
+                    ar_times[n].append(ar(ids))
+            if progress:
+                done = ", ".join(f"{n}:{ar_times[n][-1] / pf_times[n][-1]:.1f}" for n in ns)
+                progress(f"trial {trial + 1}/{trials}: s(N) {done}")
+    finally:
+        session.close()
     points = []
     for n in ns:
         ar_s, pf_s = statistics.median(ar_times[n]), statistics.median(pf_times[n])
         points.append({"N": n, "ar_s": ar_s, "prefill_s": pf_s, "speedup": ar_s / pf_s if pf_s else None,
                        "ar_per_token_s": ar_s / n, "ar_trials_s": ar_times[n], "prefill_trials_s": pf_times[n]})
     return {"context": context, "trials": trials, "warmup": warmup, "seed": seed, "points": points}
+
+
+def _synchroniser(device: str) -> Callable[[], None]:
+    """Waits for queued GPU work (a one-token step needs its token before the next)."""
+    if str(device).startswith("cuda"):
+        import torch
+
+        return torch.cuda.synchronize
+    return lambda: None
 
 
 def kernel_table(data: dict[str, Any]) -> list[tuple[str, str, str, str]]:

@@ -134,9 +134,9 @@ def kernel_record(loaded: Any, context: int, ns: Any, trials: int, warmup: int, 
     from engine.bench.harness import machine_info
     from engine.bench.kernel import measure_kernel
 
-    data = measure_kernel(loaded.model, loaded.device, context=context, ns=ns, trials=trials, warmup=warmup,
+    data = measure_kernel(loaded.runtime, loaded.device, context=context, ns=ns, trials=trials, warmup=warmup,
                           progress=lambda m: console.print(f"[dim]{m}[/dim]"))
-    return {"model": loaded.name, "device": loaded.device, **data,
+    return {"model": loaded.name, "device": loaded.device, "backend": loaded.backend, **data,
             "machine": machine_info(loaded.device, loaded.dtype), "command": command}
 
 

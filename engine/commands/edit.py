@@ -14,8 +14,8 @@ import json
 import os
 import sys
 import tempfile
-import time
 from pathlib import Path
+from typing import Any
 
 from engine.api import MODES, EditError, EditRequest, Engine, language_for
 from engine.events import EditFinished, EditResult, EditStarted, OpResolved
@@ -43,6 +43,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--selector", default=None, metavar="auto|none|PATH",
                    help="span-selector adapter for program mode: auto (the shipped one with the embedded "
                    "model), none (the base model) or an adapter folder (default: the workspace configuration)")
+    p.add_argument("--backend", default=None, choices=("auto", "transformers", "llamacpp", "vllm"),
+                   help="what runs the model: auto (llama.cpp for a .gguf when installed, else transformers), "
+                   "transformers, llamacpp or vllm (needs --server-url) (default: the workspace configuration)")
+    p.add_argument("--threads", type=int, default=None, help="llama.cpp CPU threads (default: llama.cpp's)")
+    p.add_argument("--server-url", default=None, help="vLLM server, e.g. http://127.0.0.1:8000 (its API key, if "
+                   "any, is read from $COPY_AS_DECODE_API_KEY)")
+    p.add_argument("--served-model", default=None, help="model name on the vLLM server (default: the only one)")
     p.add_argument("--force", action="store_true", help="write the edit even when it did not finish (token limit, "
                    "loop) or would delete or rewrite most of the region")
     p.add_argument("--output", type=Path, help="write the edited text to this path")
@@ -134,6 +141,16 @@ def _settings(args: argparse.Namespace):
     return settings
 
 
+def _backend_options(args: argparse.Namespace, settings: Any) -> Any:
+    """Backend options: command-line flags over the settings (the server URL is the user's: a
+    flag, or the user-level setting; workspace files cannot set it)."""
+    import dataclasses
+
+    options = settings.backend_options()
+    flags = {"threads": args.threads, "server_url": args.server_url, "served_model": args.served_model}
+    return dataclasses.replace(options, **{k: v for k, v in flags.items() if v is not None})
+
+
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
@@ -156,7 +173,8 @@ def run(args: argparse.Namespace) -> int:
             engine = Engine.load(model, device=args.device or settings.device, dtype=args.dtype or settings.dtype,
                                  progress=lambda m: err.print(f"[dim]{m}[/dim]"),
                                  trust_remote_code=settings.trust_remote_code,
-                                 selector=selector)
+                                 selector=selector, backend=args.backend or settings.backend,
+                                 options=_backend_options(args, settings))
         others = [m.strip() for m in args.compare.split(",") if m.strip() and m.strip() != request.mode]
         if others:
             engine.warm_up()  # so the first timed mode does not pay one-time costs

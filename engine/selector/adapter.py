@@ -172,6 +172,16 @@ def load_selector(loaded: LoadedModel, selector: str | None = "auto", progress: 
     folder = resolve_selector(selector, loaded.name)
     if folder is None:
         return None
+    if loaded.backend == "llamacpp":
+        from engine.selector.gguf_lora import gguf_lora_for
+
+        if progress is not None:
+            progress(f"applying the span-selector adapter {folder} as a llama.cpp LoRA for program mode...")
+        runtime = loaded.runtime.with_adapter(gguf_lora_for(folder, loaded.runtime.model.path))
+        return LoadedModel(name=loaded.name, model=None, tokenizer=loaded.tokenizer, device=loaded.device,
+                           dtype=loaded.dtype, selector=str(folder), runtime=runtime)
+    if loaded.backend == "vllm":
+        return loaded.runtime.with_selector(loaded, folder)
     if progress is not None:
         progress(f"merging the span-selector adapter {folder} into a copy of the model for program mode...")
     model = merged_model(loaded.model, folder)

@@ -1,0 +1,66 @@
+"""Backends: what runs the model's forwards. One seam, three implementations.
+
+Every decoder needs the same few things from a model, and gets them through
+:class:`engine.models.LoadedModel`: its tokenizer, ``vocab_size``, ``runtime.eos_ids()``,
+``session()`` (a :class:`engine.session.Session`: append N tokens in one forward and get the
+logits of the last, some or all positions; crop back to a length; time by kind),
+``runtime.meter()`` (count forwards) and ``runtime.prompt_lookup`` (the backend's own
+prompt-lookup drafting, the ``pld`` mode's peer).
+
+- ``transformers``: in-process torch module, any device and dtype (:mod:`.transformers_backend`).
+- ``llamacpp``: a ``.gguf`` runs quantized as it is, in-process, through llama-cpp-python's
+  low-level API (:mod:`.llamacpp`).
+- ``vllm``: a shared server, over its OpenAI-compatible HTTP API (:mod:`.vllm`). A server returns
+  tokens, not logits, so this runtime has no ``session``; program mode runs as a client loop of
+  grammar-constrained segments (:mod:`engine.remote_decode`).
+
+``auto`` picks llama.cpp for a ``.gguf`` when llama-cpp-python is installed, transformers otherwise.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.api import EditError
+
+BACKENDS: tuple[str, ...] = ("auto", "transformers", "llamacpp", "vllm")
+API_KEY_ENV = "COPY_AS_DECODE_API_KEY"
+
+
+@dataclass(frozen=True)
+class BackendOptions:
+    """Backend settings (user-level: the server URL and key never come from a workspace).
+
+    ``threads``/``context``/``batch``: llama.cpp's CPU threads (None: llama.cpp's default), context
+    size and batch size. ``server_url``: the vLLM server (``http://127.0.0.1:8000``);
+    ``served_model``: the model name the server serves (None: the only one it serves);
+    ``api_key_env``: the environment variable holding the server's API key (never logged);
+    ``timeout_s``: per-request timeout; ``concurrent``: edits a remote backend runs at once."""
+
+    threads: int | None = None
+    context: int = 4096
+    batch: int = 512
+    server_url: str | None = None
+    served_model: str | None = None
+    api_key_env: str = API_KEY_ENV
+    timeout_s: float = 60.0
+
+
+class BackendError(EditError):
+    """The backend cannot run this edit (context full, server down or misbehaving); the message
+    says why, the document is left as it was."""
+
+
+def llamacpp_available() -> bool:
+    return importlib.util.find_spec("llama_cpp") is not None
+
+
+def resolve_backend(backend: str, model: str, gguf_path: Path | None) -> str:
+    """The backend a setting means for a model (``gguf_path``: its GGUF file, if it is one)."""
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    if backend != "auto":
+        return backend
+    return "llamacpp" if gguf_path is not None and llamacpp_available() else "transformers"
