@@ -7,7 +7,8 @@
 
 An ``Engine`` holds one loaded model (plus, for program mode, a copy with the span-selector
 adapter merged in: ``selector``) and is safe to share; each request builds its own decoder
-state. Edits of one engine run one at a time (a lock), since they share the model's device.
+state. Edits of one engine run one at a time (a lock), since they share the model's device; on
+a remote backend (vLLM) they run concurrently and the server batches them.
 """
 
 from __future__ import annotations
@@ -169,8 +170,12 @@ class Engine:
         from engine.decode import run_edit
 
         request.validate()
+        loaded = self.model_for(request.mode)
+        if getattr(loaded.runtime, "concurrent", False):  # a server batches concurrent edits itself
+            yield from run_edit(loaded, request, cancelled)
+            return
         with self._lock:
-            yield from run_edit(self.model_for(request.mode), request, cancelled)
+            yield from run_edit(loaded, request, cancelled)
 
     def edit(self, request: EditRequest, on_event: Callable[[Event], None] | None = None,
              cancelled: Callable[[], bool] = never_cancelled) -> EditResult:

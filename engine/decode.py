@@ -31,6 +31,11 @@ def run_edit(loaded: LoadedModel, request, cancelled: Callable[[], bool],
                         before="".join(lines[max(0, a - ctx):a]), after="".join(lines[b:b + ctx]), first_line=a + 1,
                         language=request.language, focus_line=focus)
     tables = tables_for(loaded)
+    if not hasattr(loaded.runtime, "session") and (request.mode == "forced" or request.token_copies):
+        from engine.api import EditError
+
+        raise EditError(f"{loaded.runtime.describe()} runs program, speculative, ar and pld edits; forced mode "
+                        "and token copies need an in-process backend (transformers or llamacpp)")
     token_copies = request.token_copies
     if request.mode == "forced":
         token_copies = token_copies or any(isinstance(op, CopyTokens) for op in request.program.ops)
@@ -46,7 +51,16 @@ def run_edit(loaded: LoadedModel, request, cancelled: Callable[[], bool],
         prompt_ids = render(loaded.tokenizer, text_messages(parts), assistant_prefix=parts.fence())
     yield EditStarted(mode=request.mode, model=loaded.name, input_lines=len(split_lines(region)),
                       prompt_tokens=len(prompt_ids))
-    if request.mode in ("program", "forced"):
+    remote = not hasattr(loaded.runtime, "session")
+    if remote:
+        from engine.remote_decode import RemoteProgramDecoder, decode_text_remote
+
+        if request.mode == "program":
+            decoder = RemoteProgramDecoder(loaded, tables, region, prompt_ids, request.max_new_tokens, cancelled,
+                                           monotonic=request.monotonic).run()
+        else:
+            decoder = decode_text_remote(loaded, tables, region, prompt_ids, request.max_new_tokens, cancelled)
+    elif request.mode in ("program", "forced"):
         decoder = decode_program(loaded, tables, region, prompt_ids, request.max_new_tokens, cancelled,
                                  token_copies=token_copies,
                                  teacher_program=request.program if request.mode == "forced" else None,

@@ -37,8 +37,61 @@ def int_range_ebnf(n: int) -> str:
     return " | ".join(f"({a})" for a in alts)
 
 
+def int_between_ebnf(low: int, high: int) -> str:
+    """EBNF alternatives matching exactly the decimal integers ``low..high`` (no leading zeros):
+    the classic split into runs of equal length, then by first differing digit."""
+    if not 1 <= low <= high:
+        raise ValueError(f"an integer range needs 1 <= low <= high, got {low}..{high}")
+    alts: list[str] = []
+    while low <= high:
+        top = min(high, 10 ** len(str(low)) - 1)
+        alts += _same_length(str(low), str(top))
+        low = top + 1
+    return " | ".join(f"({a})" for a in alts)
+
+
+def _digit_class(a: str, b: str) -> str:
+    return f'"{a}"' if a == b else f"[{a}-{b}]"
+
+
+def _same_length(a: str, b: str) -> list[str]:
+    """Sequences matching the numbers a..b, which have the same number of digits."""
+    if a == b:
+        return [f'"{a}"']
+    i = 0
+    while a[i] == b[i]:
+        i += 1
+    prefix = f'"{a[:i]}" ' if i else ""
+    head_a, head_b, rest = a[i], b[i], len(a) - i - 1
+    if rest == 0:
+        return [prefix + _digit_class(head_a, head_b)]
+    if a[i + 1:] == "0" * rest and b[i + 1:] == "9" * rest:
+        return [prefix + _digit_class(head_a, head_b) + " [0-9]" * rest]
+    out = [prefix + f'"{head_a}" ' + tail for tail in _same_length(a[i + 1:], "9" * rest)]
+    if int(head_b) - int(head_a) > 1:
+        out.append(prefix + _digit_class(str(int(head_a) + 1), str(int(head_b) - 1)) + " [0-9]" * rest)
+    out += [prefix + f'"{head_b}" ' + tail for tail in _same_length("0" * rest, b[i + 1:])]
+    return out
+
+
 def _escape_class_char(ch: str) -> str:
     return "\\" + ch if ch in "\\]^-[" else ch
+
+
+def _literal_prefixes() -> list[str]:
+    """The proper prefixes of the reserved literals: the states of the gen-body automaton."""
+    return sorted({lit[:i] for lit in RESERVED_LITERALS for i in range(len(lit))}, key=lambda s: (len(s), s))
+
+
+def body_rule_after(text: str) -> str:
+    """The body rule (``bodyK``) that continues a gen body which so far reads ``text``: its state is
+    the longest suffix of ``text`` that is a proper prefix of a reserved literal."""
+    index = {p: i for i, p in enumerate(_literal_prefixes())}
+    for k in range(min(len(text), max(len(p) for p in index)), -1, -1):
+        tail = text[len(text) - k:] if k else ""
+        if tail in index:
+            return f"body{index[tail]}"
+    return "body0"
 
 
 @lru_cache(maxsize=1)
@@ -46,7 +99,7 @@ def gen_body_ebnf() -> str:
     """Rules ``body0..bodyK``: strings that contain no reserved literal (an automaton over the
     proper prefixes of the literals, written as right-recursive rules; ``body0`` starts it), and
     ``bodyne``: the same strings but the empty one."""
-    prefixes = sorted({lit[:i] for lit in RESERVED_LITERALS for i in range(len(lit))}, key=lambda s: (len(s), s))
+    prefixes = _literal_prefixes()
     index = {p: i for i, p in enumerate(prefixes)}
     alphabet = sorted({c for lit in RESERVED_LITERALS for c in lit})
 

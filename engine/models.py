@@ -19,6 +19,9 @@ from typing import Any, Callable, Iterator
 
 DEFAULT_MODEL = "default"
 _DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+# v2: tied embeddings saved under their canonical name (model.embed_tokens.weight), so other
+# loaders (vLLM) read the folder too; a folder converted before is converted again.
+COMPLETE_MARKER = ".complete-v2"
 
 
 class ModelLoadError(RuntimeError):
@@ -109,7 +112,7 @@ def _default_model_folder(progress: Callable[[str], None] | None) -> Path:
     two processes (say, an editor's server and a CLI run) from converting it at the same time."""
     gguf = default_gguf_path()
     folder = cache_dir() / "SmolLM2-135M-Instruct"
-    marker = folder / ".complete"
+    marker = folder / COMPLETE_MARKER
     if marker.is_file():
         return folder
     folder.parent.mkdir(parents=True, exist_ok=True)
@@ -139,7 +142,7 @@ def _convert_default_model(gguf: Path, folder: Path, progress: Callable[[str], N
     import shutil
 
     import torch
-    from safetensors.torch import save_model
+    from safetensors.torch import save_file
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     _say(progress, f"de-quantizing the embedded default model {gguf.name} (first run only, ~25 s)...")
@@ -153,9 +156,13 @@ def _convert_default_model(gguf: Path, folder: Path, progress: Callable[[str], N
         del config.quantization_config
     config.save_pretrained(str(tmp))
     model.generation_config.save_pretrained(str(tmp))
-    save_model(model, str(tmp / "model.safetensors"))
+    state = model.state_dict()
+    if getattr(config, "tie_word_embeddings", False):
+        state.pop("lm_head.weight", None)  # tied: the embedding is the one copy, under its own name
+    save_file({k: v.detach().contiguous() for k, v in state.items()}, str(tmp / "model.safetensors"),
+              metadata={"format": "pt"})
     tok.save_pretrained(str(tmp))
-    (tmp / ".complete").write_text(str(gguf))
+    (tmp / COMPLETE_MARKER).write_text(str(gguf))
     if folder.exists():  # an incomplete earlier attempt
         shutil.rmtree(folder, ignore_errors=True)
     os.replace(tmp, folder)

@@ -225,7 +225,7 @@ class ProgramDecoder:
                 token = self.choose(logits, self.mask())
             else:
                 token, known = known, None
-            if self.lookahead is not None and _starts_op(self.lookahead.text + self.tables.vocab_texts[token]):
+            if self.lookahead is not None and starts_op(self.lookahead.text + self.tables.vocab_texts[token]):
                 self.close_gen_instead()
                 self.grammar_s = grammar_before + time.perf_counter() - t
                 logits = self.feed("fused")
@@ -485,7 +485,7 @@ class ProgramDecoder:
                     token = None
             if token is None or (not self.scanner.in_gen and token in self.crossing):
                 return False
-            if self.lookahead is not None and _starts_op(self.lookahead.text + self.tables.vocab_texts[token]):
+            if self.lookahead is not None and starts_op(self.lookahead.text + self.tables.vocab_texts[token]):
                 return False
             if self.teacher is not None and self.teacher.choose(self.bitmask, banned) != token:
                 return False
@@ -556,7 +556,7 @@ class _Lookahead:
 _OP_STARTS = ("<gen>", "<copy", "</program>", "<program>")
 
 
-def _starts_op(text: str) -> bool:
+def starts_op(text: str) -> bool:
     return len(text) >= 3 and any(lit.startswith(text[:len(lit)]) or text.startswith(lit) for lit in _OP_STARTS)
 
 

@@ -73,9 +73,12 @@ class LlamaCppModel:
         self.n_ctx_train = int(lib.llama_model_n_ctx_train(self.ptr))
 
     def __del__(self) -> None:
-        if getattr(self, "ptr", None):
-            self.lib.llama_model_free(self.ptr)
-            self.ptr = None
+        try:
+            if getattr(self, "ptr", None):
+                self.lib.llama_model_free(self.ptr)
+                self.ptr = None
+        except Exception:  # noqa: BLE001 - interpreter shutdown: the library may be gone already
+            pass
 
 
 class LlamaCppRuntime:
@@ -307,11 +310,11 @@ def _gguf_tokenizer(name: str, path: Path) -> Any:
     tokenizer, faster to read)."""
     from transformers import AutoTokenizer
 
-    from engine.models import DEFAULT_MODEL, ModelLoadError, cache_dir
+    from engine.models import COMPLETE_MARKER, DEFAULT_MODEL, ModelLoadError, cache_dir
 
     folder = cache_dir() / "SmolLM2-135M-Instruct"
     try:
-        if name in (DEFAULT_MODEL, "", None) and (folder / ".complete").is_file():
+        if name in (DEFAULT_MODEL, "", None) and (folder / COMPLETE_MARKER).is_file():
             return AutoTokenizer.from_pretrained(str(folder))
         return AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
     except Exception as exc:  # noqa: BLE001 - every failure becomes one clear message

@@ -43,6 +43,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from engine.session import Session
+
 
 @dataclass(frozen=True)
 class KernelCurve:
@@ -237,34 +239,23 @@ class DraftedWalk:
     verify_forwards: int = 0
 
 
-class _CountingSession:
-    """Stands in for :class:`engine.session.KVSession` in :func:`drafted_walk`: records each
-    forward's size and keeps the cache length (crops included); runs nothing. Under the teacher
-    the decoder never reads logits, so zeros of the right shape are enough."""
+class _CountingSession(Session):
+    """Stands in for a backend's session in :func:`drafted_walk`: records each forward's size and
+    keeps the cache length (crops included); runs nothing. Under the teacher the decoder never
+    reads logits, so zeros of the right shape are enough."""
 
     def __init__(self) -> None:
-        self.length = 0
+        super().__init__()
         self.sizes: list[int] = []
-        self.kinds: list[str] = []
 
-    def append(self, ids: Sequence[int], kind: str, all_logits: bool = False,
-               rows: Sequence[int] | None = None) -> Any:
+    def _forward(self, ids: list[int], rows: list[int]) -> Any:
         import torch
 
-        if not ids:
-            raise ValueError("append needs at least one token")
         self.sizes.append(len(ids))
-        self.kinds.append(kind)
-        self.length += len(ids)
-        if rows is not None:
-            return torch.zeros((len(rows), 1))
-        return torch.zeros((len(ids), 1)) if all_logits else torch.zeros(1)
+        return torch.zeros((len(rows), 1))
 
-    def crop(self, length: int) -> None:
-        self.length = min(self.length, length)
-
-    def breakdown(self) -> dict[str, Any]:
-        return {}
+    def _truncate(self, length: int) -> None:
+        pass
 
 
 def drafted_walk(loaded: Any, tables: Any, region: str, program: Any, draft: bool = True) -> DraftedWalk:
@@ -287,6 +278,7 @@ def drafted_walk(loaded: Any, tables: Any, region: str, program: Any, draft: boo
     decoder = Walk(loaded, tables, region, [0], 1 << 16, lambda: False, token_copies=token_copies,
                    teacher_program=program, monotonic=False, draft=draft)
     session = _CountingSession()
+    decoder.session.close()
     decoder.session = session
     for _ in decoder.run():
         pass

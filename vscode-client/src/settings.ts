@@ -29,6 +29,10 @@ export const SERVER_KEYS = [
   "promptStyle",
   "selector",
   "wholeDocumentLines",
+  "backend",
+  "threads",
+  "contextSize",
+  "batchSize",
 ] as const;
 
 /**
@@ -45,8 +49,19 @@ export const APPLY_MODES = ["stream", "final", "preview"] as const;
  * adapter folder, which the server accepts from a workspace only under a path of `allowedModels`. */
 export const SELECTOR_CHOICES = ["auto", "none"] as const;
 
-/** Keys the server honours only from initializationOptions (user-level settings), for safety. */
-export const USER_ONLY_KEYS = ["trustRemoteCode", "allowedModels"] as const;
+/**
+ * Keys the server honours only from initializationOptions (user-level settings), for safety: a
+ * workspace must not run remote code, widen the allowed models, or send your code (and your API
+ * key) to another vLLM server. The key itself is never a setting: `apiKeyEnv` only names the
+ * environment variable the server reads it from.
+ */
+export const USER_ONLY_KEYS = [
+  "trustRemoteCode",
+  "allowedModels",
+  "serverUrl",
+  "servedModel",
+  "apiKeyEnv",
+] as const;
 
 /**
  * Settings whose change needs a new server process: the interpreter and its arguments, and the

@@ -1,0 +1,303 @@
+"""Decoding on a server that returns tokens, not logits (the vLLM backend).
+
+Program mode is a client loop of segments. Each request sends the prompt as token ids (what the
+in-process decoder would have fed by then: prompt, program so far, copied lines' tokens), the
+grammar of what may follow in the program's current state, and stops at the copy close
+(``"/>``). When a copy closes, the client appends the copied lines' tokens (line-aligned, as the
+in-process splice does) and the literal the grammar then forces, and asks again: the server's
+prefix cache holds everything before, so the copy is one prefill, the splice on vLLM.
+
+The per-segment grammar carries the range rule a context-free grammar over the whole program
+cannot: a copy starts at or after the line the previous one ended (``monotonic``), ends at or
+after its start and at or before the last line, and a gen never directly follows a gen. Every
+token the server sends is still checked against the client's own full program grammar and the
+range rule (server output is untrusted); a violation is an error and the document stays as it was.
+
+Text modes (ar, speculative, pld) are one streamed greedy completion. vLLM has no per-request
+draft: its n-gram speculation is a server setting (``--speculative-config``), lossless under
+greedy decoding, so ``speculative`` on vLLM is the server's own drafting when it was started with
+it, and plain decoding otherwise; the output is the same either way.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterator, Sequence
+
+from engine.backends.http_client import RemoteError
+from engine.events import OpResolved, TokenCounts
+from engine.grammar import body_rule_after, gen_body_ebnf, int_between_ebnf
+from engine.guards import LoopGuard
+from engine.lines import split_lines
+from engine.models import LoadedModel
+from engine.program import GEN_CLOSE, CopyLines, Op, Program, merge_adjacent, unescape_body
+from engine.program_decoder import DecodeOutcome, starts_op
+from engine.prompt import TEXT_FENCE_CLOSE
+from engine.resolve import resolve_op
+from engine.scanner import ProgramScanner
+from engine.tables import ModelTables
+from engine.text_decoder import LineReporter, final_text
+from engine.tokens import IncrementalDetokenizer, encode
+
+COPY_CLOSE = '"/>'
+
+
+@dataclass
+class _Lookahead:
+    """A ``<`` (or ``</``) the model began a gen-body line with: an op, or text? The next token says."""
+
+    text: str
+    pending: int  # its index in the segment's tokens
+    scanner: tuple
+    detok: tuple
+
+
+def segment_ebnf(n_lines: int, next_line: int, after_gen: bool, gen_body: str | None) -> str:
+    """Grammar of one segment. The segment starts right after a ``<`` the client fed (an op's
+    start), or inside a gen body that reads ``gen_body`` so far; it ends at the first copy close
+    or at ``</program>``. ``next_line``: the smallest line the next copy may start at."""
+    copy_ok = next_line <= n_lines
+    rules = []
+    tail = ['"/program>"']
+    if copy_ok:
+        tail.insert(0, 'copy')
+        rules.append('copy ::= "copy lines=\\"" pair "\\"/>"')
+        rules.append("pair ::= " + " | ".join(f'("{i}-" r{i})' for i in range(next_line, n_lines + 1)))
+        rules += [f"r{i} ::= {int_between_ebnf(i, n_lines)}" for i in range(next_line, n_lines + 1)]
+    rules.append("tail ::= " + " | ".join(tail))
+    if gen_body is not None:
+        rules.insert(0, f'root ::= {body_rule_after(gen_body)} "</gen>" "<" tail')
+    else:
+        alts = ["tail"] + ([] if after_gen else ['"gen>" bodyne "</gen>" "<" tail'])
+        rules.insert(0, "root ::= " + " | ".join(alts))
+    rules.append(gen_body_ebnf())
+    return "\n".join(rules)
+
+
+class RemoteProgramDecoder:
+    """Program mode against a token-returning server; yields OpResolved events, then one
+    :class:`DecodeOutcome`. Same prompt, same splice tokenization and same forced literals as the
+    in-process decoder, so under greedy decoding it writes the same program up to the numerics of
+    the two backends and the tokenization the server's model picks for literals inside a segment."""
+
+    def __init__(self, loaded: LoadedModel, tables: ModelTables, region: str, prompt_ids: Sequence[int],
+                 max_new_tokens: int, cancelled: Callable[[], bool], monotonic: bool = True):
+        self.started = time.perf_counter()
+        self.runtime, self.tables, self.tokenizer = loaded.runtime, tables, loaded.tokenizer
+        self.lines = split_lines(region)
+        self.line_ids = [encode(self.tokenizer, line) for line in self.lines]
+        self.fed = list(prompt_ids)
+        self.max_new_tokens, self.cancelled, self.monotonic = max_new_tokens, cancelled, monotonic
+        self.matcher = tables.grammar.matcher(len(self.lines), 0)
+        self.detok = IncrementalDetokenizer(self.tokenizer)
+        self.scanner = ProgramScanner()
+        self.ops: list[Op] = []
+        self.resolved = ""
+        self.consumed = 0
+        self.next_line, self.after_gen = 1, False
+        self.generated = self.forced = self.copied = 0
+        self.requests = 0
+        self.request_s = 0.0
+        self.events: list[OpResolved] = []
+        self.guard = LoopGuard(region)
+        self.loop_warning: str | None = None
+        self.guarded = (0, 0)
+        self.lookahead: _Lookahead | None = None
+
+    def run(self) -> Iterator[OpResolved | DecodeOutcome]:
+        stop_reason = "done"
+        self.take_forced()
+        while not self.matcher.is_terminated():
+            if self.cancelled():
+                stop_reason = "cancelled"
+                break
+            budget = self.max_new_tokens - self.generated - self.forced
+            if budget <= 0:
+                stop_reason = "max_tokens"
+                break
+            stop_reason = yield from self.segment(budget)
+            if stop_reason != "done":
+                break
+            self.take_forced()
+        yield from self.flush()
+        yield self.outcome(stop_reason)
+
+    def segment(self, budget: int) -> Iterator[OpResolved]:
+        """One request: stream tokens until the copy closes, the program ends or the budget is spent."""
+        grammar = segment_ebnf(len(self.lines), self.next_line if self.monotonic else 1, self.after_gen,
+                               self.scanner.body if self.scanner.in_gen else None)
+        extra = {"structured_outputs": {"grammar": grammar}, "stop": [COPY_CLOSE], "include_stop_str_in_output": True,
+                 "stop_token_ids": sorted(self.tables.stop_ids)}
+        start = time.perf_counter()
+        self.requests += 1
+        pending: list[int] = []
+        finish = None
+        stream = self.runtime.stream_completion(self.fed, budget, self.cancelled, **extra)
+        try:
+            for ids, finish in stream:
+                closed = False
+                for tok in ids:
+                    if tok in self.tables.stop_ids:
+                        continue
+                    if self.take(tok, pending):
+                        closed = True
+                        break
+                yield from self.flush()
+                if closed:
+                    return "done"  # the next segment starts after the </gen> the client wrote
+                if self.loop_check():
+                    return "loop"
+        finally:
+            stream.close()  # stop reading: the server aborts a request whose connection is gone
+            self.request_s += time.perf_counter() - start
+            self.fed.extend(pending)
+        if self.cancelled():
+            return "cancelled"
+        if finish == "length" and not self.matcher.is_terminated() and not self._at_copy_close():
+            return "max_tokens"
+        if finish is None and not self.matcher.is_terminated() and not self._at_copy_close():
+            raise RemoteError(f"{self.runtime.client.display}: the completion ended without a finish reason (truncated)")
+        return "done"
+
+    def _at_copy_close(self) -> bool:
+        return bool(self.ops) and isinstance(self.ops[-1], CopyLines) and not self.scanner.in_gen \
+            and self.scanner.tag == ""
+
+    def take(self, tok: int, pending: list[int]) -> bool:
+        """Check one server token against the client's grammar, write it, splice a closed copy.
+
+        Returns True when the token showed that a gen line the model began with ``<`` was an op:
+        as in the in-process decoder, that ``<`` is rolled back and ``</gen>`` written instead
+        (the segment ends there; the server's speculative tokens after it are dropped)."""
+        text = self.tables.vocab_texts[tok]
+        if self.lookahead is not None:
+            la, self.lookahead = self.lookahead, None
+            if starts_op(la.text + text):
+                self.close_gen_instead(la, pending)
+                return True
+        if self.scanner.in_gen and self.scanner.body.endswith("\n") and text in ("<", "</"):
+            self.lookahead = _Lookahead(text, len(pending), self.scanner.snapshot(), self.detok.snapshot())
+        if self.matcher.is_terminated() or not self.matcher.accept_token(tok):
+            raise RemoteError(f"{self.runtime.client.display}: the server's output left the program grammar "
+                              f"at token {tok} ({self.tables.vocab_texts[tok]!r}); is structured output enabled?")
+        self.generated += 1
+        pending.append(tok)
+        self.write([tok], pending)
+        return False
+
+    def close_gen_instead(self, la: "_Lookahead", pending: list[int]) -> None:
+        self.matcher.rollback(1)
+        del pending[la.pending:]
+        self.scanner.restore(la.scanner)
+        self.detok.restore(la.detok)
+        if not self.matcher.accept_string(GEN_CLOSE):
+            raise RuntimeError("grammar refused </gen> after a gen body")
+        ids = encode(self.tokenizer, GEN_CLOSE)
+        self.forced += len(ids)
+        pending.extend(ids)
+        self.write(ids, pending)
+
+    def take_forced(self) -> None:
+        """The literal the grammar fixes now (``<program><`` at the start, ``<`` after a copy),
+        tokenized on its own and fed by the client, as the in-process decoder does."""
+        literal = self.matcher.find_jump_forward_string()
+        if not literal:
+            return
+        cut = self.scanner.copy_close_offset(literal)
+        literal = literal[:cut] if cut else literal
+        if not self.matcher.accept_string(literal):
+            raise RuntimeError(f"grammar refused its own forced literal {literal!r}")
+        ids = encode(self.tokenizer, literal)
+        self.forced += len(ids)
+        self.fed.extend(ids)
+        self.write(ids, None)
+
+    def write(self, ids: list[int], pending: list[int] | None) -> None:
+        for op in self.scanner.feed(self.detok.push(ids)):
+            text = resolve_op(op, len(self.ops), self.lines, None, "strict")
+            if isinstance(op, CopyLines):
+                if op.start < (self.next_line if self.monotonic else 1) or op.end < op.start or op.end > len(self.lines):
+                    raise RemoteError(f"{self.runtime.client.display}: the server wrote {op} against the range rule")
+                span = [t for line in self.line_ids[op.start - 1:op.end] for t in line]
+                (pending if pending is not None else self.fed).extend(span)
+                self.copied += len(span)
+                self.next_line = max(self.next_line, op.end + 1)
+                self.consumed = max(self.consumed, op.end)
+                self.after_gen = False
+            else:
+                if self.after_gen:
+                    raise RemoteError(f"{self.runtime.client.display}: the server wrote a gen right after a gen")
+                self.after_gen = True
+            self.ops.append(op)
+            self.resolved += text
+            self.events.append(OpResolved(index=len(self.ops) - 1, op=op, text=text, resolved=self.resolved,
+                                          input_lines_consumed=self.consumed,
+                                          tokens=TokenCounts(self.generated, self.copied, self.forced),
+                                          elapsed_s=time.perf_counter() - self.started))
+
+    def loop_check(self) -> bool:
+        """Has the output started repeating itself? Checked when an output line or an op completes."""
+        text = self.resolved + (unescape_body(self.scanner.body) if self.scanner.in_gen else "")
+        seen = (text.count("\n"), len(self.ops))
+        if seen == self.guarded:
+            return False
+        self.guarded = seen
+        self.loop_warning = self.guard.check(text) or self.guard.check_ops(self.ops)
+        return self.loop_warning is not None
+
+    def flush(self) -> Iterator[OpResolved]:
+        events, self.events = self.events, []
+        yield from events
+
+    def outcome(self, stop_reason: str) -> DecodeOutcome:
+        warnings = [self.loop_warning] if self.loop_warning else []
+        output = self.resolved
+        if stop_reason == "max_tokens":
+            output = self.resolved + "".join(self.lines[self.consumed:])
+            warnings.append(f"the program hit the limit of {self.max_new_tokens} new tokens before </program>; "
+                            f"the rest of the input after line {self.consumed} was kept unchanged")
+        breakdown = {"request_s": round(self.request_s, 6), "requests": self.requests, "decode_steps": self.generated}
+        return DecodeOutcome(program=Program(tuple(self.ops)), region_output=output, raw_output=self.scanner.text,
+                             tokens=TokenCounts(self.generated, self.copied, self.forced), stop_reason=stop_reason,
+                             breakdown=breakdown, warnings=warnings)
+
+
+def decode_text_remote(loaded: LoadedModel, tables: ModelTables, region: str, prompt_ids: Sequence[int],
+                       max_new_tokens: int, cancelled: Callable[[], bool]) -> Iterator[OpResolved | DecodeOutcome]:
+    """ar / speculative / pld on the server: one streamed greedy completion (see the module doc)."""
+    started = time.perf_counter()
+    runtime, tokenizer = loaded.runtime, loaded.tokenizer
+    reporter = LineReporter(region, started)
+    detok = IncrementalDetokenizer(tokenizer)
+    guard, guarded, loop_warning = LoopGuard(region), 0, None
+    out: list[int] = []
+    stop_reason, finish = "done", None
+    extra = {"stop": [TEXT_FENCE_CLOSE], "stop_token_ids": sorted(tables.stop_ids)}
+    for ids, finish in runtime.stream_completion(list(prompt_ids), max_new_tokens, cancelled, **extra):
+        new = [t for t in ids if t not in tables.stop_ids]
+        out.extend(new)
+        detok.push(new)
+        if TEXT_FENCE_CLOSE in detok.text:
+            break
+        yield from reporter.report(detok.text, TokenCounts(len(out), 0, 0))
+        if detok.text.count("\n") != guarded:
+            guarded = detok.text.count("\n")
+            loop_warning = guard.check(detok.text)
+            if loop_warning:
+                stop_reason = "loop"
+                break
+    if cancelled():
+        stop_reason = "cancelled"
+    elif stop_reason == "done" and finish == "length":
+        stop_reason = "max_tokens"
+    elif stop_reason == "done" and finish is None and TEXT_FENCE_CLOSE not in detok.text:
+        raise RemoteError(f"{runtime.client.display}: the completion ended without a finish reason (truncated)")
+    text = final_text(detok.text, region)
+    counts = TokenCounts(len(out), 0, 0)
+    yield from reporter.report(text, counts, final=True)
+    yield DecodeOutcome(program=Program(merge_adjacent(reporter.ops)), region_output=text, raw_output=detok.text,
+                        tokens=counts, stop_reason=stop_reason,
+                        breakdown={"request_s": round(time.perf_counter() - started, 6), "requests": 1,
+                                   "output_tokens": len(out)},
+                        warnings=[loop_warning] if loop_warning else [])

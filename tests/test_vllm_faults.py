@@ -1,0 +1,102 @@
+"""The vLLM backend's failure paths: server down, slow, 4xx/5xx, malformed or truncated responses,
+tokens outside the vocabulary or the grammar, a model the server does not serve. Each becomes one
+clear error, the document is left as it was, and the API key never shows in a message.
+
+Driven by the FAKE server in tests/fake_completions_server.py (a real vLLM cannot be made to
+misbehave on demand); the working paths run against a real vLLM in tests/test_vllm_backend.py."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from engine.api import EditRequest, Engine
+from engine.backends import BackendError, BackendOptions
+from engine.models import ModelLoadError, load_tokenizer
+from tests.fake_completions_server import FakeCompletionsServer
+
+BUGGY = "def add(a, b):\n    return a - b\n"
+KEY = "sk-test-secret-123"
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return load_tokenizer("default")
+
+
+@pytest.fixture()
+def fake(tokenizer):
+    with FakeCompletionsServer(tokenizer) as server:
+        yield server
+
+
+def _engine(url: str, timeout: float = 3.0, served: str | None = None, **env) -> Engine:
+    return Engine.load("default", backend="vllm", selector="none",
+                       options=BackendOptions(server_url=url, timeout_s=timeout, served_model=served))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_server_down_is_one_clear_message():
+    with pytest.raises(ModelLoadError, match="cannot reach the server.*is it running"):
+        _engine(f"http://127.0.0.1:{_free_port()}")
+
+
+def test_missing_url_and_unserved_model(fake):
+    with pytest.raises(ModelLoadError, match="serverUrl"):
+        Engine.load("default", backend="vllm", options=BackendOptions())
+    with pytest.raises(ModelLoadError, match="does not serve 'other'.*fake-model"):
+        _engine(fake.url, served="other")
+
+
+@pytest.mark.parametrize("fault, message", [
+    ("http500", r"the server failed \(HTTP 500\): CUDA out of memory"),
+    ("http400", r"rejected the request \(HTTP 400\).*does not exist"),
+    ("malformed", "malformed JSON"),
+    ("truncated", "truncated"),
+    ("slow", "no answer within 1 s"),
+    ("bad_tokens", "outside the vocabulary"),
+    ("off_grammar", "left the program grammar"),
+])
+@pytest.mark.parametrize("mode", ["program", "ar"])
+def test_faults_raise_clear_errors_and_the_server_keeps_serving(fake, fault, message, mode, monkeypatch):
+    if fault == "off_grammar" and mode == "ar":
+        pytest.skip("text modes have no grammar")
+    monkeypatch.setenv("COPY_AS_DECODE_API_KEY", KEY)
+    engine = _engine(fake.url, timeout=1.0)
+    fake.fault = fault
+    with pytest.raises(BackendError, match=message) as caught:
+        engine.edit(EditRequest(BUGGY, "Fix the bug", mode=mode, max_new_tokens=8))
+    assert KEY not in str(caught.value)
+    assert fake.headers[-1].get("Authorization") == f"Bearer {KEY}"  # sent, never shown
+    fake.fault = "ok"  # the same engine goes on working once the server does
+    result = engine.edit(EditRequest(BUGGY, "Fix the bug", mode="ar", max_new_tokens=1))
+    assert result.stop_reason == "max_tokens"
+
+
+def test_cli_leaves_the_file_untouched_on_a_server_error(fake, tmp_path: Path):
+    path = tmp_path / "buggy.py"
+    path.write_text(BUGGY)
+    fake.fault = "http500"
+    run = subprocess.run([sys.executable, "-m", "engine.cli", "edit", str(path), "-i", "Fix the bug", "--mode", "ar",
+                          "--backend", "vllm", "--server-url", fake.url, "--selector", "none", "--in-place"],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 2, run.stderr
+    assert "HTTP 500" in run.stderr
+    assert path.read_text() == BUGGY
+
+
+def test_workspace_files_cannot_set_the_server(tmp_path: Path):
+    from lsp_server.config import parse_layer
+
+    layer = parse_layer({"serverUrl": "http://evil.example:80", "backend": "vllm"}, "workspace file")
+    assert "server_url" not in layer.values and layer.values.get("backend") == "vllm"
+    assert any("serverUrl is only read from user-level settings" in w for w in layer.warnings)
