@@ -8,7 +8,8 @@ requests for a model that is loading wait for the same load. A failed load is no
 next request retries (the user may have fixed the setting).
 
 EditQueue: edits run one at a time, first come first served (they share the CPU/GPU, and the
-engine itself serialises edits on one model). A newer request for the SAME document cancels the
+engine itself serialises edits on one model); edits that go to a remote backend (vLLM) do not
+queue: the server batches concurrent requests itself. A newer request for the SAME document cancels the
 older one, running or queued: the older one stops within one decoding step, restores what it had
 streamed, and reports "superseded"; then the newer one starts.
 """

@@ -12,6 +12,7 @@ the notification ``copyAsDecode/status``
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 from pathlib import Path
@@ -225,12 +226,15 @@ class CopyAsDecodeServer(LanguageServer):
 
         self.queue.claim(args.uri, ticket, cancel)
         try:
-            if self.queue.busy:
+            settings, warnings = await self.settings_for(args.uri)
+            # Local backends share this machine's CPU/GPU: one edit at a time. A remote server
+            # batches concurrent requests itself, so edits that go to it do not wait for each other.
+            slot = contextlib.nullcontext() if settings.backend == "vllm" else self.queue.slot()
+            if settings.backend != "vllm" and self.queue.busy:
                 self.status("editing", "queued behind another AI edit")
-            async with self.queue.slot():
+            async with slot:
                 if stop.is_set():
                     return stopped_early()
-                settings, warnings = await self.settings_for(args.uri)
                 for warning in warnings:
                     self.log_to_client(f"copy-as-decode: {warning}", types.MessageType.Warning)
                 doc = self.documents.get(args.uri)

@@ -17,7 +17,7 @@ import pytest
 from engine.api import EditRequest, Engine
 from engine.backends import BackendError, BackendOptions
 from engine.models import ModelLoadError, load_tokenizer
-from tests.fake_completions_server import FakeCompletionsServer
+from fake_completions_server import FakeCompletionsServer
 
 BUGGY = "def add(a, b):\n    return a - b\n"
 KEY = "sk-test-secret-123"

@@ -95,11 +95,13 @@ _ENGINES: dict[tuple, Any] = {}
 
 
 def get_engine(model: str = "default", device: str | None = None, dtype: str | None = None,
-               progress: Any = None, selector: str = "auto") -> Any:
-    """One loaded :class:`engine.api.Engine` per (model, device, dtype, selector) per process."""
+               progress: Any = None, selector: str = "auto", backend: str = "transformers",
+               options: Any = None) -> Any:
+    """One loaded :class:`engine.api.Engine` per (model, device, dtype, selector, backend) per process."""
     from engine.api import Engine
 
-    key = (model, device, dtype, selector)
+    key = (model, device, dtype, selector, backend, options)
     if key not in _ENGINES:
-        _ENGINES[key] = Engine.load(model, device=device, dtype=dtype, progress=progress, selector=selector)
+        _ENGINES[key] = Engine.load(model, device=device, dtype=dtype, progress=progress, selector=selector,
+                                    backend=backend, options=options)
     return _ENGINES[key]

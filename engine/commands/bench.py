@@ -34,7 +34,11 @@ def add_parser(subparsers: Any) -> None:
         p.add_argument("--device", default=None, help="cpu, cuda, ... (default: CUDA when present)")
         p.add_argument("--dtype", default=None, help="float32, bfloat16, ... (default: bf16 on CUDA, fp32 on CPU)")
         p.add_argument("--threads", type=int, default=None,
-                       help="torch intra-op threads (default: torch's choice; 1 is steadiest on a shared CPU)")
+                       help="torch intra-op threads, and llama.cpp's (default: the backend's choice; 1 is steadiest "
+                            "on a shared CPU)")
+        p.add_argument("--backend", default="transformers", choices=("auto", "transformers", "llamacpp", "vllm"),
+                       help="what runs the model (default transformers, so recorded commands keep their meaning)")
+        p.add_argument("--server-url", default=None, help="the vLLM server (--backend vllm)")
         p.add_argument("--json", type=Path, metavar="PATH", help="write the results here")
         p.add_argument("--plot", type=Path, metavar="PATH", help="write the PNG here (default: next to --json)")
 
@@ -69,6 +73,17 @@ def add_parser(subparsers: Any) -> None:
     edits.add_argument("--no-warmup", action="store_true", help="skip the warm-up (not for real measurements)")
     edits.set_defaults(func=run_edits)
 
+    backends = sub.add_parser("backends", help="backends side by side: ar tokens/s per case and s(N)")
+    backends.add_argument("--model", default="default", help="a .gguf (or the embedded default) every backend can run")
+    backends.add_argument("--backends", default="transformers,llamacpp", help="comma list (the first is the baseline)")
+    backends.add_argument("--threads", type=int, default=None, help="threads for every backend (torch and llama.cpp)")
+    backends.add_argument("--corpus", default="humanevalfix-python")
+    backends.add_argument("--limit", type=int, default=20)
+    backends.add_argument("--ns", default="1,2,4,8,16,32,64,128", help="kernel N values")
+    backends.add_argument("--kernel-trials", type=int, default=3)
+    backends.add_argument("--json", type=Path, metavar="PATH", help="write the results here")
+    backends.set_defaults(func=run_backends)
+
     merge = sub.add_parser("merge", help="merge partial 'bench edits' results (disjoint case ranges)")
     merge.add_argument("parts", nargs="+", type=Path, metavar="PART.json", help="results files to merge")
     merge.add_argument("--json", type=Path, metavar="PATH", required=True, help="write the merged results here")
@@ -92,9 +107,12 @@ def _plot_path(args: argparse.Namespace) -> Path | None:
 def _load(args: argparse.Namespace, console: Any) -> Any:
     from engine.bench.harness import get_engine, set_threads
 
+    from engine.backends import BackendOptions
+
     set_threads(args.threads)
+    options = BackendOptions(threads=args.threads, server_url=args.server_url)
     return get_engine(args.model, args.device, args.dtype, progress=lambda m: console.print(f"[dim]{m}[/dim]"),
-                      selector=getattr(args, "selector", "auto"))
+                      selector=getattr(args, "selector", "auto"), backend=args.backend, options=options)
 
 
 def run_kernel(args: argparse.Namespace) -> int:
@@ -113,6 +131,10 @@ def run_kernel(args: argparse.Namespace) -> int:
         print(f"copy-as-decode bench kernel: {exc}", file=sys.stderr)
         return 2
     loaded = engine.loaded
+    if not hasattr(loaded.runtime, "session"):
+        print("copy-as-decode bench kernel: a remote backend returns no logits per forward; measure it in-process",
+              file=sys.stderr)
+        return 2
     data = kernel_record(loaded, args.context, ns, args.trials, args.warmup, console, command_line())
     table = Table(title=f"s(N), {loaded.name} on {loaded.device}, context {args.context}", title_justify="left")
     for col in ("N", "N one-token forwards (ms)", "one N-token forward (ms)", "s(N)"):
@@ -136,7 +158,7 @@ def kernel_record(loaded: Any, context: int, ns: Any, trials: int, warmup: int, 
 
     data = measure_kernel(loaded.runtime, loaded.device, context=context, ns=ns, trials=trials, warmup=warmup,
                           progress=lambda m: console.print(f"[dim]{m}[/dim]"))
-    return {"model": loaded.name, "device": loaded.device, "backend": loaded.backend, **data,
+    return {"model": loaded.name, "device": loaded.device, "backend": loaded.runtime.describe(), **data,
             "machine": machine_info(loaded.device, loaded.dtype), "command": command}
 
 
@@ -182,6 +204,7 @@ def run_edits(args: argparse.Namespace) -> int:
                       on_partial=partial)
     if args.kernel is None and kernel is not None:
         data["kernel_points"] = record["points"]
+    data["backend"] = engine.loaded.runtime.describe()
     from engine.bench.report import edits_table
 
     Console().print(edits_table(data))
@@ -192,6 +215,44 @@ def run_edits(args: argparse.Namespace) -> int:
         from engine.bench.plot import plot_edits
 
         console.print(f"wrote {plot_edits(data, plot)}")
+    return 0
+
+
+def run_backends(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from engine.backends import BackendOptions
+    from engine.bench.backends import backends_table, compare_backends
+    from engine.bench.harness import command_line, get_engine, set_threads, write_json
+    from engine.bench.kernel import parse_ns
+    from engine.corpora import CorpusError, load_corpus
+    from engine.models import ModelLoadError
+
+    console = Console(stderr=True)
+    set_threads(args.threads)
+    try:
+        cases = load_corpus(args.corpus)[:args.limit]
+        ns = parse_ns(args.ns)
+        names = [b.strip() for b in args.backends.split(",") if b.strip()]
+        engines = {b: get_engine(args.model, progress=lambda m: console.print(f"[dim]{m}[/dim]"), selector="none",
+                                 backend=b, options=BackendOptions(threads=args.threads)) for b in names}
+    except (CorpusError, ModelLoadError, ValueError) as exc:
+        print(f"copy-as-decode bench backends: {exc}", file=sys.stderr)
+        return 2
+    for engine in engines.values():
+        engine.warm_up()
+    data = compare_backends(engines, cases, ns, args.kernel_trials, command_line(),
+                            progress=lambda m: console.print(f"[dim]{m}[/dim]"))
+    table = Table(title=f"backends, {args.model}, {len(cases)} {args.corpus} cases (ar, teacher-forced)",
+                  title_justify="left")
+    for col in ("backend", "ar tokens/s", f"vs {names[0]}", "s(8)", "s(32)", "s(128)"):
+        table.add_column(col, justify="right")
+    for row in backends_table(data):
+        table.add_row(*row)
+    Console().print(table)
+    if args.json:
+        console.print(f"wrote {write_json(args.json, data)}")
     return 0
 
 
