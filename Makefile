@@ -9,7 +9,8 @@ setup:
 
 # The main job: a headless edit of an example file with the embedded default model: program mode
 # with the shipped span selector (--focus 3 is the line an editor's "AI fix" sends: the cursor's),
-# its program and diff, and the same request in speculative and ar mode side by side.
+# its program and diff, and the same request in speculative and ar mode side by side. It runs on
+# llama.cpp when llama-cpp-python is installed (`make test` installs it), else on transformers.
 run: setup
 	$(VENV)/bin/copy-as-decode edit examples/buggy_add.py --instruction "Fix the bug in add." \
 		--mode program --focus 3 --compare speculative,ar --max-new-tokens 96
@@ -19,6 +20,12 @@ analyze: setup
 
 # One torch thread per process: the tests run a server and a client process side by side, and
 # the same thread count everywhere keeps greedy outputs bit-identical between them.
+# Both serving engines are installed first: llama.cpp compiles (about 14 minutes on 2 cores, once
+# per machine: pip caches the wheel) while vLLM's own venv installs beside it (about 5 minutes);
+# the vLLM tests then start a real server (COPY_AS_DECODE_REQUIRE_VLLM: a missing venv fails them).
 test: setup
 	@scripts/system-deps.sh
-	OMP_NUM_THREADS=1 $(PY) -m pytest -q -rs
+	@scripts/vllm-venv.sh > .vllm-venv.log 2>&1 & vllm=$$!; \
+	  scripts/install-llamacpp.sh; llama=$$?; \
+	  wait $$vllm || { cat .vllm-venv.log; exit 1; }; exit $$llama
+	COPY_AS_DECODE_REQUIRE_VLLM=1 OMP_NUM_THREADS=1 $(PY) -m pytest -q -rs

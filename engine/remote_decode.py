@@ -21,6 +21,7 @@ it, and plain decoding otherwise; the output is the same either way.
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence
@@ -53,26 +54,67 @@ class _Lookahead:
     detok: tuple
 
 
-def segment_ebnf(n_lines: int, next_line: int, after_gen: bool, gen_body: str | None) -> str:
-    """Grammar of one segment. The segment starts right after a ``<`` the client fed (an op's
-    start), or inside a gen body that reads ``gen_body`` so far; it ends at the first copy close
-    or at ``</program>``. ``next_line``: the smallest line the next copy may start at."""
+_COPY_OPEN = 'copy lines="'
+_OP_LITERALS = (_COPY_OPEN, "gen>", "/program>")
+
+
+def _quote(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def segment_ebnf(n_lines: int, next_line: int, after_gen: bool, tag: str = "<", gen_body: str | None = None) -> str:
+    """Grammar of one segment: the rest of the program from where the client stopped (``tag``:
+    the text of the op being written, from its ``<``; or inside a gen body that reads
+    ``gen_body`` so far) up to the first copy close, a forced literal or ``</program>``.
+    ``next_line``: the smallest line the next copy may start at (the range rule)."""
     copy_ok = next_line <= n_lines
     rules = []
-    tail = ['"/program>"']
+    tail = ['"/program>"'] + (["copy"] if copy_ok else [])
     if copy_ok:
-        tail.insert(0, 'copy')
-        rules.append('copy ::= "copy lines=\\"" pair "\\"/>"')
+        rules.append(f'copy ::= {_quote(_COPY_OPEN)} pair "\\"/>"')
         rules.append("pair ::= " + " | ".join(f'("{i}-" r{i})' for i in range(next_line, n_lines + 1)))
         rules += [f"r{i} ::= {int_between_ebnf(i, n_lines)}" for i in range(next_line, n_lines + 1)]
     rules.append("tail ::= " + " | ".join(tail))
+    gen_rest = 'bodyne "</gen>" "<" tail'
     if gen_body is not None:
-        rules.insert(0, f'root ::= {body_rule_after(gen_body)} "</gen>" "<" tail')
+        alts = [f'{body_rule_after(gen_body)} "</gen>" "<" tail']
+        for k in range(1, len(GEN_CLOSE)):  # the body ends with the start of its own close
+            if gen_body.endswith(GEN_CLOSE[:k]):
+                alts.append(f'{_quote(GEN_CLOSE[k:])} "<" tail')
+        root = alts
     else:
-        alts = ["tail"] + ([] if after_gen else ['"gen>" bodyne "</gen>" "<" tail'])
-        rules.insert(0, "root ::= " + " | ".join(alts))
+        typed = tag[1:]
+        root = []
+        for literal in _OP_LITERALS:
+            allowed = {_COPY_OPEN: copy_ok, "gen>": not after_gen, "/program>": True}[literal]
+            if not allowed:
+                continue
+            if literal.startswith(typed):
+                rest = {_COPY_OPEN: 'pair "\\"/>"', "gen>": gen_rest, "/program>": ""}[literal]
+                root.append(f"{_quote(literal[len(typed):])} {rest}".strip())
+            elif literal == _COPY_OPEN and typed.startswith(_COPY_OPEN):
+                root += _copy_rest(typed[len(_COPY_OPEN):], next_line, n_lines)
+        if not root:
+            raise ValueError(f"no program continues {tag!r} here")
+    rules.insert(0, "root ::= " + " | ".join(f"({alt})" for alt in root))
     rules.append(gen_body_ebnf())
     return "\n".join(rules)
+
+
+def _copy_rest(typed: str, low: int, n_lines: int) -> list[str]:
+    """Continuations of a copy tag after ``<copy lines="`` + ``typed`` (digits, ``-``, ``"``)."""
+    match = re.fullmatch(r"(\d*)", typed)
+    if match:
+        return [f'{_quote(str(i)[len(typed):] + "-")} r{i} "\\"/>"' for i in range(low, n_lines + 1)
+                if str(i).startswith(typed)]
+    match = re.fullmatch(r"(\d+)-(\d*)", typed)
+    if match:
+        start, prefix = int(match.group(1)), match.group(2)
+        return [_quote(str(j)[len(prefix):] + '"/>') for j in range(start, n_lines + 1) if str(j).startswith(prefix)]
+    match = re.fullmatch(r'(\d+)-(\d+)("/?)', typed)
+    if match:
+        return [_quote('"/>'[len(match.group(3)):])]
+    raise ValueError(f"not a copy tag: {typed!r}")
 
 
 class RemoteProgramDecoder:
@@ -126,7 +168,7 @@ class RemoteProgramDecoder:
     def segment(self, budget: int) -> Iterator[OpResolved]:
         """One request: stream tokens until the copy closes, the program ends or the budget is spent."""
         grammar = segment_ebnf(len(self.lines), self.next_line if self.monotonic else 1, self.after_gen,
-                               self.scanner.body if self.scanner.in_gen else None)
+                               self.scanner.tag, self.scanner.body if self.scanner.in_gen else None)
         extra = {"structured_outputs": {"grammar": grammar}, "stop": [COPY_CLOSE], "include_stop_str_in_output": True,
                  "stop_token_ids": sorted(self.tables.stop_ids)}
         start = time.perf_counter()
@@ -140,12 +182,12 @@ class RemoteProgramDecoder:
                 for tok in ids:
                     if tok in self.tables.stop_ids:
                         continue
-                    if self.take(tok, pending):
-                        closed = True
+                    if self.take(tok, pending) or self.matcher.find_jump_forward_string():
+                        closed = True  # the client writes what follows (</gen>, a forced literal)
                         break
                 yield from self.flush()
                 if closed:
-                    return "done"  # the next segment starts after the </gen> the client wrote
+                    return "done"
                 if self.loop_check():
                     return "loop"
         finally:
@@ -199,19 +241,22 @@ class RemoteProgramDecoder:
         self.write(ids, pending)
 
     def take_forced(self) -> None:
-        """The literal the grammar fixes now (``<program><`` at the start, ``<`` after a copy),
-        tokenized on its own and fed by the client, as the in-process decoder does."""
-        literal = self.matcher.find_jump_forward_string()
-        if not literal:
-            return
-        cut = self.scanner.copy_close_offset(literal)
-        literal = literal[:cut] if cut else literal
-        if not self.matcher.accept_string(literal):
-            raise RuntimeError(f"grammar refused its own forced literal {literal!r}")
-        ids = encode(self.tokenizer, literal)
-        self.forced += len(ids)
-        self.fed.extend(ids)
-        self.write(ids, None)
+        """Every literal the grammar fixes now (``<program><`` at the start, ``<`` after a copy,
+        `` lines="`` after ``<copy``...), tokenized on its own and fed by the client exactly as
+        the in-process decoder feeds it: a trained selector has only ever seen that tokenization
+        (a server left to pick tokens for a literal picks others, and the selector goes astray)."""
+        while True:
+            literal = self.matcher.find_jump_forward_string()
+            if not literal:
+                return
+            cut = self.scanner.copy_close_offset(literal)
+            literal = literal[:cut] if cut else literal
+            if not self.matcher.accept_string(literal):
+                raise RuntimeError(f"grammar refused its own forced literal {literal!r}")
+            ids = encode(self.tokenizer, literal)
+            self.forced += len(ids)
+            self.fed.extend(ids)
+            self.write(ids, None)
 
     def write(self, ids: list[int], pending: list[int] | None) -> None:
         for op in self.scanner.feed(self.detok.push(ids)):

@@ -20,6 +20,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 @pytest.fixture(scope="session")
 def default_engine():
+    """The embedded model on the transformers backend (the llama.cpp backend has its own module,
+    tests/test_llamacpp_backend.py; the LSP, Neovim and VS Code tests run whatever ``auto`` picks)."""
     from engine.api import Engine
 
-    return Engine.load("default")
+    return Engine.load("default", backend="transformers")

@@ -111,7 +111,10 @@ def cached_engine(default_engine, monkeypatch):
     """The session's engine, also behind the CLI's engine cache (no second model load)."""
     from engine.bench import harness
 
-    monkeypatch.setitem(harness._ENGINES, ("default", None, None, "auto"), default_engine)
+    from engine.backends import BackendOptions
+
+    key = ("default", None, None, "auto", "transformers", BackendOptions())
+    monkeypatch.setitem(harness._ENGINES, key, default_engine)
     return default_engine
 
 

@@ -13,7 +13,9 @@ BUGGY = 'def add(a, b):\n    """Return the sum of a and b."""\n    return a - b\
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:
-    code = main(["edit", *argv])
+    """The CLI in-process, on the transformers backend like the session's ``default_engine``."""
+    backend = [] if "--backend" in argv else ["--backend", "transformers"]
+    code = main(["edit", *argv, *backend])
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 

@@ -34,11 +34,18 @@ def server_url() -> str:
 
 @pytest.fixture(scope="module")
 def remote(server_url: str) -> Engine:
-    return Engine.load("default", backend="vllm", selector="none", options=BackendOptions(server_url=server_url))
+    engine = Engine.load("default", backend="vllm", options=BackendOptions(server_url=server_url))
+    assert engine.model_for("program").runtime.request_model == "selector"  # the served LoRA module
+    return engine
 
 
 @pytest.fixture(scope="module")
 def local() -> Engine:
+    return Engine.load("default", backend="transformers")
+
+
+@pytest.fixture(scope="module")
+def local_base() -> Engine:
     return Engine.load("default", backend="transformers", selector="none")
 
 
@@ -49,6 +56,7 @@ def _cases() -> list[tuple[str, str, str]]:
 
 @pytest.mark.parametrize("mode", ["program", "speculative", "ar"])
 def test_edits_match_the_in_process_engine(remote: Engine, local: Engine, mode: str):
+    """Program mode: the span selector on both sides (a vLLM LoRA module vs the merged adapter)."""
     for name, text, instruction in _cases():
         request = dict(text=text, instruction=instruction, mode=mode, max_new_tokens=64, language="python")
         theirs, ours = remote.edit(EditRequest(**request)), local.edit(EditRequest(**request))
@@ -96,11 +104,12 @@ def test_cli_edit_through_vllm(server_url: str, local: Engine, tmp_path: Path):
     path = tmp_path / "buggy.py"
     path.write_text(BUGGY)
     run = subprocess.run([sys.executable, "-m", "engine.cli", "edit", str(path), "-i", "Fix the bug in add.",
-                          "--mode", "ar", "--backend", "vllm", "--server-url", server_url, "--selector", "none",
+                          "--mode", "program", "--focus", "3", "--backend", "vllm", "--server-url", server_url,
                           "--max-new-tokens", "64", "--output", str(tmp_path / "out.py")],
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
-    want = local.edit(EditRequest(BUGGY, "Fix the bug in add.", mode="ar", max_new_tokens=64, language="python"))
+    want = local.edit(EditRequest(BUGGY, "Fix the bug in add.", mode="program", focus_line=3, max_new_tokens=64,
+                                  language="python"))
     assert (tmp_path / "out.py").read_text() == want.output_text
 
 
@@ -130,7 +139,7 @@ async def lsp_client_vllm(lsp_client: LanguageClient, server_url: str, tmp_path:
 
 
 @pytest.mark.asyncio
-async def test_ai_fix_through_vllm(lsp_client_vllm: LanguageClient, local: Engine):
+async def test_ai_fix_through_vllm(lsp_client_vllm: LanguageClient, local_base: Engine):
     lsp_client = lsp_client_vllm
     workspace: Path = lsp_client.workspace_root  # type: ignore[attr-defined]
     uri = uri_of(workspace, "fix.py", BUGGY)
@@ -138,6 +147,6 @@ async def test_ai_fix_through_vllm(lsp_client_vllm: LanguageClient, local: Engin
     outcome = await execute(lsp_client, {"uri": uri, "range": None, "instruction": "Fix the bug in add.",
                                          "kind": "fix"})
     assert outcome["status"] in ("done", "unchanged"), outcome
-    want, _result, _events = expected(local, BUGGY, "Fix the bug in add.", mode="ar", max_new_tokens=64,
+    want, _result, _events = expected(local_base, BUGGY, "Fix the bug in add.", mode="ar", max_new_tokens=64,
                                       context_lines=20)  # the request the server builds, run in-process
     assert lsp_client.editor.text(uri) == want  # type: ignore[attr-defined]

@@ -70,6 +70,9 @@ def test_missing_url_and_unserved_model(fake):
 def test_faults_raise_clear_errors_and_the_server_keeps_serving(fake, fault, message, mode, monkeypatch):
     if fault == "off_grammar" and mode == "ar":
         pytest.skip("text modes have no grammar")
+    if fault == "truncated" and mode == "program":
+        pytest.skip("the fake's valid program reply reaches a forced literal at once: the client stops reading "
+                    "before the cut (the same stream reader raises it in the ar case)")
     monkeypatch.setenv("COPY_AS_DECODE_API_KEY", KEY)
     engine = _engine(fake.url, timeout=1.0)
     fake.fault = fault

@@ -3,8 +3,9 @@
 ``start()`` launches it at most once per test session, as early as possible (conftest calls it
 at session start when the venv exists), so its warm-up (about 3.5 minutes on 2 busy cores)
 overlaps the other tests; ``wait()`` blocks until it answers. It serves the embedded default
-model's de-quantized folder in fp32 (the same weights the transformers backend runs), so greedy
-results can be compared token for token with the in-process engine. When the venv is missing
+model's de-quantized folder in fp32 (the same weights the transformers backend runs) with the
+shipped span selector as a LoRA module named ``selector``, so greedy results can be compared token
+for token with the in-process engine. When the venv is missing
 the vLLM tests skip, unless COPY_AS_DECODE_REQUIRE_VLLM=1 (set by `make test`) makes that a failure.
 """
 
@@ -42,6 +43,7 @@ def start(log_dir: Path) -> None:
     if _server or not available():
         return
     from engine.models import _default_model_folder
+    from engine.selector.adapter import SHIPPED_ADAPTER_DIR
 
     folder = _default_model_folder(None)
     port = _free_port()
@@ -50,7 +52,9 @@ def start(log_dir: Path) -> None:
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "OMP_NUM_THREADS": "1", "VLLM_CPU_OMP_THREADS_BIND": "0"}
     proc = subprocess.Popen(
         [str(VENV_PYTHON), "-m", "vllm.entrypoints.openai.api_server", "--model", str(folder), "--dtype", "float32",
-         "--block-size", "32", "--max-model-len", "2048", "--host", "127.0.0.1", "--port", str(port)],
+         "--block-size", "32", "--max-model-len", "2048", "--host", "127.0.0.1", "--port", str(port),
+         # the shipped span selector, served as a LoRA module: program mode asks for it by name
+         "--enable-lora", "--max-lora-rank", "16", "--lora-modules", f"selector={SHIPPED_ADAPTER_DIR}"],
         stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     _server.update(proc=proc, url=f"http://127.0.0.1:{port}", log=log_dir / "vllm-server.log", started=time.time())
 

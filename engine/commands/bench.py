@@ -84,6 +84,19 @@ def add_parser(subparsers: Any) -> None:
     backends.add_argument("--json", type=Path, metavar="PATH", help="write the results here")
     backends.set_defaults(func=run_backends)
 
+    conc = sub.add_parser("concurrency", help="a remote backend (vLLM): 1, 2, 4 edits in flight")
+    conc.add_argument("--server-url", required=True, help="the vLLM server")
+    conc.add_argument("--model", default="default", help="the local copy of what the server serves")
+    conc.add_argument("--levels", default="1,2,4", help="edits in flight per round (comma list)")
+    conc.add_argument("--rounds", type=int, default=3)
+    conc.add_argument("--corpus", default="humanevalfix-python")
+    conc.add_argument("--limit", type=int, default=8, help="edits per round (the first cases)")
+    conc.add_argument("--mode", default="ar", help="edit mode")
+    conc.add_argument("--selector", default="auto")
+    conc.add_argument("--max-new-tokens", type=int, default=128)
+    conc.add_argument("--json", type=Path, metavar="PATH")
+    conc.set_defaults(func=run_concurrency)
+
     merge = sub.add_parser("merge", help="merge partial 'bench edits' results (disjoint case ranges)")
     merge.add_argument("parts", nargs="+", type=Path, metavar="PART.json", help="results files to merge")
     merge.add_argument("--json", type=Path, metavar="PATH", required=True, help="write the merged results here")
@@ -250,6 +263,45 @@ def run_backends(args: argparse.Namespace) -> int:
         table.add_column(col, justify="right")
     for row in backends_table(data):
         table.add_row(*row)
+    Console().print(table)
+    if args.json:
+        console.print(f"wrote {write_json(args.json, data)}")
+    return 0
+
+
+def run_concurrency(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from engine.api import EditRequest, Engine
+    from engine.backends import BackendOptions
+    from engine.bench.concurrency import measure_concurrency
+    from engine.bench.harness import command_line, machine_info, write_json
+    from engine.corpora import CorpusError, load_corpus
+    from engine.models import ModelLoadError
+
+    console = Console(stderr=True)
+    try:
+        levels = [int(x) for x in args.levels.split(",") if x.strip()]
+        cases = load_corpus(args.corpus)[:args.limit]
+        engine = Engine.load(args.model, backend="vllm", selector=args.selector,
+                             options=BackendOptions(server_url=args.server_url),
+                             progress=lambda m: console.print(f"[dim]{m}[/dim]"))
+    except (CorpusError, ModelLoadError, ValueError) as exc:
+        print(f"copy-as-decode bench concurrency: {exc}", file=sys.stderr)
+        return 2
+    requests = [EditRequest(c.input, c.instruction, mode=args.mode, max_new_tokens=args.max_new_tokens,
+                            language=c.language) for c in cases]
+    measure_concurrency(engine, requests[:2], levels[:1], 1)  # warm-up: the server's first requests are slower
+    data = measure_concurrency(engine, requests, levels, args.rounds, lambda m: console.print(f"[dim]{m}[/dim]"))
+    data.update({"mode": args.mode, "corpus": args.corpus, "backend": engine.model_for(args.mode).runtime.describe(),
+                 "machine": machine_info("cpu"), "command": command_line()})
+    table = Table(title=f"{len(requests)} {args.mode} edits on {data['backend']}", title_justify="left")
+    for col in ("in flight", "aggregate tokens/s", "vs 1", "first op s", "edit s", "same outputs"):
+        table.add_column(col, justify="right")
+    for row in data["summary"]:
+        table.add_row(str(row["concurrent"]), f"{row['tokens_per_s']:.1f}", f"{row['vs_one']:.2f}x",
+                      f"{row['first_op_s']:.2f}", f"{row['edit_s']:.2f}", "yes" if row["same_outputs"] else "NO")
     Console().print(table)
     if args.json:
         console.print(f"wrote {write_json(args.json, data)}")
