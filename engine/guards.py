@@ -18,7 +18,7 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass
-from typing import Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 from engine.lines import split_lines
 from engine.program import Gen, Op
@@ -217,3 +217,24 @@ def destructive_reason(damage: EditDamage, instruction: str) -> str | None:
     if damage.deleted > half and not _SHRINK_WORDS.search(instruction):
         return damage.describe()
     return None
+
+
+class ProgramLoopWatch:
+    """The loop guard over a program being decoded (both program decoders use it): checked
+    whenever an output line or an op completes, over the resolved ops and the gen being written."""
+
+    def __init__(self, region: str):
+        self.guard = LoopGuard(region)
+        self.seen = (0, 0)  # (output lines, ops) the guard has looked at
+        self.warning: str | None = None
+
+    def degenerate(self, resolved: str, scanner: Any, ops: list) -> bool:
+        from engine.program import unescape_body
+
+        text = resolved + (unescape_body(scanner.body) if scanner.in_gen else "")
+        seen = (text.count("\n"), len(ops))
+        if seen == self.seen:
+            return False
+        self.seen = seen
+        self.warning = self.guard.check(text) or self.guard.check_ops(ops)
+        return self.warning is not None

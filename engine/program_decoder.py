@@ -34,11 +34,11 @@ import torch
 
 from engine.drafter import DraftText, ProgramDrafter, ProgramState
 from engine.events import OpResolved, TokenCounts
-from engine.guards import LoopGuard
+from engine.guards import ProgramLoopWatch
 from engine.grammar import RangeConstraint
 from engine.lines import line_offsets, split_lines
 from engine.models import LoadedModel
-from engine.program import GEN_CLOSE, CopyLines, CopyTokens, Gen, Op, Program, unescape_body
+from engine.program import GEN_CLOSE, CopyLines, CopyTokens, Gen, Op, Program
 from engine.resolve import resolve, resolve_op
 from engine.scanner import ProgramScanner
 from engine.tables import ModelTables, bit_is_set, unpack_allowed
@@ -192,9 +192,7 @@ class ProgramDecoder:
         self.events: list[OpResolved] = []  # resolved ops not yet handed out
         self.lookahead: _Lookahead | None = None
         self.drafted = self.draft_accepted = 0
-        self.guard = LoopGuard(region)
-        self.guarded = (0, 0)  # (output lines, ops) the loop guard has seen
-        self.loop_warning: str | None = None
+        self.loops = ProgramLoopWatch(region)
 
     # -- the loop -------------------------------------------------------------------------------
 
@@ -250,15 +248,8 @@ class ProgramDecoder:
         yield self.outcome(stop_reason)
 
     def degenerate(self) -> bool:
-        """Has the output started repeating itself (engine.guards.LoopGuard)? Checked whenever an
-        output line or an op completes, over the resolved ops and the gen being written."""
-        text = self.resolved + (unescape_body(self.scanner.body) if self.scanner.in_gen else "")
-        seen = (text.count("\n"), len(self.ops))
-        if seen == self.guarded:
-            return False
-        self.guarded = seen
-        self.loop_warning = self.guard.check(text) or self.guard.check_ops(self.ops)
-        return self.loop_warning is not None
+        """Has the output started repeating itself (engine.guards.ProgramLoopWatch)?"""
+        return self.loops.degenerate(self.resolved, self.scanner, self.ops)
 
     def flush(self) -> Iterator[OpResolved]:
         events, self.events = self.events, []
@@ -272,7 +263,7 @@ class ProgramDecoder:
             breakdown["drafted_tokens"] = self.drafted
             breakdown["draft_accepted"] = self.draft_accepted
         breakdown["decode_steps"] = self.generated
-        warnings: list[str] = [self.loop_warning] if self.loop_warning else []
+        warnings: list[str] = [self.loops.warning] if self.loops.warning else []
         output = self.resolved
         if stop_reason == "max_tokens":
             output = self.resolved + "".join(self.lines[self.consumed:])

@@ -29,10 +29,10 @@ from typing import Callable, Iterator, Sequence
 from engine.backends.http_client import RemoteError
 from engine.events import OpResolved, TokenCounts
 from engine.grammar import body_rule_after, gen_body_ebnf, int_between_ebnf
-from engine.guards import LoopGuard
+from engine.guards import LoopGuard, ProgramLoopWatch
 from engine.lines import split_lines
 from engine.models import LoadedModel
-from engine.program import GEN_CLOSE, CopyLines, Op, Program, merge_adjacent, unescape_body
+from engine.program import GEN_CLOSE, CopyLines, Op, Program, merge_adjacent
 from engine.program_decoder import DecodeOutcome, starts_op
 from engine.prompt import TEXT_FENCE_CLOSE
 from engine.resolve import resolve_op
@@ -142,9 +142,7 @@ class RemoteProgramDecoder:
         self.requests = 0
         self.request_s = 0.0
         self.events: list[OpResolved] = []
-        self.guard = LoopGuard(region)
-        self.loop_warning: str | None = None
-        self.guarded = (0, 0)
+        self.loops = ProgramLoopWatch(region)
         self.lookahead: _Lookahead | None = None
 
     def run(self) -> Iterator[OpResolved | DecodeOutcome]:
@@ -282,21 +280,14 @@ class RemoteProgramDecoder:
                                           elapsed_s=time.perf_counter() - self.started))
 
     def loop_check(self) -> bool:
-        """Has the output started repeating itself? Checked when an output line or an op completes."""
-        text = self.resolved + (unescape_body(self.scanner.body) if self.scanner.in_gen else "")
-        seen = (text.count("\n"), len(self.ops))
-        if seen == self.guarded:
-            return False
-        self.guarded = seen
-        self.loop_warning = self.guard.check(text) or self.guard.check_ops(self.ops)
-        return self.loop_warning is not None
+        return self.loops.degenerate(self.resolved, self.scanner, self.ops)
 
     def flush(self) -> Iterator[OpResolved]:
         events, self.events = self.events, []
         yield from events
 
     def outcome(self, stop_reason: str) -> DecodeOutcome:
-        warnings = [self.loop_warning] if self.loop_warning else []
+        warnings = [self.loops.warning] if self.loops.warning else []
         output = self.resolved
         if stop_reason == "max_tokens":
             output = self.resolved + "".join(self.lines[self.consumed:])

@@ -234,7 +234,6 @@ def _run_one(engine: Engine, request: EditRequest, out, quiet: bool) -> EditResu
 
 def _report(out, path: Path, result: EditResult, compared: dict[str, EditResult]) -> None:
     from rich.markup import escape
-    from rich.table import Table
 
     out.print("\n[bold]program[/bold]")
     out.print(escape(result.program.serialize()), soft_wrap=True)
