@@ -150,7 +150,7 @@ class Engine:
         """Run a few small forwards so one-time costs (kernel selection, allocator growth) do not
         land in the first timed edit; side-by-side timings call this first."""
         for loaded in {id(m.runtime): m for m in (self.loaded, self.selector_model) if m is not None}.values():
-            if not hasattr(loaded.runtime, "session"):
+            if loaded.remote:
                 continue  # a remote server warms itself up
             session = loaded.session()
             session.append(list(range(10, 42)), "warmup")

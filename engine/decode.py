@@ -31,7 +31,7 @@ def run_edit(loaded: LoadedModel, request, cancelled: Callable[[], bool],
                         before="".join(lines[max(0, a - ctx):a]), after="".join(lines[b:b + ctx]), first_line=a + 1,
                         language=request.language, focus_line=focus)
     tables = tables_for(loaded)
-    if not hasattr(loaded.runtime, "session") and (request.mode == "forced" or request.token_copies):
+    if loaded.remote and (request.mode == "forced" or request.token_copies):
         from engine.api import EditError
 
         raise EditError(f"{loaded.runtime.describe()} runs program, speculative, ar and pld edits; forced mode "
@@ -51,15 +51,16 @@ def run_edit(loaded: LoadedModel, request, cancelled: Callable[[], bool],
         prompt_ids = render(loaded.tokenizer, text_messages(parts), assistant_prefix=parts.fence())
     yield EditStarted(mode=request.mode, model=loaded.name, input_lines=len(split_lines(region)),
                       prompt_tokens=len(prompt_ids))
-    remote = not hasattr(loaded.runtime, "session")
-    if remote:
+    if loaded.remote:
         from engine.remote_decode import RemoteProgramDecoder, decode_text_remote
 
+        sampling = {"temperature": request.temperature, "seed": request.seed} if request.temperature > 0 else {}
         if request.mode == "program":
             decoder = RemoteProgramDecoder(loaded, tables, region, prompt_ids, request.max_new_tokens, cancelled,
-                                           monotonic=request.monotonic).run()
+                                           monotonic=request.monotonic, sampling=sampling).run()
         else:
-            decoder = decode_text_remote(loaded, tables, region, prompt_ids, request.max_new_tokens, cancelled)
+            decoder = decode_text_remote(loaded, tables, region, prompt_ids, request.max_new_tokens, cancelled,
+                                         sampling=sampling)
     elif request.mode in ("program", "forced"):
         decoder = decode_program(loaded, tables, region, prompt_ids, request.max_new_tokens, cancelled,
                                  token_copies=token_copies,

@@ -53,6 +53,11 @@ class LoadedModel:
         return str(self.runtime.backend)
 
     @property
+    def remote(self) -> bool:
+        """A server that returns tokens, not logits (no sessions): see engine.remote_decode."""
+        return not hasattr(self.runtime, "session")
+
+    @property
     def vocab_size(self) -> int:
         return int(self.runtime.vocab_size)
 

@@ -124,13 +124,15 @@ class RemoteProgramDecoder:
     the two backends and the tokenization the server's model picks for literals inside a segment."""
 
     def __init__(self, loaded: LoadedModel, tables: ModelTables, region: str, prompt_ids: Sequence[int],
-                 max_new_tokens: int, cancelled: Callable[[], bool], monotonic: bool = True):
+                 max_new_tokens: int, cancelled: Callable[[], bool], monotonic: bool = True,
+                 sampling: dict | None = None):
         self.started = time.perf_counter()
         self.runtime, self.tables, self.tokenizer = loaded.runtime, tables, loaded.tokenizer
         self.lines = split_lines(region)
         self.line_ids = [encode(self.tokenizer, line) for line in self.lines]
         self.fed = list(prompt_ids)
         self.max_new_tokens, self.cancelled, self.monotonic = max_new_tokens, cancelled, monotonic
+        self.sampling = sampling or {}  # temperature and seed when sampling (greedy otherwise)
         self.matcher = tables.grammar.matcher(len(self.lines), 0)
         self.detok = IncrementalDetokenizer(self.tokenizer)
         self.scanner = ProgramScanner()
@@ -168,7 +170,7 @@ class RemoteProgramDecoder:
         grammar = segment_ebnf(len(self.lines), self.next_line if self.monotonic else 1, self.after_gen,
                                self.scanner.tag, self.scanner.body if self.scanner.in_gen else None)
         extra = {"structured_outputs": {"grammar": grammar}, "stop": [COPY_CLOSE], "include_stop_str_in_output": True,
-                 "stop_token_ids": sorted(self.tables.stop_ids)}
+                 "stop_token_ids": sorted(self.tables.stop_ids), **self.sampling}
         start = time.perf_counter()
         self.requests += 1
         pending: list[int] = []
@@ -300,7 +302,8 @@ class RemoteProgramDecoder:
 
 
 def decode_text_remote(loaded: LoadedModel, tables: ModelTables, region: str, prompt_ids: Sequence[int],
-                       max_new_tokens: int, cancelled: Callable[[], bool]) -> Iterator[OpResolved | DecodeOutcome]:
+                       max_new_tokens: int, cancelled: Callable[[], bool],
+                       sampling: dict | None = None) -> Iterator[OpResolved | DecodeOutcome]:
     """ar / speculative / pld on the server: one streamed greedy completion (see the module doc)."""
     started = time.perf_counter()
     runtime, tokenizer = loaded.runtime, loaded.tokenizer
@@ -309,7 +312,7 @@ def decode_text_remote(loaded: LoadedModel, tables: ModelTables, region: str, pr
     guard, guarded, loop_warning = LoopGuard(region), 0, None
     out: list[int] = []
     stop_reason, finish = "done", None
-    extra = {"stop": [TEXT_FENCE_CLOSE], "stop_token_ids": sorted(tables.stop_ids)}
+    extra = {"stop": [TEXT_FENCE_CLOSE], "stop_token_ids": sorted(tables.stop_ids), **(sampling or {})}
     for ids, finish in runtime.stream_completion(list(prompt_ids), max_new_tokens, cancelled, **extra):
         new = [t for t in ids if t not in tables.stop_ids]
         out.extend(new)

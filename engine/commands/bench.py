@@ -144,7 +144,7 @@ def run_kernel(args: argparse.Namespace) -> int:
         print(f"copy-as-decode bench kernel: {exc}", file=sys.stderr)
         return 2
     loaded = engine.loaded
-    if not hasattr(loaded.runtime, "session"):
+    if loaded.remote:
         print("copy-as-decode bench kernel: a remote backend returns no logits per forward; measure it in-process",
               file=sys.stderr)
         return 2

@@ -175,6 +175,7 @@ def run(args: argparse.Namespace) -> int:
                                  trust_remote_code=settings.trust_remote_code,
                                  selector=selector, backend=args.backend or settings.backend,
                                  options=_backend_options(args, settings))
+        err.print(f"[dim]backend: {engine.model_for(request.mode).runtime.describe()}[/dim]")
         others = [m.strip() for m in args.compare.split(",") if m.strip() and m.strip() != request.mode]
         if others:
             engine.warm_up()  # so the first timed mode does not pay one-time costs
