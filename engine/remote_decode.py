@@ -173,6 +173,7 @@ class RemoteProgramDecoder:
                  "stop_token_ids": sorted(self.tables.stop_ids), **self.sampling}
         start = time.perf_counter()
         self.requests += 1
+        self.lookahead = None  # a lookahead refers to this segment's tokens (one only ends one at the limit)
         pending: list[int] = []
         finish = None
         stream = self.runtime.stream_completion(self.fed, budget, self.cancelled, **extra)

@@ -166,6 +166,11 @@ class LoopingFakeEngine:
         cls.loads.append({"model": model, **kwargs})
         return cls()
 
+    def model_for(self, mode):
+        from types import SimpleNamespace
+
+        return SimpleNamespace(runtime=SimpleNamespace(describe=lambda: "a named fake"))
+
     def stream(self, request, cancelled=None):
         from engine.events import EditFinished, EditResult, EditStarted, TokenCounts
         from engine.program import Gen, Program
