@@ -66,6 +66,18 @@ class ProgramTeacher:
         return tok
 
 
+def accept_forced_literal(matcher: Any, scanner: ProgramScanner) -> str:
+    """The literal the grammar fixes next, cut at a copy close (a splice point), accepted by the
+    matcher; "" when the next token is the model's choice. Both program decoders feed it this way."""
+    literal = matcher.find_jump_forward_string()
+    if literal:
+        cut = scanner.copy_close_offset(literal)
+        literal = literal[:cut] if cut else literal
+        if not matcher.accept_string(literal):
+            raise RuntimeError(f"grammar refused its own forced literal {literal!r}")
+    return literal
+
+
 def longest_allowed_token(tables: ModelTables, rest: bytes, bitmask, banned: set[int]) -> int | None:
     """The longest token the mask allows whose bytes start ``rest`` (how a text is drafted or forced)."""
     for length in range(min(len(rest), tables.max_token_bytes), 0, -1):
@@ -319,12 +331,8 @@ class ProgramDecoder:
         """Append every literal the grammar fixes now, stopping at a copy close (splice point)."""
         while True:
             t = time.perf_counter()
-            literal = self.matcher.find_jump_forward_string()
+            literal = accept_forced_literal(self.matcher, self.scanner)
             if literal:
-                cut = self.scanner.copy_close_offset(literal)
-                literal = literal[:cut] if cut else literal
-                if not self.matcher.accept_string(literal):
-                    raise RuntimeError(f"grammar refused its own forced literal {literal!r}")
                 self.steps += 1
             self.grammar_s += time.perf_counter() - t
             if not literal:

@@ -33,7 +33,7 @@ from engine.guards import LoopGuard, ProgramLoopWatch
 from engine.lines import split_lines
 from engine.models import LoadedModel
 from engine.program import GEN_CLOSE, CopyLines, Op, Program, merge_adjacent
-from engine.program_decoder import DecodeOutcome, starts_op
+from engine.program_decoder import DecodeOutcome, accept_forced_literal, starts_op
 from engine.prompt import TEXT_FENCE_CLOSE
 from engine.resolve import resolve_op
 from engine.scanner import ProgramScanner
@@ -247,13 +247,9 @@ class RemoteProgramDecoder:
         the in-process decoder feeds it: a trained selector has only ever seen that tokenization
         (a server left to pick tokens for a literal picks others, and the selector goes astray)."""
         while True:
-            literal = self.matcher.find_jump_forward_string()
+            literal = accept_forced_literal(self.matcher, self.scanner)
             if not literal:
                 return
-            cut = self.scanner.copy_close_offset(literal)
-            literal = literal[:cut] if cut else literal
-            if not self.matcher.accept_string(literal):
-                raise RuntimeError(f"grammar refused its own forced literal {literal!r}")
             ids = encode(self.tokenizer, literal)
             self.forced += len(ids)
             self.fed.extend(ids)
