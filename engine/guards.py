@@ -2,12 +2,15 @@
 would destroy most of its region.
 
 ``LoopGuard`` is built once per edit from the region's input and asked after every decoded line
-(or op) whether the output is degenerating. It looks only at the tail of the output, so a call
-costs a few slice comparisons: the output ends in a unit repeated back to back (compared exactly,
-and again with every digit run normalised to ``0`` so ``lines[32]``, ``lines[33]``, ... count as
-one unit) more often than any run of that unit in the input. Units without a letter or digit
-(``}``, blank lines, ``)``) never count: real code repeats those. ``check_ops`` adds the
-program-mode case of gens that add nothing (the same gen again and again, whitespace-only gens).
+(or op, or every ``LONG_LINE_RUN`` characters of a line still being written: see ``due``) whether
+the output is degenerating. It looks only at the tail of the output, so a call costs a few slice
+comparisons: the output ends in a unit repeated back to back (compared exactly, and again with
+every digit run normalised to ``0`` so ``lines[32]``, ``lines[33]``, ... count as one unit) more
+often than any run of that unit in the input. Units without a letter or digit (``}``, blank
+lines, ``)``) count only within one line longer than ``LONG_LINE_RUN`` and than every input line
+(``x ==========...`` to the token limit): real code repeats those across lines, and in separator
+comments of a line's length. ``check_ops`` adds the program-mode case of gens that add nothing
+(the same gen again and again, whitespace-only gens).
 
 ``assess_edit`` counts what an edit does to the region's lines (difflib on lines) and
 ``destructive_reason`` says when that is too much to apply without the user's confirmation.
@@ -31,6 +34,7 @@ NORMALISED_REPEATS = 8    # units equal only up to their numbers (lines[32], lin
 SAME_GEN_REPEATS = 3      # program mode: identical gens in a row
 BLANK_GEN_REPEATS = 3     # program mode: whitespace-only gens in a row
 DESTRUCTIVE_MIN_LINES = 4
+LONG_LINE_RUN = 120       # a run of punctuation within one line longer than this (and every input line) loops
 _DIGITS = re.compile(r"\d+")
 _WORD = re.compile(r"[^\W_]")  # a letter or digit in any script
 _NOT_WORD = re.compile(r"[\W_]+")
@@ -80,6 +84,7 @@ class LoopGuard:
 
     def __init__(self, region_input: str):
         self._input_skeleton = skeleton(region_input)
+        self._longest_line = max((len(line.rstrip("\r\n")) for line in split_lines(region_input)), default=0)
 
     def _input_run(self, run: str) -> int:
         """How much of ``run`` (the output's repeating tail, as a skeleton) the input also holds
@@ -103,8 +108,13 @@ class LoopGuard:
             text = normalise_digits(tail) if normalised else tail
             for period, length in _tail_runs(text, need):
                 unit = text[len(text) - period:]
-                if length < MIN_RUN_CHARS or not _WORD.search(unit):
+                if length < MIN_RUN_CHARS:
                     continue
+                if not _WORD.search(unit):
+                    if "\n" in text[len(text) - length:] or length <= max(LONG_LINE_RUN, self._longest_line):
+                        continue
+                    return (f"the output is repeating itself: {_shown(unit)!r} {length // period} times in one "
+                            "line, longer than any line of the input (a degenerate loop); stopped early")
                 run, unit_size = skeleton(text[len(text) - length:]), len(skeleton(unit))
                 in_input = self._input_run(run)
                 if (len(run) - in_input) // unit_size < max(need, in_input // unit_size):
@@ -219,20 +229,27 @@ def destructive_reason(damage: EditDamage, instruction: str) -> str | None:
     return None
 
 
+def due(text: str) -> tuple[int, int]:
+    """When the loop guard looks again: after every completed line, and every ``LONG_LINE_RUN``
+    characters of a line that goes on (a call per token would cost too much)."""
+    newlines = text.count("\n")
+    return newlines, (len(text) - text.rfind("\n") - 1) // LONG_LINE_RUN
+
+
 class ProgramLoopWatch:
     """The loop guard over a program being decoded (both program decoders use it): checked
     whenever an output line or an op completes, over the resolved ops and the gen being written."""
 
     def __init__(self, region: str):
         self.guard = LoopGuard(region)
-        self.seen = (0, 0)  # (output lines, ops) the guard has looked at
+        self.seen = (0, 0, 0)  # (output lines, long-line steps, ops) the guard has looked at
         self.warning: str | None = None
 
     def degenerate(self, resolved: str, scanner: Any, ops: list) -> bool:
         from engine.program import unescape_body
 
         text = resolved + (unescape_body(scanner.body) if scanner.in_gen else "")
-        seen = (text.count("\n"), len(ops))
+        seen = (*due(text), len(ops))
         if seen == self.seen:
             return False
         self.seen = seen

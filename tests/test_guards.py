@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.guards import LoopGuard, assess_edit, destructive_reason, normalise_digits
+from engine.guards import LONG_LINE_RUN, LoopGuard, assess_edit, destructive_reason, due, normalise_digits
 from engine.lines import split_lines
 from engine.program import CopyLines, Gen
 
@@ -93,6 +93,24 @@ def test_a_repeat_within_one_line_is_caught() -> None:
     for _ in range(12):
         out += "    return a + b"
     assert guard.check(out) is not None
+
+
+def test_a_punctuation_run_longer_than_any_input_line_is_caught_before_the_line_ends() -> None:
+    """HumanEvalFix-JS 46 in program mode: `  return results.length =====...` to the token limit
+    (the line never ends, so a check per completed line never came)."""
+    js = "const f = (n) => {\n  // ==================== helpers ====================\n  return n;\n}\n"
+    guard = LoopGuard(js)
+    line = "  return results.length "
+    fired_at = None
+    for k in range(400):
+        line += "="
+        if due(line) != due(line[:-1]) and guard.check(line):
+            fired_at = k
+            break
+    assert fired_at is not None and fired_at < 2 * LONG_LINE_RUN
+    assert "in one line" in guard.check(line)
+    # a separator comment of a line's length, and punctuation across lines, are real code
+    assert first_fire(guard, js + "  // " + "=" * 100 + "\n" + ")\n" * 60) is None
 
 
 def test_repeated_braces_blank_lines_and_input_runs_never_fire() -> None:
