@@ -11,7 +11,7 @@ from engine.lines import split_lines
 from engine.models import LoadedModel
 from engine.program import CopyTokens
 from engine.program_decoder import DecodeOutcome, FeedRecorder, check_program, decode_program
-from engine.prompt import PromptParts, program_messages, render, selector_messages, text_messages
+from engine.prompt import PromptParts, focus_in_region, program_messages, render, selector_messages, text_messages
 from engine.tables import tables_for
 from engine.text_decoder import decode_text
 from engine.tokens import encode, token_pieces
@@ -67,7 +67,8 @@ def run_edit(loaded: LoadedModel, request, cancelled: Callable[[], bool],
                                  teacher_program=request.program if request.mode == "forced" else None,
                                  temperature=request.temperature, seed=request.seed,
                                  logit_bias=request.logit_bias, draft=request.draft, recorder=recorder,
-                                 monotonic=request.monotonic and request.mode != "forced")
+                                 monotonic=request.monotonic and request.mode != "forced",
+                                 focus_line=focus_in_region(parts))
     else:
         decoder = decode_text(loaded, tables, region, prompt_ids, request.max_new_tokens, cancelled, request.mode)
     outcome: DecodeOutcome | None = None

@@ -38,6 +38,7 @@ from engine.guards import ProgramLoopWatch
 from engine.grammar import RangeConstraint
 from engine.lines import line_offsets, split_lines
 from engine.models import LoadedModel
+from engine.noop_gen import NoOpGenGuard
 from engine.program import GEN_CLOSE, CopyLines, CopyTokens, Gen, Op, Program
 from engine.resolve import resolve, resolve_op
 from engine.scanner import ProgramScanner
@@ -120,12 +121,14 @@ def decode_program(loaded: LoadedModel, tables: ModelTables, region: str, prompt
                    max_new_tokens: int, cancelled: Callable[[], bool], token_copies: bool = False,
                    teacher_program: Program | None = None, temperature: float = 0.0, seed: int = 0,
                    monotonic: bool = True, logit_bias: dict[int, float] | None = None, draft: bool = True,
-                   recorder: FeedRecorder | None = None) -> Iterator[OpResolved | DecodeOutcome]:
-    """Yield an :class:`OpResolved` per op, then one :class:`DecodeOutcome`."""
+                   recorder: FeedRecorder | None = None,
+                   focus_line: int | None = None) -> Iterator[OpResolved | DecodeOutcome]:
+    """Yield an :class:`OpResolved` per op, then one :class:`DecodeOutcome`. ``focus_line``
+    (1-based in ``region``): the line the user pointed at (engine.noop_gen)."""
     decoder = ProgramDecoder(loaded, tables, region, prompt_ids, max_new_tokens, cancelled,
                              token_copies=token_copies, teacher_program=teacher_program,
                              temperature=temperature, seed=seed, monotonic=monotonic, logit_bias=logit_bias,
-                             draft=draft, recorder=recorder)
+                             draft=draft, recorder=recorder, focus_line=focus_line)
     return decoder.run()
 
 
@@ -142,6 +145,7 @@ class _Mark:
     in_gen: bool
     state: tuple
     lookahead: "_Lookahead | None"  # pending when the token is chosen
+    track: "tuple | None" = None  # (gen, rest, line start) while a gen body spells the input (engine.noop_gen)
 
 
 class ProgramDecoder:
@@ -157,7 +161,7 @@ class ProgramDecoder:
                  max_new_tokens: int, cancelled: Callable[[], bool], *, token_copies: bool = False,
                  teacher_program: Program | None = None, temperature: float = 0.0, seed: int = 0,
                  monotonic: bool = True, logit_bias: dict[int, float] | None = None, draft: bool = True,
-                 recorder: FeedRecorder | None = None):
+                 recorder: FeedRecorder | None = None, focus_line: int | None = None):
         self.started = time.perf_counter()
         self.loaded, self.tables, self.tokenizer = loaded, tables, loaded.tokenizer
         self.prompt_ids = list(prompt_ids)
@@ -205,6 +209,12 @@ class ProgramDecoder:
         self.lookahead: _Lookahead | None = None
         self.drafted = self.draft_accepted = 0
         self.loops = ProgramLoopWatch(region)
+        # A gen that only writes the focus line back is a no-op (engine.noop_gen); greedy decoding
+        # deviates from it. A teacher's program is given, and sampling draws its own way.
+        self.noop = (NoOpGenGuard(self.lines, tables.vocab_texts, focus_line)
+                     if focus_line is not None and teacher_program is None and temperature <= 0 else None)
+        self.noop_deviations = 0
+        self.noop_gap_max = 0.0
 
     # -- the loop -------------------------------------------------------------------------------
 
@@ -235,13 +245,17 @@ class ProgramDecoder:
                 token = self.choose(logits, self.mask())
             else:
                 token, known = known, None
+            n_ops = len(self.ops)
             if self.lookahead is not None and starts_op(self.lookahead.text + self.tables.vocab_texts[token]):
                 self.close_gen_instead()
+                self.deviate_from_noop_gen(n_ops)
                 self.grammar_s = grammar_before + time.perf_counter() - t
                 logits = self.feed("fused")
                 yield from self.flush()
                 continue
+            self.note_deviation(logits, token)
             self.take_choice(token)
+            self.deviate_from_noop_gen(n_ops)
             self.grammar_s = grammar_before + time.perf_counter() - t
             if self.matcher.is_terminated():
                 break
@@ -275,6 +289,9 @@ class ProgramDecoder:
             breakdown["drafted_tokens"] = self.drafted
             breakdown["draft_accepted"] = self.draft_accepted
         breakdown["decode_steps"] = self.generated
+        if self.noop_deviations:
+            breakdown["noop_gen_deviations"] = self.noop_deviations
+            breakdown["noop_gen_gap_max"] = round(self.noop_gap_max, 3)
         warnings: list[str] = [self.loops.warning] if self.loops.warning else []
         output = self.resolved
         if stop_reason == "max_tokens":
@@ -308,6 +325,56 @@ class ProgramDecoder:
             return self.teacher.choose(bitmask, banned)
         scores = logits if self.bias is None else logits + self.bias
         return _choose(scores, bitmask, self.tables, in_gen, banned, self.temperature, self.generator)
+
+    # -- no-op gens (engine.noop_gen) -------------------------------------------------------------
+
+    def noop_track(self) -> tuple | None:
+        """(gen, rest of the input, at a line start) while the gen body spells the input verbatim."""
+        if self.noop is None or not self.scanner.in_gen:
+            return None
+        body = self.scanner.body
+        rest = self.noop.rest(self.consumed, body)
+        if rest is None:
+            return None
+        return (len(self.ops), self.consumed), rest, body == "" or body.endswith("\n")
+
+    def note_deviation(self, logits: torch.Tensor, token: int) -> None:
+        """Before writing ``token`` on a verbatim gen body: note where the model could leave it."""
+        track = self.noop_track()
+        if track is None:
+            return
+        banned = self.mask()
+        mark = _Mark(token=token, row=-1, kv_length=self.position, bitmask=None, banned=banned, in_gen=True,
+                     state=self.save(), lookahead=self.lookahead, track=track)
+        self._note(mark, logits, self.bitmask)
+
+    def _note(self, mark: _Mark, logits: torch.Tensor, bitmask: Any) -> None:
+        assert self.noop is not None and mark.track is not None
+        scores = logits if self.bias is None else logits + self.bias
+        gen, rest, line_start = mark.track
+        self.noop.note(gen, mark, masked_scores(scores, bitmask, self.tables, True, mark.banned), mark.token, rest,
+                       line_start)
+
+    def finished_noop_gen(self, n_ops: int) -> bool:
+        """Did the ops since ``n_ops`` finish a gen that only writes the next input lines back?"""
+        if self.noop is None or len(self.ops) <= n_ops or not isinstance(self.ops[-1], Gen):
+            return False
+        return self.noop.is_noop(self.consumed, self.ops[-1].text)
+
+    def deviate_from_noop_gen(self, n_ops: int) -> None:
+        """If this step finished a no-op gen, write it again from its least sure token on, with the
+        best alternative there (nothing of the rolled-back part was handed out yet)."""
+        if not self.finished_noop_gen(n_ops):
+            return
+        assert self.noop is not None
+        deviation = self.noop.best((len(self.ops) - 1, self.consumed))
+        if deviation is None:
+            return
+        self.rollback(deviation.mark)
+        self.pending, self.pending_chosen = [], []
+        self.noop_deviations += 1
+        self.noop_gap_max = max(self.noop_gap_max, deviation.gap)
+        self.take_choice(deviation.token)
 
     def take_choice(self, token: int) -> None:
         """Accept a chosen token under the grammar, write it, and take what the grammar forces next."""
@@ -490,9 +557,12 @@ class ProgramDecoder:
                 return False
             marks.append(_Mark(token=token, row=len(self.pending) - 1, kv_length=self.position,
                                bitmask=self.bitmask.clone(), banned=banned, in_gen=self.scanner.in_gen,
-                               state=self.save(), lookahead=self.lookahead))
-            before, copies = len(self.scanner.text), self.copied
+                               state=self.save(), lookahead=self.lookahead, track=self.noop_track()))
+            before, copies, n_ops = len(self.scanner.text), self.copied, len(self.ops)
             self.take_choice(token)
+            if self.finished_noop_gen(n_ops):
+                self._undraft(marks.pop())  # the step decides where the gen deviates
+                return False
             if self.copied > copies:
                 # This token closes a copy: its splice would ride in the verify forward and be
                 # wasted if an earlier drafted token is rejected. Leave it to the next step (the
@@ -526,6 +596,8 @@ class ProgramDecoder:
             if self.teacher is not None:
                 break  # the teacher's drafts stopped at its first disagreement: all of them stand
             choice = self.choose(out[i], mark.banned, bitmask=mark.bitmask, in_gen=mark.in_gen)
+            if choice == mark.token and mark.track is not None:
+                self._note(mark, out[i], mark.bitmask)
             if choice != mark.token:
                 self.rollback(mark)
                 self.draft_accepted += i
@@ -567,9 +639,8 @@ def _cumulative(pieces: Sequence[str]) -> list[int]:
     return ends
 
 
-def _choose(logits: torch.Tensor, bitmask, tables: ModelTables, in_gen: bool, banned: set[int],
-            temperature: float, generator: torch.Generator) -> int:
-    """Greedy (or sampled) choice among tokens the grammar and the constraints allow."""
+def masked_scores(logits: torch.Tensor, bitmask, tables: ModelTables, in_gen: bool, banned: set[int]) -> torch.Tensor:
+    """A copy of ``logits`` with -inf on every token the grammar and the constraints forbid."""
     import xgrammar as xgr
 
     scores = logits.clone().unsqueeze(0)
@@ -579,6 +650,13 @@ def _choose(logits: torch.Tensor, bitmask, tables: ModelTables, in_gen: bool, ba
         scores[tables.copy_crossing_ids] = float("-inf")
     if banned:
         scores[list(banned)] = float("-inf")
+    return scores
+
+
+def _choose(logits: torch.Tensor, bitmask, tables: ModelTables, in_gen: bool, banned: set[int],
+            temperature: float, generator: torch.Generator) -> int:
+    """Greedy (or sampled) choice among tokens the grammar and the constraints allow."""
+    scores = masked_scores(logits, bitmask, tables, in_gen, banned)
     if temperature <= 0:
         return int(torch.argmax(scores))
     probs = torch.softmax(scores / temperature, dim=-1)

@@ -87,12 +87,17 @@ SELECTOR_RULES = ("Edit the code by writing an edit program: <copy lines=\"I-J\"
                   "<gen>...</gen> writes new lines. Copy every unchanged line.")
 
 
+def focus_in_region(parts: PromptParts) -> int | None:
+    """The line the user pointed at, when it lies in the region (else no hint is shown)."""
+    if parts.focus_line is None or not 1 <= parts.focus_line <= len(split_lines(parts.region)):
+        return None
+    return parts.focus_line
+
+
 def focus_sentence(parts: PromptParts) -> str:
     """The hint shown when the user pointed at a line (empty when not, or outside the region)."""
-    n = len(split_lines(parts.region))
-    if parts.focus_line is None or not 1 <= parts.focus_line <= n:
-        return ""
-    return f"The problem is at or near line {parts.focus_line}.\n"
+    focus = focus_in_region(parts)
+    return "" if focus is None else f"The problem is at or near line {focus}.\n"
 
 
 def selector_messages(parts: PromptParts) -> list[dict[str, str]]:
