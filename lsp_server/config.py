@@ -50,7 +50,7 @@ SECTION = "copyAsDecode"
 CONFIG_FILE = ".copy-as-decode.toml"
 PYPROJECT = "pyproject.toml"
 PYPROJECT_TABLE = "copy-as-decode"  # [tool.copy-as-decode]
-MODES = ("program", "speculative", "ar")
+MODES = ("auto", "program", "speculative", "ar")
 APPLY_MODES = ("stream", "final", "preview")
 SELECTOR_CHOICES = ("auto", "none")  # or an adapter folder
 PROMPT_STYLES = ("auto", "program", "text")
@@ -72,7 +72,7 @@ class Settings:
     model: str = "default"
     device: str = "auto"
     dtype: str = "auto"
-    mode: str = "speculative"  # lossless with any model; "program" needs a model that follows the format
+    mode: str = "auto"  # program with a span selector (the embedded model), else speculative (lossless)
     apply_mode: str = "stream"  # stream | final | preview (every edit waits for the user's confirmation)
     max_new_tokens: int = 1024
     context_lines: int = 20

@@ -282,8 +282,8 @@ class EditJob:
             return Outcome("error", "the document is not open in the editor")
         text = doc.text
         s = self.settings
-        request = EditRequest(text=text, instruction=self.instruction, lines=self.lines, mode=s.mode,
-                              max_new_tokens=s.max_new_tokens, context_lines=s.context_lines,
+        request = EditRequest(text=text, instruction=self.instruction, lines=self.lines,
+                              mode=engine.resolve_mode(s.mode), max_new_tokens=s.max_new_tokens, context_lines=s.context_lines,
                               focus_line=self.focus_line)
         if s.prompt_style != "auto" and hasattr(request, "prompt_style"):
             request.prompt_style = s.prompt_style  # type: ignore[attr-defined]
@@ -303,7 +303,7 @@ class EditJob:
         s = self.settings
         stream = s.apply_mode == "stream"
         region_desc = f"lines {self.lines[0]}-{self.lines[1]}" if self.lines else "whole document"
-        await self._progress_begin(f"{engine.name} · {s.mode} · {region_desc}")
+        await self._progress_begin(f"{engine.name} · {request.mode} · {region_desc}")
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue = asyncio.Queue()
         done_marker = object()

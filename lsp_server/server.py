@@ -262,7 +262,7 @@ class CopyAsDecodeServer(LanguageServer):
                 holder["job"] = job
                 if stop.is_set():
                     return stopped_early()
-                self.status("editing", f"{args.kind}: {settings.mode} with {engine.name}")
+                self.status("editing", f"{args.kind}: {engine.resolve_mode(settings.mode)} with {engine.name}")
                 self.running[args.uri] = job
                 try:
                     outcome = await job.run(engine)

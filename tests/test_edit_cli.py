@@ -113,20 +113,22 @@ LONG = "".join(f"def f{i}(x)\n    return x * {i}\n\n" for i in range(8))
 
 
 def test_an_edit_cut_at_the_token_limit_is_not_written(capsys, tmp_path: Path, default_engine) -> None:
+    """Speculative mode: cut at the limit, its text is the rewrite so far (program mode keeps the
+    rest of the input instead, which would read as unchanged here)."""
     path = tmp_path / "long.py"
     path.write_text(LONG)
     out = tmp_path / "out.py"
-    code, _, err = run(capsys, str(path), "-i", "Fix the syntax errors", "--max-new-tokens", "12",
+    code, _, err = run(capsys, str(path), "-i", "Fix the syntax errors", "--mode", "speculative", "--max-new-tokens", "12",
                        "--output", str(out), "--in-place")
     assert code == 3, err
     assert "did not finish" in err and "12 new tokens" in err and "nothing was written" in err
     assert not out.exists() and path.read_text() == LONG
-    code, stdout, err = run(capsys, str(path), "-i", "Fix the syntax errors", "--max-new-tokens", "12",
+    code, stdout, err = run(capsys, str(path), "-i", "Fix the syntax errors", "--mode", "speculative", "--max-new-tokens", "12",
                             "--output", str(out), "--json")
     summary = json.loads(stdout)
     assert code == 3 and summary["stop_reason"] == "max_tokens" and summary["written"] == []
     assert "did not finish" in summary["refused"] and not out.exists()
-    code, _, err = run(capsys, str(path), "-i", "Fix the syntax errors", "--max-new-tokens", "12",
+    code, _, err = run(capsys, str(path), "-i", "Fix the syntax errors", "--mode", "speculative", "--max-new-tokens", "12",
                        "--output", str(out), "--force")
     assert code == 0 and "written anyway" in err and out.read_text() != LONG
 
@@ -165,6 +167,9 @@ class LoopingFakeEngine:
     def load(cls, model, **kwargs):
         cls.loads.append({"model": model, **kwargs})
         return cls()
+
+    def resolve_mode(self, mode):
+        return "program" if mode == "auto" else mode  # as the real engine with a selector
 
     def model_for(self, mode):
         from types import SimpleNamespace

@@ -39,6 +39,9 @@ class FakeEngine:
         self.delay, self.fail_at, self.warnings = delay, fail_at, warnings or []
         self.steps_after_cancel = 0
 
+    def resolve_mode(self, mode: str) -> str:
+        return "program" if mode == "auto" else mode  # as the real engine with a selector
+
     def stream(self, request, cancelled):
         region = request.text
         yield EditStarted(mode=request.mode, model="fake", input_lines=region.count("\n"), prompt_tokens=10)

@@ -32,7 +32,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--instruction", "-i", required=True, help="what to change, e.g. 'Fix the bug'")
     p.add_argument("--lines", help="edit only lines A-B (1-based, inclusive)")
     p.add_argument("--mode", choices=[m for m in MODES if m != "forced"], default=None,
-                   help="speculative (default: lossless, same output as ar), program, ar or pld")
+                   help="auto (the default: program mode with the embedded model's span selector, else "
+                   "speculative), program, speculative (lossless: the same output as ar), ar or pld")
     p.add_argument("--model", default=None, help="'default' (embedded SmolLM2-135M), a hub id, a folder or a .gguf "
                    "(default: the workspace configuration, else 'default')")
     p.add_argument("--device", default=None)
@@ -175,6 +176,7 @@ def run(args: argparse.Namespace) -> int:
                                  trust_remote_code=settings.trust_remote_code,
                                  selector=selector, backend=args.backend or settings.backend,
                                  options=_backend_options(args, settings))
+        request.mode = engine.resolve_mode(request.mode)  # type: ignore[assignment]
         err.print(f"[dim]backend: {engine.model_for(request.mode).runtime.describe()}[/dim]")
         others = [m.strip() for m in args.compare.split(",") if m.strip() and m.strip() != request.mode]
         if others:
