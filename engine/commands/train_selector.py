@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_WORK_DIR = Path("artifacts/train-selector")
-RECIPE_DEFAULTS = {"train": 640, "heldout": 80, "data_seed": 0, "max_tokens": 1024}
+RECIPE_DEFAULTS = {"train": 640, "heldout": 80, "data_seed": 0, "max_tokens": 1024, "focus_share": 0.5}
 
 
 def add_parser(sub: Any) -> None:
@@ -39,6 +39,8 @@ def add_parser(sub: Any) -> None:
     g.add_argument("--data-seed", type=int, default=RECIPE_DEFAULTS["data_seed"])
     g.add_argument("--max-tokens", type=int, default=RECIPE_DEFAULTS["max_tokens"],
                    help="drop training sequences longer than this")
+    g.add_argument("--focus-share", type=float, default=RECIPE_DEFAULTS["focus_share"],
+                   help="share of training cases that show the focus hint (the editor sends one with every AI fix)")
     g = p.add_argument_group("recipe")
     g.add_argument("--steps", type=int, default=d.steps)
     g.add_argument("--lr", type=float, default=d.lr)
@@ -71,7 +73,7 @@ def add_parser(sub: Any) -> None:
 def command_line(args: argparse.Namespace) -> str:
     """The command that reproduces the adapter (recipe options only)."""
     parts = ["copy-as-decode", "train-selector"]
-    for name in ("model", "train", "heldout", "data_seed", "max_tokens", "steps", "lr", "warmup_steps",
+    for name in ("model", "train", "heldout", "data_seed", "max_tokens", "focus_share", "steps", "lr", "warmup_steps",
                  "min_lr_ratio", "rank", "alpha", "target_modules", "grad_accum", "max_grad_norm", "seed",
                  "save_dtype", "threads"):
         value = getattr(args, name)
@@ -207,7 +209,8 @@ def _train(args: argparse.Namespace, out: Path) -> int:
 
     loaded = load_model(args.model, device=args.device, progress=log_progress)
     t0 = time.perf_counter()
-    dataset = build_dataset(args.train, args.heldout, seed=args.data_seed, progress=_synth_progress)
+    dataset = build_dataset(args.train, args.heldout, seed=args.data_seed, progress=_synth_progress,
+                            focus_share=args.focus_share)
     print(f"synthetic data: {len(dataset.train)} training and {len(dataset.heldout)} held-out cases "
           f"({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
     recorded, record_s = _record(args, loaded, dataset)
@@ -237,7 +240,8 @@ def _train(args: argparse.Namespace, out: Path) -> int:
         "base_model": "SmolLM2-135M-Instruct (embedded)" if args.model == "default" else args.model,
         "command": command_line(args),
         "recipe": {k: v for k, v in vars(config).items()} | {"save_dtype": args.save_dtype, "max_tokens": args.max_tokens,
-                                                             "train_cases": args.train, "data_seed": args.data_seed},
+                                                             "train_cases": args.train, "data_seed": args.data_seed,
+                                                             "focus_share": args.focus_share},
         "data": _data_summary(dataset, recorded, args.max_tokens),
         "timing": {"device": loaded.device, "threads": torch.get_num_threads(),
                    "record_s": round(record_s or (previous or {}).get("timing", {}).get("record_s", 0.0), 1),
@@ -276,7 +280,9 @@ def _evaluate(args: argparse.Namespace, out: Path) -> int:
     if info is None:
         print(f"copy-as-decode train-selector: no training.json in {out}; train first", file=sys.stderr)
         return 2
-    engine = Engine.load(args.model, device=args.device, progress=log_progress, selector=str(out))
+    # transformers (fp32): the numerics the adapter was trained in, and the benchmarks' backend
+    engine = Engine.load(args.model, device=args.device, progress=log_progress, selector=str(out),
+                         backend="transformers")
     cases = build_dataset(args.train, args.heldout, seed=args.data_seed).heldout[: max(0, args.eval_cases)]
     arms = [("program (selector)", engine, False), ("program (selector), focus hint", engine, True)]
     if args.eval_base:

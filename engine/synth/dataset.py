@@ -93,7 +93,8 @@ def _make_edit(fn: SourceFunction, kind: str, target: int, rng: random.Random,
 
 
 def _generate(split: str, pools: dict[str, list[SourceFunction]], n: int, seed: int, js_share: float,
-              js_check: Callable[[str], bool] | None, progress: Progress | None) -> tuple[list[SynthCase], Counter]:
+              js_check: Callable[[str], bool] | None, progress: Progress | None,
+              focus_share: float = FOCUS_SHARE) -> tuple[list[SynthCase], Counter]:
     rng = random.Random(f"copy-as-decode-synth:{seed}:{split}")
     orders = {lang: rng.sample(pool, len(pool)) for lang, pool in pools.items()}
     cursors = Counter()
@@ -124,7 +125,7 @@ def _generate(split: str, pools: dict[str, list[SourceFunction]], n: int, seed: 
             continue
         changed = first_changed_line(edit.input, edit.gold)
         instruction = edit.instruction or fix_instruction(fn.name, rng)
-        focus = changed if rng.random() < FOCUS_SHARE else None
+        focus = changed if rng.random() < focus_share else None
         cases.append(SynthCase(input=edit.input, gold=edit.gold, instruction=instruction, kind=kind,
                                language=language, source=fn.source, license=fn.license, split=split,
                                changed_line=changed, focus_line=focus))
@@ -170,13 +171,15 @@ def mine_functions(languages: Sequence[str], js_cache=None, report: dict | None 
 
 
 def build_dataset(n_train: int, n_heldout: int, seed: int = 0, languages: Sequence[str] = ("python", "javascript"),
-                  js_share: float = 0.35, progress: Progress | None = None, *,
+                  js_share: float = 0.35, progress: Progress | None = None, *, focus_share: float = FOCUS_SHARE,
                   functions: Sequence[SourceFunction] | None = None, eval_index: NgramIndex | None = None,
                   js_check: Callable[[str], bool] | None = None, js_cache=None) -> SynthDataset:
     """The synthetic edit cases of both splits and their statistics.
 
-    ``functions`` replaces the mined sources and ``eval_index`` the evaluation corpora (tests use
-    both to stay fast); ``js_check`` replaces the acorn parser that re-parses JavaScript edits.
+    ``focus_share`` is the share of cases that show the focus hint (one seeded draw per case
+    whatever the share, so the cases themselves do not change with it). ``functions`` replaces
+    the mined sources and ``eval_index`` the evaluation corpora (tests use both to stay fast);
+    ``js_check`` replaces the acorn parser that re-parses JavaScript edits.
     """
     languages = tuple(sorted(set(languages)))
     unknown = set(languages) - {"python", "javascript"}
@@ -184,6 +187,8 @@ def build_dataset(n_train: int, n_heldout: int, seed: int = 0, languages: Sequen
         raise SynthError(f"unknown languages {sorted(unknown)}; choose from python, javascript")
     if not 0.0 <= js_share <= 1.0:
         raise SynthError(f"js_share {js_share} is outside [0, 1]")
+    if not 0.0 <= focus_share <= 1.0:
+        raise SynthError(f"focus_share {focus_share} is outside [0, 1]")
     started = time.perf_counter()
     seconds: dict[str, float] = {}
     package_report: dict = {}
@@ -237,8 +242,10 @@ def build_dataset(n_train: int, n_heldout: int, seed: int = 0, languages: Sequen
             if n and empty:
                 raise SynthError(f"no {split} functions for {', '.join(empty)}; add sources or drop the language")
         t0 = time.perf_counter()
-        train, train_misses = _generate("train", pools["train"], n_train, seed, js_share, js_check, progress)
-        heldout, heldout_misses = _generate("heldout", pools["heldout"], n_heldout, seed, js_share, js_check, progress)
+        train, train_misses = _generate("train", pools["train"], n_train, seed, js_share, js_check, progress,
+                                           focus_share)
+        heldout, heldout_misses = _generate("heldout", pools["heldout"], n_heldout, seed, js_share, js_check,
+                                               progress, focus_share)
         seconds["generate"] = time.perf_counter() - t0
 
     by_source = {fn.source: fn for fn in functions}
@@ -246,7 +253,7 @@ def build_dataset(n_train: int, n_heldout: int, seed: int = 0, languages: Sequen
     stats = {
         "seed": seed, "n_train": n_train, "n_heldout": n_heldout, "languages": list(languages), "js_share": js_share,
         "python_version": platform.python_version(),
-        "kind_weights": KIND_WEIGHTS, "focus_share": FOCUS_SHARE,
+        "kind_weights": KIND_WEIGHTS, "focus_share": focus_share,
         "heldout_rule": f"whole source files whose sha1(file id) % 1000 < {HELDOUT_FILE_PERMILLE} (seed-independent)",
         "sources": _source_stats(functions, package_report),
         "pool": {
