@@ -115,6 +115,9 @@ def render_card(info: dict[str, Any]) -> str:
                 f"Evaluated in {_minutes(evaluation['seconds'])}.", ""]
     else:
         out += ["Not evaluated yet: `copy-as-decode train-selector --eval-only` fills this table.", ""]
+    notes = info.get("notes") or []
+    if notes:  # what the run's figures alone do not say (kept in training.json, written by hand)
+        out += ["## Notes", ""] + [f"- {note}" for note in notes] + [""]
     return "\n".join(out)
 
 
