@@ -51,10 +51,10 @@ test("settings mirror the server's, with resource scope", () => {
     assert.equal(props[`copyAsDecode.${key}`].scope, "resource", key);
   }
   assert.equal(props["copyAsDecode.model"].default, "default");
-  assert.equal(props["copyAsDecode.mode"].default, "speculative");
+  assert.equal(props["copyAsDecode.mode"].default, "auto");
   assert.deepEqual(props["copyAsDecode.device"].enum, ["auto", "cpu", "cuda"]);
   assert.deepEqual(props["copyAsDecode.dtype"].enum, ["auto", "float32", "bfloat16", "float16"]);
-  assert.deepEqual(props["copyAsDecode.mode"].enum, ["program", "speculative", "ar"]);
+  assert.deepEqual(props["copyAsDecode.mode"].enum, ["auto", "program", "speculative", "ar"]);
   assert.deepEqual(props["copyAsDecode.applyMode"].enum, [...APPLY_MODES]);
   assert.deepEqual(props["copyAsDecode.applyMode"].enum, ["stream", "final", "preview"]);
   assert.equal(props["copyAsDecode.applyMode"].enumDescriptions.length, APPLY_MODES.length);
