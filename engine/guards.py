@@ -85,6 +85,16 @@ class LoopGuard:
     def __init__(self, region_input: str):
         self._input_skeleton = skeleton(region_input)
         self._longest_line = max((len(line.rstrip("\r\n")) for line in split_lines(region_input)), default=0)
+        self._looked_at = (0, 0)  # ``due`` of the output check_when_due last looked at
+
+    def check_when_due(self, output_so_far: str) -> str | None:
+        """:meth:`check`, once a line completed or grew long since the last look (``due``); a
+        text decoder calls it after every token."""
+        now = due(output_so_far)
+        if now == self._looked_at:
+            return None
+        self._looked_at = now
+        return self.check(output_so_far)
 
     def _input_run(self, run: str) -> int:
         """How much of ``run`` (the output's repeating tail, as a skeleton) the input also holds

@@ -102,10 +102,6 @@ class NoOpGenGuard:
             self.deviations.append(Deviation(mark, token, float(scores[chosen]) - value))
             return
 
-    def forget_from(self, kv_length: int) -> None:
-        """Drop what was noted at or after cache position ``kv_length`` (it was rolled back)."""
-        self.deviations = [d for d in self.deviations if d.mark.kv_length < kv_length]
-
     def best(self, gen: tuple[int, int]) -> Deviation | None:
         """The deviation to take for the no-op gen ``gen``, if one was noted."""
         if gen != self._gen or not self.deviations:

@@ -241,8 +241,10 @@ class ProgramDecoder:
                 break
             # The span below holds take_forced's own timed part: set the total, do not add twice.
             t, grammar_before = time.perf_counter(), self.grammar_s
+            banned: set[int] | None = None
             if known is None:
-                token = self.choose(logits, self.mask())
+                banned = self.mask()
+                token = self.choose(logits, banned)
             else:
                 token, known = known, None
             n_ops = len(self.ops)
@@ -253,7 +255,7 @@ class ProgramDecoder:
                 logits = self.feed("fused")
                 yield from self.flush()
                 continue
-            self.note_deviation(logits, token)
+            self.note_deviation(logits, token, banned)
             self.take_choice(token)
             self.deviate_from_noop_gen(n_ops)
             self.grammar_s = grammar_before + time.perf_counter() - t
@@ -338,12 +340,15 @@ class ProgramDecoder:
             return None
         return (len(self.ops), self.consumed), rest, body == "" or body.endswith("\n")
 
-    def note_deviation(self, logits: torch.Tensor, token: int) -> None:
-        """Before writing ``token`` on a verbatim gen body: note where the model could leave it."""
+    def note_deviation(self, logits: torch.Tensor, token: int, banned: set[int] | None) -> None:
+        """Before writing ``token`` on a verbatim gen body: note where the model could leave it.
+        ``banned``: the step's mask as :meth:`mask` filled it (None when a verify forward chose
+        the token: the bitmask then belongs to a later drafted position, so it is filled again)."""
         track = self.noop_track()
         if track is None:
             return
-        banned = self.mask()
+        if banned is None:
+            banned = self.mask()
         mark = _Mark(token=token, row=-1, kv_length=self.position, bitmask=None, banned=banned, in_gen=True,
                      state=self.save(), lookahead=self.lookahead, track=track)
         self._note(mark, logits, self.bitmask)

@@ -29,7 +29,7 @@ from typing import Callable, Iterator, Sequence
 from engine.backends.http_client import RemoteError
 from engine.events import OpResolved, TokenCounts
 from engine.grammar import body_rule_after, gen_body_ebnf, int_between_ebnf
-from engine.guards import LoopGuard, ProgramLoopWatch, due
+from engine.guards import LoopGuard, ProgramLoopWatch
 from engine.lines import split_lines
 from engine.models import LoadedModel
 from engine.program import GEN_CLOSE, CopyLines, Op, Program, merge_adjacent
@@ -306,7 +306,7 @@ def decode_text_remote(loaded: LoadedModel, tables: ModelTables, region: str, pr
     runtime, tokenizer = loaded.runtime, loaded.tokenizer
     reporter = LineReporter(region, started)
     detok = IncrementalDetokenizer(tokenizer)
-    guard, guarded, loop_warning = LoopGuard(region), (0, 0), None
+    guard, loop_warning = LoopGuard(region), None
     out: list[int] = []
     stop_reason, finish = "done", None
     extra = {"stop": [TEXT_FENCE_CLOSE], "stop_token_ids": sorted(tables.stop_ids), **(sampling or {})}
@@ -317,12 +317,10 @@ def decode_text_remote(loaded: LoadedModel, tables: ModelTables, region: str, pr
         if TEXT_FENCE_CLOSE in detok.text:
             break
         yield from reporter.report(detok.text, TokenCounts(len(out), 0, 0))
-        if due(detok.text) != guarded:  # a line completed (or grew long): is the output looping?
-            guarded = due(detok.text)
-            loop_warning = guard.check(detok.text)
-            if loop_warning:
-                stop_reason = "loop"
-                break
+        loop_warning = guard.check_when_due(detok.text)
+        if loop_warning:
+            stop_reason = "loop"
+            break
     if cancelled():
         stop_reason = "cancelled"
     elif stop_reason == "done" and finish == "length":

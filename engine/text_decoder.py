@@ -21,7 +21,7 @@ from typing import Callable, Iterator, Sequence
 import torch
 
 from engine.events import OpResolved, TokenCounts
-from engine.guards import LoopGuard, due
+from engine.guards import LoopGuard
 from engine.lines import split_lines
 from engine.models import LoadedModel
 from engine.session import Session
@@ -110,7 +110,7 @@ def _decode_drafted(loaded: LoadedModel, tables: ModelTables, session: Session, 
     drafter = InputDrafter(encode(tokenizer, region)) if mode == "speculative" else None
     out: list[int] = []
     copied = generated = 0
-    guard, guarded, loop_warning = LoopGuard(region), (0, 0), None
+    guard, loop_warning = LoopGuard(region), None
     stop_reason = "done"
     logits = session.append(list(prompt_ids), "prefill")
     next_token = int(torch.argmax(logits))
@@ -154,12 +154,10 @@ def _decode_drafted(loaded: LoadedModel, tables: ModelTables, session: Session, 
         if TEXT_FENCE_CLOSE in detok.text:
             break
         yield from reporter.report(detok.text, TokenCounts(generated, copied, 0))
-        if due(detok.text) != guarded:  # a line completed (or grew long): is the output looping?
-            guarded = due(detok.text)
-            loop_warning = guard.check(detok.text)
-            if loop_warning:
-                stop_reason = "loop"
-                break
+        loop_warning = guard.check_when_due(detok.text)
+        if loop_warning:
+            stop_reason = "loop"
+            break
     out = out[:max_new_tokens]
     raw = IncrementalDetokenizer(tokenizer)
     raw.push(out)

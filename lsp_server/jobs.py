@@ -283,8 +283,8 @@ class EditJob:
         text = doc.text
         s = self.settings
         request = EditRequest(text=text, instruction=self.instruction, lines=self.lines,
-                              mode=engine.resolve_mode(s.mode), max_new_tokens=s.max_new_tokens, context_lines=s.context_lines,
-                              focus_line=self.focus_line)
+                              mode=engine.resolve_mode(s.mode), max_new_tokens=s.max_new_tokens,
+                              context_lines=s.context_lines, focus_line=self.focus_line)
         if s.prompt_style != "auto" and hasattr(request, "prompt_style"):
             request.prompt_style = s.prompt_style  # type: ignore[attr-defined]
         try:

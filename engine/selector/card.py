@@ -104,8 +104,8 @@ def render_card(info: dict[str, Any]) -> str:
     if evaluation:
         rows = evaluation["rows"]
         out += [f"Greedy program mode through `Engine.edit` (transformers backend, fp32), {rows[0]['cases']} "
-                f"held-out cases, max {evaluation['max_new_tokens']} new tokens; exact = output equals the gold byte for byte; "
-                "valid = the program closed with `</program>`. With the hint, the focus is the first input "
+                f"held-out cases, max {evaluation['max_new_tokens']} new tokens; exact = output equals the gold "
+                "byte for byte; valid = the program closed with `</program>`. With the hint, the focus is the first input "
                 "line the gold changes, and a gen that writes it back unchanged deviates (engine/noop_gen.py).", "",
                 _table(["arm", "cases", "exact match", "valid programs", "token-limit runs", "loop stops",
                         "generated tokens (mean)", "time per edit (s)"],
