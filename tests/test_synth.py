@@ -202,12 +202,40 @@ def test_heldout_files_are_disjoint_from_train_and_build_is_deterministic(tmp_pa
     for case in first.train + first.heldout:
         assert isinstance(case, SynthCase) and case.input.endswith("\n") and case.gold.endswith("\n")
         assert case.changed_line == first_changed_line(case.input, case.gold)
-        assert case.focus_line in (None, case.changed_line)
+        assert case.focus_line is None or 1 <= case.focus_line <= len(case.input.splitlines())
         assert SynthCase.from_json(case.to_json()) == case
     focus_share = sum(c.focus_line is not None for c in first.train) / len(first.train)
     assert 0.3 < focus_share < 0.7
+    placed = first.stats["splits"]["train"]["focus_placement"]
+    assert placed["exact"] + placed["near"] + placed["away"] == sum(c.focus_line is not None for c in first.train)
+    assert placed["exact"] and placed["near"]  # a cursor: on the changed line and near it, not only on it
     assert sum(first.stats["splits"]["train"]["position_histogram"]["counts"]) == 80
     assert set(first.stats["splits"]["train"]["by_kind"]) <= set(BUG_KINDS + EDIT_KINDS)
+
+
+def test_cursor_placement_shares_and_rules() -> None:
+    """About half the hints on the changed line, most of the rest 1-3 lines away (clipped to the
+    function), a few farther on a line the edit does not touch; seeded."""
+    from collections import Counter
+
+    from engine.synth.cursor import AWAY_SHARE, EXACT_SHARE, NEAR_SHARE, cursor_placement
+
+    source = "".join(f"x{i} = {i}\n" for i in range(1, 21))
+    gold = source.replace("x10 = 10\n", "x10 = 11\n").replace("x11 = 11\n", "x11 = 12\n")
+    counts: Counter[str] = Counter()
+    for k in range(3000):
+        line, placement = cursor_placement(source, gold, 10, random.Random(k))
+        counts[placement] += 1
+        offset = line - 10
+        assert {"exact": offset == 0, "near": 1 <= abs(offset) <= 3, "away": abs(offset) > 3}[placement]
+        assert placement != "away" or line not in (10, 11)  # never a line the edit touches
+    for placement, share in (("exact", EXACT_SHARE), ("near", NEAR_SHARE), ("away", AWAY_SHARE)):
+        assert abs(counts[placement] / 3000 - share) < 0.04, counts
+    assert cursor_placement(source, gold, 10, random.Random(7)) == cursor_placement(source, gold, 10, random.Random(7))
+    # at the first line a near cursor moves down only; a 1-line function has nowhere else to point
+    assert all(cursor_placement(source, gold, 1, random.Random(k))[0] in range(1, 5) or
+               cursor_placement(source, gold, 1, random.Random(k))[1] == "away" for k in range(200))
+    assert cursor_placement("x = 1\n", "x = 2\n", 1, random.Random(3)) == (1, "exact")
 
 
 @pytest.mark.skipif(shutil.which("npm") is None or shutil.which("node") is None,

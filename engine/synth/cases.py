@@ -12,8 +12,9 @@ class SynthCase:
     """One synthetic edit: turn ``input`` into ``gold`` following ``instruction``.
 
     ``changed_line`` is the 1-based first input line the gold changes (an insertion counts at the
-    line it precedes); ``focus_line`` is that line on a seeded ~half of the cases (the hint shown in
-    training), else ``None``. ``split`` is ``"train"`` or ``"heldout"``; held-out cases come from
+    line it precedes); ``focus_line`` is the hint shown in training on a seeded share of the cases
+    (else ``None``), placed as a cursor would be (:mod:`engine.synth.cursor`): on that line about
+    half the time, else 1-3 lines from it or on a farther line the edit does not touch. ``split`` is ``"train"`` or ``"heldout"``; held-out cases come from
     whole source files that no training case comes from.
     """
 

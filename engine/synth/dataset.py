@@ -19,6 +19,7 @@ from typing import Callable, Iterable, Sequence
 
 from engine.lines import split_lines
 from engine.synth.cases import SynthCase, SynthDataset
+from engine.synth.cursor import cursor_placement
 from engine.synth.decontam import NGRAM, THRESHOLD, NgramIndex, code_tokens, evaluation_index
 from engine.synth.edits import ALL_KINDS, BUG_KINDS, Edit, Site, first_changed_line
 from engine.synth.functions import SourceFunction
@@ -125,7 +126,10 @@ def _generate(split: str, pools: dict[str, list[SourceFunction]], n: int, seed: 
             continue
         changed = first_changed_line(edit.input, edit.gold)
         instruction = edit.instruction or fix_instruction(fn.name, rng)
-        focus = changed if rng.random() < focus_share else None
+        focus = None
+        if rng.random() < focus_share:  # the same one draw per case as ever: the cases do not depend on it
+            cursor = random.Random(f"copy-as-decode-cursor:{seed}:{split}:{len(cases)}")
+            focus, _placement = cursor_placement(edit.input, edit.gold, changed, cursor)
         cases.append(SynthCase(input=edit.input, gold=edit.gold, instruction=instruction, kind=kind,
                                language=language, source=fn.source, license=fn.license, split=split,
                                changed_line=changed, focus_line=focus))
@@ -151,10 +155,21 @@ def _split_stats(cases: Sequence[SynthCase], functions_used: dict[str, SourceFun
         "distinct_functions": len({c.source for c in cases}),
         "distinct_files": len({functions_used[c.source].file for c in cases}),
         "focus_hint_share": round(sum(c.focus_line is not None for c in cases) / max(len(cases), 1), 3),
+        "focus_placement": focus_placement(cases),
         "position_histogram": {"bins": POSITION_BINS, "meaning": "bin k holds changed lines at relative position "
                                "(changed_line-1)/(lines-1) in [k/10, (k+1)/10)", "counts": histogram},
         "changed_line_histogram": {str(k): v for k, v in sorted(by_line.items())},
     }
+
+
+def focus_placement(cases: Sequence[SynthCase]) -> dict:
+    """Where the shown hints sit relative to the first changed line: exact, 1-3 lines away, farther
+    (always a line the edit does not touch), and the histogram of focus - changed."""
+    offsets = Counter(c.focus_line - c.changed_line for c in cases if c.focus_line is not None)
+    return {"exact": offsets.get(0, 0),
+            "near": sum(v for k, v in offsets.items() if 1 <= abs(k) <= 3),
+            "away": sum(v for k, v in offsets.items() if abs(k) > 3),
+            "offsets": {str(k): v for k, v in sorted(offsets.items())}}
 
 
 def mine_functions(languages: Sequence[str], js_cache=None, report: dict | None = None,
