@@ -225,7 +225,7 @@ def test_bench_edits_free(cached_engine) -> None:
     from engine.synth import first_changed_line
 
     partials: list[dict] = []
-    arms = ["ar", "program", "program-undrafted", "program-base", "program-focus"]
+    arms = ["ar", "program", "program-undrafted", "program-base", "program-near", "program-oracle"]
     data = run_corpus(cached_engine, "humanevalfix-python", "free", arms, offset=1, limit=1, max_new_tokens=32,
                       progress=False, warmup=False, test_timeout=10, on_partial=partials.append)
     assert data["family"] == "free" and data["cases"] == 1 and data["bounds"] is None and data["complete"]
@@ -236,7 +236,10 @@ def test_bench_edits_free(cached_engine) -> None:
         assert arm["unfinished"] == arm["stopped_at_limit"] + arm["stopped_loop"], name
     assert data["arms"]["ar"]["same_as_ar"] == 1 and data["arms"]["ar"]["valid_programs"] is None
     assert data["arms"]["program"]["valid_programs"] in (0, 1)
-    assert data["arms"]["program-focus"]["hinted"] and not data["arms"]["program"]["hinted"]
+    assert data["arms"]["program-oracle"]["hinted"] and not data["arms"]["program"]["hinted"]
+    assert [data["arms"][a]["focus"] for a in ("program", "program-near", "program-oracle")] == ["none", "near", "oracle"]
+    for name, arm in data["arms"].items():
+        assert arm["wrong_line"] in (0, 1) and arm["syntax_broken"] in (0, 1) and arm["tail_deletions"] in (0, 1), name
     # drafting is lossless: the undrafted decoder writes the same program
     assert data["arms"]["program-undrafted"]["identical_to_program"] == 1
     assert data["arms"]["program"]["breakdown"].get("drafted_tokens", 0) >= 0
@@ -244,10 +247,14 @@ def test_bench_edits_free(cached_engine) -> None:
     case = data["per_case"][0]
     gold_case = load_corpus("humanevalfix-python")[1]
     assert case["id"] == gold_case.id and case["index"] == 1
-    assert case["focus_line"] == first_changed_line(gold_case.input, gold_case.gold)
+    changed = first_changed_line(gold_case.input, gold_case.gold)
+    assert case["focus"]["oracle"] == changed
+    assert case["focus"]["near"] == min(max(1, changed + case["focus"]["near_offset"]), case["input_lines"])
+    assert data["near_offsets"]["drawn"] == {str(case["focus"]["near_offset"]): 1}
     assert data["reference"] == {"gold_pass": 1, "cases": 1}
     assert case["arms"]["ar"]["test"] in ("pass", "fail", "timeout")
     assert set(case["arms"]["program"]["collateral"]) == {"changed", "deleted", "first", "lines"}
+    assert {"wrong_line", "tail_deleted", "syntax_broken"} <= set(case["arms"]["program-near"])
 
 
 # --- quality measures on hand-made edits ----------------------------------------------------------
@@ -285,6 +292,79 @@ def test_collateral_damage_when_the_gold_deletes() -> None:
     assert (wrong.changed, wrong.deleted, wrong.first) == (0, 1, 3)
 
 
+@pytest.mark.parametrize("output,wrong", [
+    (_GOLD, False),                                       # the gold's line
+    (_INPUT, False),                                      # no edit at all: not an edit on a wrong line
+    ("a = 1\nb = 2\nc = 31\nd = 4\ne = 5\n", False),     # a wrong fix, but on the gold's line
+    ("a = 1\nb = 20\nc = 3\nd = 4\ne = 5\n", True),      # the line above instead
+    ("a = 1\nb = 20\nc = 30\nd = 4\ne = 5\n", False),    # the gold's line and one more: collateral, not wrong-line
+    ("a = 1\nb = 2\nc = 3\n", True),                     # only deletes d and e
+    ("a = 1\nb = 2\nc = 3\nd = 4\ne = 5\nf = 6\n", True),  # only appends after the last line
+    ("a = 1\nb = 2\nx = 0\nc = 3\nd = 4\ne = 5\n", False),  # inserts right before the gold's line
+])
+def test_wrong_line_edit_hand_made(output: str, wrong: bool) -> None:
+    from engine.bench.quality import wrong_line_edit
+
+    assert wrong_line_edit(_INPUT, output, _GOLD) is wrong
+
+
+def test_wrong_line_when_the_gold_inserts() -> None:
+    """The gold inserts a line between 2 and 3: editing line 2 or 3 is at the right place, line 5 is not."""
+    from engine.bench.quality import wrong_line_edit
+
+    gold = "a\nb\nnew\nc\nd\ne\n"
+    source = "a\nb\nc\nd\ne\n"
+    assert not wrong_line_edit(source, "a\nB\nc\nd\ne\n", gold)
+    assert not wrong_line_edit(source, "a\nb\nC\nd\ne\n", gold)
+    assert wrong_line_edit(source, "a\nb\nc\nd\nE\n", gold)
+
+
+@pytest.mark.parametrize("output,gold,lines", [
+    (_GOLD, _GOLD, 0),
+    ("a = 1\nb = 2\nc = 30\n", _GOLD, 2),                        # ended after line 3: d and e gone
+    ("a = 1\nb = 2\nc = 30\nd = 4\n", _GOLD, 1),
+    ("a = 1\nb = 2\nc = 30\nd = 4\ne = 5", _GOLD, 0),           # a missing final newline drops nothing
+    ("a = 1\nc = 30\nd = 4\ne = 5\n", _GOLD, 0),                 # a deletion in the middle is not a tail
+    ("a = 1\nb = 2\nc = 3\nd = 4\n", "a = 1\nb = 2\nc = 3\nd = 4\n", 0),  # the gold drops e too
+    ("a = 1\nb = 2\nc = 3\n", "a = 1\nb = 2\nc = 3\nd = 4\n", 1),  # d is kept by the gold, e is not
+    ("a = 1\nb = 2\nc = 30\nd = 4\nE = 5\n", _GOLD, 0),          # the last line rewritten, not dropped
+])
+def test_tail_deletion_hand_made(output: str, gold: str, lines: int) -> None:
+    from engine.bench.quality import tail_deletion
+
+    assert tail_deletion(_INPUT, output, gold) == lines
+    assert tail_deletion(_INPUT + "\n\n", output, gold + "\n\n") == lines  # trailing blank lines aside
+
+
+def test_syntax_broken_per_language() -> None:
+    from engine.bench.quality import syntax_broken
+
+    source = "def f(x):\n    if x:\n        return 1\n    return 2\n"
+    assert syntax_broken(source, source.replace("return 1", "return 3"), "python") is False
+    assert syntax_broken(source, source.replace("    if x:\n", "    elif x:\n"), "python") is True
+    assert syntax_broken("def f(:\n", "def f(:\n    pass\n", "python") is False  # did not parse before
+    assert syntax_broken("function f(a) {\n  return a;\n}\n", "function f(a) {\n  return a;\n", "javascript") is True
+    assert syntax_broken("x", "y (", "cobol") is None
+
+
+def test_near_focus_is_seeded_clipped_and_centered() -> None:
+    from collections import Counter
+
+    from engine.bench.focus import NEAR_OFFSETS, focus_for, near_line, near_offset, offset_histograms
+
+    assert near_offset("Python/3") == near_offset("Python/3")
+    draws = Counter(near_offset(f"Python/{i}") for i in range(700))
+    assert set(draws) == set(NEAR_OFFSETS) and min(draws.values()) > 60  # about 100 each
+    assert all(1 <= near_line(1, 5, f"k{i}") <= 4 for i in range(50))  # clipped at the region's top
+    assert all(near_line(5, 5, f"k{i}") >= 2 for i in range(50))
+    assert focus_for("none", 4, 9, "k") is None and focus_for("oracle", 4, 9, "k") == 4
+    assert focus_for("near", None, 9, "k") is None
+    with pytest.raises(ValueError):
+        focus_for("cursor", 4, 9, "k")
+    records = [{"focus": {"oracle": 1, "near": 1, "near_offset": -2}}, {"focus": {"oracle": 5, "near": 7, "near_offset": 2}}]
+    assert offset_histograms(records) == {"drawn": {"-2": 1, "2": 1}, "applied": {"0": 1, "2": 1}}
+
+
 def test_exact_match_and_valid_program() -> None:
     from engine.bench.quality import exact_match, valid_program
     from engine.program import CopyLines, Gen, Program
@@ -305,8 +385,9 @@ def test_arm_lists() -> None:
     from engine.bench.arms import DEFAULT_ARMS, ArmError, parse_arms
 
     assert parse_arms(None, "forced") == list(DEFAULT_ARMS["forced"])
-    assert parse_arms("ar,program-focus", "free") == ["ar", "program-focus"]
-    for text, family in (("ar,program-focus", "forced"), ("program", "free"), ("ar,ar", "free"),
+    assert parse_arms("ar,program-near,program-oracle", "free") == ["ar", "program-near", "program-oracle"]
+    assert parse_arms("ar,program-focus", "free") == ["ar", "program-oracle"]  # the old name
+    for text, family in (("ar,program-oracle", "forced"), ("ar,program-focus,program-oracle", "free"), ("program", "free"), ("ar,ar", "free"),
                          ("ar,program-drafted", "free")):
         with pytest.raises(ArmError):
             parse_arms(text, family)
@@ -377,8 +458,15 @@ def test_report_into_markers(tmp_path: Path) -> None:
     assert main(["bench", "report", "--results", str(tmp_path), "--into", str(doc)]) == 0
     text = doc.read_text()
     assert "old tables" not in text and "kept above" in text and "kept below" in text
-    assert "| humanevalfix-python | 1 of 5 | program | no | 0/1 | 0/1 | 0/1 | 1 / 0 | 1 (1) |" in text
+    assert "| humanevalfix-python | 1 of 5 | program | none | 0/1 | 0/1 | 0/1 | 1 / 0 | 1 (1) | - | - | - |" in text
     assert "free program: valid programs 100%" in text
+    doc.write_text(f"{MARK_START}\n{MARK_END}\n")
+    # a result file written before the near/oracle split: its program-focus arm is the oracle
+    old = json.loads(json.dumps(first).replace('"program"', '"program-focus"'))
+    (tmp_path / "bench_free_humanevalfix-python.json").write_text(json.dumps(old))
+    assert main(["bench", "report", "--results", str(tmp_path), "--into", str(doc)]) == 0
+    text = doc.read_text()
+    assert "| program-oracle | oracle | 0/1 |" in text and text.count("program-focus") == 1  # in the note only
     doc.write_text("no markers\n")
     assert main(["bench", "report", "--results", str(tmp_path), "--into", str(doc)]) == 2
 

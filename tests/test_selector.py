@@ -311,7 +311,25 @@ def test_train_selector_command_end_to_end(tmp_path: Path, tokenizer, monkeypatc
         assert (out / name).is_file(), name
     info = json.loads((out / "training.json").read_text())
     assert len(info["losses"]) == 4 and info["data"]["decontaminated"] == 7
-    assert [r["arm"] for r in info["evaluation"]["rows"]] == ["program (selector)", "program (selector), focus hint"]
+    assert [r["arm"] for r in info["evaluation"]["rows"]] == [f"program (selector), focus {f}"
+                                                              for f in ("none", "near", "oracle")]
+    assert [r["focus"] for r in info["evaluation"]["rows"]] == ["none", "near", "oracle"]
     card = (out / "CARD.md").read_text()
-    assert "7 of 90 source functions" in card and "bug/operator_misuse" in card and "| program (selector) | 1 |" in card
+    assert "7 of 90 source functions" in card and "bug/operator_misuse" in card
+    assert "| program (selector), focus near | 1 |" in card and "wrong-line edits" in card
     assert main(common + ["--resume", "--lr", "1e-3"]) == 2  # a different recipe does not resume silently
+
+
+def test_heldout_focus_settings() -> None:
+    """The held-out evaluation's three hints: none, a seeded cursor within 3 lines of the bug, the bug."""
+    from engine.selector.evaluate import case_key, eval_focus, eval_request
+
+    for case in _cases():
+        n = len(case.input.splitlines())
+        assert eval_focus(case, "none") is None and eval_focus(case, "oracle") == case.changed_line
+        near = eval_focus(case, "near")
+        assert 1 <= near <= n and abs(near - case.changed_line) <= 3 and near == eval_focus(case, "near")
+        assert eval_request(case, "near", 32).focus_line == near
+    assert len({case_key(c) for c in _cases()}) == 3  # same source, different inputs: different keys
+    with pytest.raises(ValueError):
+        eval_focus(_cases()[0], "cursor")

@@ -13,14 +13,19 @@ Free family (the model decides):
   ``program-undrafted``: the same with ``draft=False``; drafting is lossless, so its output must
   equal ``program``'s (recorded per case as ``identical_to_program``);
   ``program-base``: program mode on the base model (selector ``none``), drafted;
-  ``program-focus``: ``program`` with the focus hint, ``focus_line`` = the first input line the
-  gold changes (what a user pointing at the bug gives; whole-file edits, so input lines are
-  document lines). Hinted arms are reported as rows of their own, never pooled with unhinted ones.
+  ``program-near``: ``program`` with the focus hint on a cursor near the bug (the first input
+  line the gold changes moved by a seeded offset in -3..+3: :mod:`engine.bench.focus`): what a
+  user's AI fix sends, the hinted headline;
+  ``program-oracle``: ``program`` with the focus exactly on the first line the gold changes, the
+  upper bound no user gives (called ``program-focus`` before; old result files are read with the
+  new name). ``program`` itself has no hint (focus ``none``). Whole-file edits, so input lines are
+  document lines. Hinted arms are reported as rows of their own, never pooled with unhinted ones.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -29,7 +34,11 @@ class Arm:
     mode: str  # the engine mode (forced text arms: the teacher-forced arm's name)
     draft: bool = True
     base: bool = False  # run on the base model even when the engine has a selector
-    focus: bool = False  # request.focus_line = the first input line the gold changes
+    focus: str = "none"  # none | near | oracle (engine.bench.focus)
+
+    @property
+    def hinted(self) -> bool:
+        return self.focus != "none"
 
     @property
     def is_program(self) -> bool:
@@ -43,11 +52,37 @@ FORCED_ARMS: dict[str, Arm] = {a.name: a for a in (
 FREE_ARMS: dict[str, Arm] = {a.name: a for a in (
     Arm("ar", "ar"), Arm("pld", "pld"), Arm("speculative", "speculative"),
     Arm("program", "program"), Arm("program-undrafted", "program", draft=False),
-    Arm("program-base", "program", base=True), Arm("program-focus", "program", focus=True),
+    Arm("program-base", "program", base=True), Arm("program-near", "program", focus="near"),
+    Arm("program-oracle", "program", focus="oracle"),
 )}
+LEGACY_NAMES = {"program-focus": "program-oracle"}  # results written before the near/oracle split
 FAMILY_ARMS = {"forced": FORCED_ARMS, "free": FREE_ARMS}
 DEFAULT_ARMS = {"forced": ("ar", "pld", "speculative", "program", "program-drafted"),
                 "free": ("ar", "speculative", "program", "program-undrafted")}
+
+
+def upgrade_names(data: dict[str, Any]) -> dict[str, Any]:
+    """A results record with old arm names renamed in place (summary, settings, per-case runs),
+    so reports and merges of old files read ``program-focus`` as the ``program-oracle`` it was."""
+    def rename(mapping: dict[str, Any]) -> dict[str, Any]:
+        return {LEGACY_NAMES.get(k, k): v for k, v in mapping.items()}
+
+    if isinstance(data.get("arms"), dict):
+        for old in set(data["arms"]) & set(LEGACY_NAMES):
+            if isinstance(data["arms"][old], dict):
+                data["arms"][old].update(focus=FREE_ARMS[LEGACY_NAMES[old]].focus, hinted=True)
+        data["arms"] = rename(data["arms"])
+    settings = data.get("settings") or {}
+    if isinstance(settings.get("arms"), list):
+        settings["arms"] = [LEGACY_NAMES.get(a, a) for a in settings["arms"]]
+    for rec in data.get("per_case") or []:
+        if isinstance(rec.get("arms"), dict):
+            rec["arms"] = rename(rec["arms"])
+        if "order" in rec:
+            rec["order"] = [LEGACY_NAMES.get(a, a) for a in rec["order"]]
+        if "focus_line" in rec and "focus" not in rec:
+            rec["focus"] = {"oracle": rec["focus_line"]}
+    return data
 
 
 class ArmError(ValueError):
@@ -66,6 +101,7 @@ def check_arms(names: list[str], family: str) -> list[str]:
     if family not in FAMILY_ARMS:
         raise ArmError(f"unknown family {family!r}; choose forced or free")
     known = FAMILY_ARMS[family]
+    names = [LEGACY_NAMES.get(a, a) for a in names]
     bad = [a for a in names if a not in known]
     if bad:
         raise ArmError(f"unknown {family}-family arm(s) {', '.join(bad)}; choose from {', '.join(known)}")

@@ -17,9 +17,10 @@ Families (the arms are defined in :mod:`engine.bench.arms`)
   The text arms run on the engine's own :class:`engine.session.Session` and text prompt, so
   their forwards are timed by the same code as the engine's.
 ``free``: the model decides. Text modes and program-mode variants (selector or base model,
-  drafted or not, with or without the focus hint) through ``Engine.edit`` with the corpus
-  instruction. Per arm: pass@1 (the corpus tests), exact match, valid programs, token-limit and
-  loop stops, collateral damage (:mod:`engine.bench.quality`) and speed vs ``ar``.
+  drafted or not, focus hint none / near / oracle: :mod:`engine.bench.focus`) through
+  ``Engine.edit`` with the corpus instruction. Per arm: pass@1 (the corpus tests), exact match,
+  valid programs, token-limit and loop stops, collateral damage, wrong-line edits, tail deletions
+  and syntax breaks (:mod:`engine.bench.quality`) and speed vs ``ar``.
 
 Measures
 --------
@@ -40,7 +41,9 @@ from engine.bench.arms import DEFAULT_ARMS, FAMILY_ARMS, Arm, check_arms
 from engine.bench.bounds import (KernelCurve, bound, drafted_cost, drafted_walk, oracle_spans, paper_cost,
                                  program_structure, structure_cost)
 from engine.bench.harness import machine_info, median, ratio, rotate
-from engine.bench.quality import collateral_damage, exact_match, valid_program
+from engine.bench.focus import focus_for, near_offset, offset_histograms
+from engine.bench.quality import (collateral_damage, exact_match, syntax_broken, tail_deletion, valid_program,
+                                  wrong_line_edit)
 from engine.bench.runner import DEFAULT_TIMEOUT_S, TestOutcome, run_tests
 from engine.lines import split_lines
 
@@ -227,14 +230,18 @@ class EditBench:
         return min(4096, int(1.5 * len(encode(self.loaded.tokenizer, case.input))) + 64)
 
     @staticmethod
-    def focus_line(case: Any) -> int | None:
-        """The focus hint of a case: the first input line the gold changes (None if it changes nothing)."""
+    def changed_line(case: Any) -> int | None:
+        """The first input line the gold changes (None if it changes nothing): the oracle focus."""
         from engine.synth import first_changed_line
 
         try:
             return first_changed_line(case.input, case.gold)
         except ValueError:
             return None
+
+    def focus_line(self, case: Any, setting: str) -> int | None:
+        """The focus an arm with ``setting`` (none, near, oracle) sends for ``case``."""
+        return focus_for(setting, self.changed_line(case), len(split_lines(case.input)), case.id)
 
     def run_arm(self, case: Any, arm: str) -> ArmRun:
         from engine.api import EditRequest
@@ -257,7 +264,7 @@ class EditBench:
                                   self.tables.stop_ids)
         engine = self.base_engine if spec.base else self.engine
         request = EditRequest(case.input, case.instruction, mode=spec.mode, max_new_tokens=self.cap(case),
-                              draft=spec.draft, focus_line=self.focus_line(case) if spec.focus else None,
+                              draft=spec.draft, focus_line=self.focus_line(case, spec.focus),
                               **_language(case))
         run, _ = engine_arm(engine, request)
         return run
@@ -313,8 +320,14 @@ class EditBench:
     def quality(self, case: Any, arm: str, run: ArmRun, runs: dict[str, ArmRun]) -> dict[str, Any]:
         """Free family: exact match, collateral damage, valid program, identity with ``program``."""
         result = run.result
-        out: dict[str, Any] = {"exact": exact_match(run.output or "", case.gold),
-                               "collateral": collateral_damage(case.input, run.output or "", case.gold).json()}
+        output = run.output or ""
+        out: dict[str, Any] = {"exact": exact_match(output, case.gold),
+                               "collateral": collateral_damage(case.input, output, case.gold).json(),
+                               "wrong_line": wrong_line_edit(case.input, output, case.gold),
+                               "tail_deleted": tail_deletion(case.input, output, case.gold)}
+        broken = syntax_broken(case.input, output, case.language)
+        if broken is not None:
+            out["syntax_broken"] = broken
         if self.specs[arm].is_program and result is not None:
             out["valid_program"] = valid_program(result.raw_output, result.region_input, result.region_output,
                                                   result.stop_reason)
@@ -343,8 +356,9 @@ class EditBench:
         if self.family == "free":
             record["max_new_tokens"] = self.cap(case)
             record["input_lines"] = len(split_lines(case.input))
-            if any(self.specs[a].focus for a in self.arms):
-                record["focus_line"] = self.focus_line(case)
+            if any(self.specs[a].hinted for a in self.arms):
+                record["focus"] = {"oracle": self.focus_line(case, "oracle"), "near": self.focus_line(case, "near"),
+                                   "near_offset": near_offset(case.id)}
         for arm in self.arms:
             run = runs[arm]
             entry: dict[str, Any] = {
@@ -450,7 +464,8 @@ def summarize(records: Sequence[dict[str, Any]], arms: Sequence[str], family: st
         }
         if arm in specs:
             spec = specs[arm]
-            s["hinted"] = spec.focus
+            s["hinted"] = spec.hinted
+            s["focus"] = spec.focus
             s["drafting"] = spec.draft if spec.is_program else spec.mode != "ar"
         if kernel is not None and entries and all("kernel_cost" in e for e in entries):
             s["predicted_speedup_vs_ar"] = ratio(ar_cost, sum(e["kernel_cost"] for e in entries))
@@ -464,6 +479,12 @@ def summarize(records: Sequence[dict[str, Any]], arms: Sequence[str], family: st
             s["exact"] = _count(entries, "exact")
             s["valid_programs"] = _count(entries, "valid_program")
             s["identical_to_program"] = _count(entries, "identical_to_program")
+            s["wrong_line"] = _count(entries, "wrong_line")
+            s["syntax_broken"] = _count(entries, "syntax_broken")
+            tails = [e["tail_deleted"] for e in entries if "tail_deleted" in e]
+            if tails:
+                s["tail_deletions"] = sum(t > 0 for t in tails)
+                s["tail_deleted_lines"] = sum(tails)
             damage = [e["collateral"] for e in entries if "collateral" in e]
             if damage:
                 s["collateral_lines"] = sum(d["lines"] for d in damage)
@@ -570,6 +591,11 @@ DEFINITIONS = {
     "unfinished": "stopped at the token limit (max_tokens) or by the loop guard (loop)",
     "collateral": "input lines the output changes or deletes that the gold keeps (engine/bench/quality.py)",
     "identical_to_program": "program-undrafted: output and program text identical to program's (drafting is lossless)",
+    "focus": "the arm's hint: none; near = first changed line + a seeded offset in -3..+3, clipped "
+             "(engine/bench/focus.py); oracle = the first changed line",
+    "wrong_line": "the output edits the input, and only lines the gold keeps (engine/bench/quality.py)",
+    "tail_deletions": "cases whose output drops the input's last lines that the gold keeps (a program that ended early)",
+    "syntax_broken": "the input parses and the output does not (engine/syntax.py; python and javascript)",
 }
 
 
@@ -587,6 +613,8 @@ def results_record(records: Sequence[dict[str, Any]], *, corpus: str, family: st
     }
     if parts is not None:
         data["parts"] = parts
+    if any("near_offset" in (r.get("focus") or {}) for r in records):
+        data["near_offsets"] = offset_histograms(records)
     if family == "free" and records and all("gold_test" in r for r in records):
         data["reference"] = {"gold_pass": sum(r["gold_test"] == "pass" for r in records), "cases": len(records)}
     data["per_case"] = list(records)

@@ -29,7 +29,9 @@ def load_part(path: Path | str) -> dict[str, Any]:
     if not isinstance(data, dict) or "per_case" not in data or "family" not in data:
         raise MergeError(f"{path}: not a 'bench edits' results file (no per_case records)")
     data.setdefault("_source", str(path))
-    return data
+    from engine.bench.arms import upgrade_names
+
+    return upgrade_names(data)
 
 
 def _kernel(data: dict[str, Any]) -> str | None:

@@ -14,6 +14,17 @@ newline is not damage. Two line diffs are taken with :class:`difflib.SequenceMat
 Collateral = the output's changed or deleted input lines that the gold does not touch. Lines the
 edit adds are never collateral (they destroy nothing), and a wrong fix on a line the gold also
 changes is a wrong fix, not collateral. An output equal to the input has none; so does the gold.
+
+Three more counts per output, from the same two diffs:
+
+* a *wrong-line edit* changes something, and only where the gold keeps everything: its edit
+  sites (the input lines it changes or deletes, and for a pure insertion the two lines around
+  the insertion point) share no line with the gold's sites. The model found a line to fix, the
+  wrong one (``wrong_line_edit``);
+* a *tail deletion* drops the region's last lines that the gold keeps (trailing blank input
+  lines aside): a program that ended before the last line (``tail_deletion``, the number of
+  such lines);
+* a *syntax break* (:mod:`engine.syntax`): the input parsed and the output does not.
 """
 
 from __future__ import annotations
@@ -96,3 +107,50 @@ def valid_program(raw_output: str, region_input: str, region_output: str, stop_r
         return resolve(parse(raw_output), region_input, "strict").text == region_output
     except (ProgramSyntaxError, ResolveError):
         return False
+
+
+def edit_sites(input_text: str, other: str) -> set[int]:
+    """0-based input lines where ``other`` edits the input: lines it changes or deletes, and for
+    an insertion that replaces nothing the lines on either side of the insertion point."""
+    a, b = _lines(input_text), _lines(other)
+    sites: set[int] = set()
+    for tag, i1, i2, _j1, _j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if tag == "equal":
+            continue
+        if tag == "insert":
+            sites.update(i for i in (i1 - 1, i1) if 0 <= i < len(a))
+        else:
+            sites.update(range(i1, i2))
+    return sites
+
+
+def wrong_line_edit(input_text: str, output: str, gold: str) -> bool:
+    """True when ``output`` edits the input and every line it edits is one the gold keeps."""
+    sites = edit_sites(input_text, output)
+    return bool(sites) and not sites & edit_sites(input_text, gold)
+
+
+def tail_deletion(input_text: str, output: str, gold: str) -> int:
+    """How many lines the gold keeps in the run of deleted lines that ends the input (trailing
+    blank lines aside); 0 when the output keeps the last line."""
+    lines = _lines(input_text)
+    last = len(lines) - 1
+    while last >= 0 and not lines[last].strip():
+        last -= 1
+    _changed, deleted = touched_lines(input_text, output)
+    gold_changed, gold_deleted = touched_lines(input_text, gold)
+    count = 0
+    while last >= 0 and last in deleted:  # the run of deleted lines that ends the input
+        count += last not in gold_changed and last not in gold_deleted
+        last -= 1
+    return count
+
+
+def syntax_broken(input_text: str, output: str, language: str) -> bool | None:
+    """True when the input parses as ``language`` and the output does not (:mod:`engine.syntax`);
+    None when there is no parser for the language."""
+    from engine import syntax
+
+    if not syntax.supported(language):
+        return None
+    return syntax.breaks_syntax(input_text, output, language)

@@ -9,8 +9,11 @@
 
 Arms (engine/bench/arms.py): forced family ar, pld, speculative, program (undrafted),
 program-drafted (default: all five); free family ar, pld, speculative, program (selector,
-drafted), program-undrafted, program-base (selector none), program-focus (selector + the focus
-hint) (default: ar, speculative, program, program-undrafted).
+drafted, no focus hint), program-undrafted, program-base (selector none), program-near (selector +
+a focus hint near the bug: the first changed line moved by a seeded offset in -3..+3, what an
+editor's cursor sends), program-oracle (selector + the focus exactly on the first changed line: an
+upper bound; "program-focus" is read as this name) (default: ar, speculative, program,
+program-undrafted).
 
 With --json, the file is rewritten after every case (``"complete": false`` until the run ends),
 so an interrupted run leaves its finished cases; merge ranges with ``bench merge``.
@@ -58,7 +61,7 @@ def add_parser(subparsers: Any) -> None:
     edits.add_argument("--arms", default=None,
                        help="comma list of arms (ar is required); forced: ar, pld, speculative, program, "
                             "program-drafted (default: all); free: ar, pld, speculative, program, program-undrafted, "
-                            "program-base, program-focus (default: ar,speculative,program,program-undrafted)")
+                            "program-base, program-near, program-oracle (default: ar,speculative,program,program-undrafted)")
     edits.add_argument("--limit", type=int, default=None, help="only N cases (after --offset)")
     edits.add_argument("--offset", type=int, default=0, help="skip the first K cases of the corpus")
     edits.add_argument("--selector", default="auto",

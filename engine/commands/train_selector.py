@@ -160,6 +160,7 @@ def _data_summary(dataset: Any, recorded: Any, max_tokens: int) -> dict[str, Any
         "decontamination_against": decontamination.get("against", "the evaluation corpora"),
         "heldout_leaks_dropped": stats.get("pool", {}).get("train_functions_dropped_as_near_duplicates_of_heldout", "?"),
         "with_focus": sum(1 for c in dataset.train if c.focus_line is not None),
+        "focus_placement": splits.get("train", {}).get("focus_placement"),
         "kinds": kinds, "languages": dict(Counter(c.language for c in dataset.train)),
         "licenses": dict(Counter(c.license for c in dataset.train)),
         "sources": sources,
@@ -271,6 +272,7 @@ def _write_info(out: Path, info: dict[str, Any]) -> None:
 
 def _evaluate(args: argparse.Namespace, out: Path) -> int:
     from engine.api import Engine
+    from engine.bench.focus import FOCUS_SETTINGS
     from engine.models import log_progress
     from engine.selector.card import write_card
     from engine.selector.evaluate import evaluate
@@ -284,16 +286,16 @@ def _evaluate(args: argparse.Namespace, out: Path) -> int:
     engine = Engine.load(args.model, device=args.device, progress=log_progress, selector=str(out),
                          backend="transformers")
     cases = build_dataset(args.train, args.heldout, seed=args.data_seed).heldout[: max(0, args.eval_cases)]
-    arms = [("program (selector)", engine, False), ("program (selector), focus hint", engine, True)]
+    arms = [(f"program (selector), focus {focus}", engine, focus) for focus in FOCUS_SETTINGS]
     if args.eval_base:
         base = Engine(engine.loaded)
-        arms += [("program (base, few-shot)", base, False), ("program (base, few-shot), focus hint", base, True)]
+        arms += [(f"program (base, few-shot), focus {focus}", base, focus) for focus in FOCUS_SETTINGS]
     t0 = time.perf_counter()
     rows = []
-    for arm, eng, hint in arms:
+    for arm, eng, focus in arms:
         reporter = _Reporter(arm, len(cases), every=10)
         try:
-            row = evaluate(eng, cases, arm, hint, args.eval_max_new_tokens, on_case=lambda i: reporter.update(i))
+            row = evaluate(eng, cases, arm, focus, args.eval_max_new_tokens, on_case=lambda i: reporter.update(i))
         finally:
             reporter.close()
         print(f"{arm}: exact {row.exact}/{row.cases}, valid {row.valid}, token-limit {row.token_limit}",

@@ -49,6 +49,17 @@ def _minutes(seconds: float) -> str:
     return f"{seconds / 60:.1f} min ({seconds:.0f} s)"
 
 
+def _placement(data: dict[str, Any]) -> str:
+    """Where the training hints sit, when the data records it (older runs: always the changed line)."""
+    placed = data.get("focus_placement")
+    if not placed:
+        return ""
+    return (f": placed as an editor's cursor would be (engine/synth/cursor.py), on the first line the edit changes "
+            f"in {placed['exact']}, 1-3 lines above or below it in {placed['near']}, and on a farther line the edit "
+            f"does not touch in {placed['away']}; the gold never depends on the hint, so the data teaches \"look at "
+            "and around line K\", never \"rewrite line K\"")
+
+
 def render_card(info: dict[str, Any]) -> str:
     """CARD.md from the run's record (``training.json``: data, recipe, timings, evaluation)."""
     data, recipe, timing = info["data"], info["recipe"], info["timing"]
@@ -75,7 +86,7 @@ def render_card(info: dict[str, Any]) -> str:
             f"dropped for token 8-gram Jaccard similarity > 0.5 with an evaluation case "
             f"({data.get('decontamination_against', 'the evaluation corpora')}); "
             f"{data.get('heldout_leaks_dropped', '?')} more dropped as near-duplicates of held-out functions",
-            f"- focus hint shown in {data['with_focus']} of {data['train_cases']} training cases",
+            f"- focus hint shown in {data['with_focus']} of {data['train_cases']} training cases{_placement(data)}",
             f"- tokens per sequence: mean {data['tokens_mean']:.0f}, max {data['tokens_max']}; "
             f"loss targets (model-chosen tokens) per sequence: mean {data['targets_mean']:.1f}", ""]
     kinds = data.get("kinds") or {}
@@ -105,13 +116,21 @@ def render_card(info: dict[str, Any]) -> str:
         rows = evaluation["rows"]
         out += [f"Greedy program mode through `Engine.edit` (transformers backend, fp32), {rows[0]['cases']} "
                 f"held-out cases, max {evaluation['max_new_tokens']} new tokens; exact = output equals the gold "
-                "byte for byte; valid = the program closed with `</program>`. With the hint, the focus is the first input "
-                "line the gold changes, and a gen that writes it back unchanged deviates (engine/noop_gen.py).", "",
+                "byte for byte; valid = the program closed with `</program>`. Focus: none = no hint; near = a cursor "
+                "near the bug (the first line the gold changes moved by a seeded offset in -3..+3, clipped: what an "
+                "editor's AI fix sends, the hinted figure users get); oracle = exactly the first line the gold "
+                "changes (an upper bound no user gives). With a hint, a gen that writes the focus line back "
+                "unchanged deviates (engine/noop_gen.py). Collateral lines, wrong-line edits (only lines the gold "
+                "keeps changed), syntax breaks and tail deletions as in the benchmarks (engine/bench/quality.py).",
+                "",
                 _table(["arm", "cases", "exact match", "valid programs", "token-limit runs", "loop stops",
+                        "collateral lines", "wrong-line edits", "syntax breaks", "tail deletions",
                         "generated tokens (mean)", "time per edit (s)"],
                        [(r["arm"], r["cases"], f"{r['exact']} ({r['exact'] / max(1, r['cases']):.0%})",
                          f"{r['valid']} ({r['valid'] / max(1, r['cases']):.0%})", r["token_limit"], r["loop"],
-                         r["generated_tokens_mean"], r["decode_s_mean"]) for r in rows]), "",
+                         r.get("collateral_lines", "-"), r.get("wrong_line", "-"), r.get("syntax_broken", "-"),
+                         r.get("tail_deletions", "-"), r["generated_tokens_mean"], r["decode_s_mean"])
+                        for r in rows]), "",
                 f"Evaluated in {_minutes(evaluation['seconds'])}.", ""]
     else:
         out += ["Not evaluated yet: `copy-as-decode train-selector --eval-only` fills this table.", ""]

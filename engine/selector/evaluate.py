@@ -1,16 +1,25 @@
 """Held-out evaluation of a selector: program mode, greedy, through ``Engine.edit`` exactly as a
-user runs it, with and without the focus hint (never mixed in one row)."""
+user runs it, once per focus setting (never mixed in one row): ``none`` (no hint), ``near`` (a
+cursor near the bug: the first changed line moved by a seeded offset in -3..+3, clipped; what an
+editor's AI fix sends) and ``oracle`` (exactly the first changed line: an upper bound)."""
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
+
+from engine.bench.focus import FOCUS_SETTINGS, focus_for
+from engine.lines import split_lines
 
 
 @dataclass(frozen=True)
 class EvalRow:
     """One arm. ``valid``: the program closed with ``</program>`` (stop reason ``done``);
-    ``token_limit``: runs that hit ``max_new_tokens``; ``loop``: runs the loop guard stopped."""
+    ``token_limit``: runs that hit ``max_new_tokens``; ``loop``: runs the loop guard stopped;
+    ``collateral_lines``, ``wrong_line``, ``syntax_broken``, ``tail_deletions``: as in the
+    benchmarks (:mod:`engine.bench.quality`)."""
 
     arm: str
     cases: int
@@ -20,35 +29,63 @@ class EvalRow:
     loop: int
     generated_tokens_mean: float
     decode_s_mean: float
+    focus: str = "none"
+    collateral_lines: int = 0
+    wrong_line: int = 0
+    syntax_broken: int = 0
+    tail_deletions: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def eval_request(case: Any, hint: bool, max_new_tokens: int) -> Any:
-    """Program-mode request for a held-out case; the hint is the first input line the gold
-    changes (what a user pointing at the bug gives)."""
+def case_key(case: Any) -> str:
+    """A held-out case's stable key (seeds its near cursor): its source and its input's hash."""
+    return f"{case.source}:{hashlib.sha1(case.input.encode('utf-8')).hexdigest()[:12]}"
+
+
+def eval_focus(case: Any, focus: str) -> int | None:
+    """The focus line the ``focus`` setting sends for a held-out case (:mod:`engine.bench.focus`)."""
+    return focus_for(focus, case.changed_line, len(split_lines(case.input)), case_key(case))
+
+
+def eval_request(case: Any, focus: str, max_new_tokens: int) -> Any:
+    """Program-mode request for a held-out case with the focus setting ``focus``."""
     from engine.api import EditRequest
 
     return EditRequest(text=case.input, instruction=case.instruction, mode="program",
-                       focus_line=case.changed_line if hint else None, language=case.language,
-                       max_new_tokens=max_new_tokens)
+                       focus_line=eval_focus(case, focus), language=case.language, max_new_tokens=max_new_tokens)
 
 
-def evaluate(engine: Any, cases: Sequence[Any], arm: str, hint: bool, max_new_tokens: int = 256,
+def evaluate(engine: Any, cases: Sequence[Any], arm: str, focus: str, max_new_tokens: int = 256,
              on_case: Callable[[int], None] | None = None) -> EvalRow:
-    """Run every case once (greedy) and count exact matches against the gold."""
-    exact = valid = limit = loop = 0
+    """Run every case once (greedy) and count exact matches against the gold and the damage."""
+    from engine.bench.quality import (
+        collateral_damage,
+        syntax_broken,
+        tail_deletion,
+        wrong_line_edit,
+    )
+
+    if focus not in FOCUS_SETTINGS:
+        raise ValueError(f"unknown focus setting {focus!r}; choose from {', '.join(FOCUS_SETTINGS)}")
+    exact = valid = limit = loop = collateral = wrong = broken = tails = 0
     generated = decode_s = 0.0
     for i, case in enumerate(cases):
-        result = engine.edit(eval_request(case, hint, max_new_tokens))
-        exact += result.output_text == case.gold
+        result = engine.edit(eval_request(case, focus, max_new_tokens))
+        out = result.output_text
+        exact += out == case.gold
         valid += result.stop_reason == "done"
         limit += result.stop_reason == "max_tokens"
         loop += result.stop_reason == "loop"
+        collateral += collateral_damage(case.input, out, case.gold).lines
+        wrong += wrong_line_edit(case.input, out, case.gold)
+        broken += bool(syntax_broken(case.input, out, case.language))
+        tails += tail_deletion(case.input, out, case.gold) > 0
         generated += result.tokens.generated
         decode_s += result.timings.get("total_s", 0.0)
         if on_case is not None:
             on_case(i + 1)
     n = max(1, len(cases))
-    return EvalRow(arm, len(cases), exact, valid, limit, loop, round(generated / n, 1), round(decode_s / n, 3))
+    return EvalRow(arm, len(cases), exact, valid, limit, loop, round(generated / n, 1), round(decode_s / n, 3),
+                   focus, collateral, wrong, broken, tails)
