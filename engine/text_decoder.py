@@ -3,7 +3,8 @@
 * ``ar``: plain greedy decoding, one forward per token (the baseline).
 * ``speculative`` (lossless): the engine drafts the continuation from the input at the aligned
   position (:class:`engine.drafter.InputDrafter`: long drafts, a size schedule), verifies the draft in ONE forward and keeps the longest
-  prefix greedy decoding would produce, plus the model's own next token. The output is the
+  prefix greedy decoding would produce, plus the model's own next token (the loop is
+  :class:`engine.greedy.DraftedDecode`, shared with the OpenAI endpoint). The output is the
   greedy output; only the number of forwards changes.
 * ``pld``: transformers' own prompt-lookup decoding (``generate(prompt_lookup_num_tokens=10)``),
   the peer users would pick today.
@@ -15,22 +16,22 @@ position is a ``CopyLines``, any other line a ``Gen``; so the editor gets the sa
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, Sequence
 
-import torch
-
+from engine.drafter import InputDrafter
 from engine.events import OpResolved, TokenCounts
+from engine.greedy import DraftedDecode
 from engine.guards import LoopGuard
 from engine.lines import split_lines
 from engine.models import LoadedModel
-from engine.session import Session
 from engine.program import CopyLines, Gen, Op, Program, merge_adjacent
 from engine.program_decoder import DecodeOutcome
 from engine.prompt import TEXT_FENCE_CLOSE
+from engine.session import Session
 from engine.tables import ModelTables
 from engine.tokens import IncrementalDetokenizer, encode
-from engine.drafter import InputDrafter
+
 
 def final_text(raw: str, region: str) -> str:
     """The edited region from the model's raw reply: everything before the closing fence, with the
@@ -59,7 +60,7 @@ class LineReporter:
         self.input_lines = split_lines(self.region)
 
     def _op_for(self, line: str) -> Op:
-        for j in list(range(self.pointer, len(self.input_lines))) + list(range(0, self.pointer)):
+        for j in list(range(self.pointer, len(self.input_lines))) + list(range(self.pointer)):
             if self.input_lines[j] == line:
                 self.pointer = j + 1
                 return CopyLines(j + 1, j + 1)
@@ -108,57 +109,18 @@ def _decode_drafted(loaded: LoadedModel, tables: ModelTables, session: Session, 
     detok = IncrementalDetokenizer(tokenizer)
     reporter = LineReporter(region, started)
     drafter = InputDrafter(encode(tokenizer, region)) if mode == "speculative" else None
-    out: list[int] = []
-    copied = generated = 0
+    decode = DraftedDecode(session, prompt_ids, tables.stop_ids, max_new_tokens, drafter, cancelled=cancelled)
     guard, loop_warning = LoopGuard(region), None
-    stop_reason = "done"
-    logits = session.append(list(prompt_ids), "prefill")
-    next_token = int(torch.argmax(logits))
-    while True:
-        if cancelled():
-            stop_reason = "cancelled"
+    for chunk in decode.chunks():
+        detok.push(chunk.tokens)
+        if chunk.stopped or TEXT_FENCE_CLOSE in detok.text:
             break
-        if next_token in tables.stop_ids:
-            break
-        if len(out) >= max_new_tokens:
-            stop_reason = "max_tokens"
-            break
-        draft = drafter.propose(out + [next_token], max_new_tokens - len(out) - 1) if drafter else []
-        if drafter and not draft:
-            drafter.step_without_draft()
-        if draft:
-            base = session.length
-            rows = session.append([next_token] + draft, "verify", all_logits=True)
-            preds = torch.argmax(rows, dim=-1).tolist()
-            accepted = 0
-            while accepted < len(draft) and preds[accepted] == draft[accepted]:
-                accepted += 1
-            session.crop(base + 1 + accepted)
-            new = [next_token] + draft[:accepted]
-            next_token = preds[accepted]
-            drafter.feedback(len(draft), accepted)
-            generated += 1
-            copied += accepted
-        else:
-            logits = session.append([next_token], "step")
-            new = [next_token]
-            next_token = int(torch.argmax(logits))
-            generated += 1
-        stop_at = next((i for i, t in enumerate(new) if t in tables.stop_ids), None)
-        if stop_at is not None:
-            new = new[:stop_at]
-        out.extend(new)
-        detok.push(new)
-        if stop_at is not None:
-            break
-        if TEXT_FENCE_CLOSE in detok.text:
-            break
-        yield from reporter.report(detok.text, TokenCounts(generated, copied, 0))
+        yield from reporter.report(detok.text, TokenCounts(decode.steps, decode.accepted, 0))
         loop_warning = guard.check_when_due(detok.text)
         if loop_warning:
-            stop_reason = "loop"
             break
-    out = out[:max_new_tokens]
+    stop_reason = "loop" if loop_warning else decode.stop_reason or "done"
+    generated, copied, out = decode.steps, decode.accepted, decode.out[:max_new_tokens]
     raw = IncrementalDetokenizer(tokenizer)
     raw.push(out)
     text = final_text(raw.text, region)
