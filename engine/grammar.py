@@ -15,7 +15,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from engine.program import RESERVED_LITERALS
+from engine.program import RESERVED_LITERALS, CopyLines, CopyTokens, Op, may_end_after
 
 
 def int_range_ebnf(n: int) -> str:
@@ -183,12 +183,16 @@ _OPEN_J = re.compile(r'<copy (lines|tokens)="([0-9]+)-([0-9]*)$')
 
 class RangeConstraint:
     """Per-step mask for what a context-free grammar cannot say cheaply: ``I <= J``, no gen right
-    after a gen, and (when ``monotonic``) line copies that move forward through the input, each
-    starting after the previous one ended, so a program cannot copy a line twice or loop back.
+    after a gen, ``</program>`` only where the program may end (``engine.program.may_end_after``:
+    after a gen, after a copy that reached the input's end, at once for an empty input), and
+    (when ``monotonic``) line copies that move forward through the input, each starting after the
+    previous one ended, so a program cannot copy a line twice or loop back.
 
     The grammar already limits every number to ``1..n`` without leading zeros; here a digit token
     is masked when no completion of the number lies in the allowed interval. ``tag_text`` is the
-    text of the op being written, from its ``<``.
+    text of the op being written, from its ``<``. Which op a token starts is read from the tag
+    and the token together, so a token that merges ``<`` with what follows (``</``, ``<gen>``,
+    ``</program>``) is masked like the ``<`` + letter it spells.
     """
 
     def __init__(self, vocab_texts: Sequence[str], n_lines: int, n_tokens: int, monotonic: bool = True):
@@ -197,30 +201,53 @@ class RangeConstraint:
         self.monotonic = monotonic
         self.next_line = 1  # smallest start allowed for the next line copy
         self.after_gen = False  # the last op was a gen
+        self.may_end = may_end_after(None, n_lines, n_tokens)  # may </program> come next
+
+    def op_finished(self, op: Op) -> None:
+        """Update the state after an op of the program (the decoders' one entry point)."""
+        if isinstance(op, CopyLines):
+            self.copied("lines", op.end)
+        elif isinstance(op, CopyTokens):
+            self.copied("tokens", op.end)
+        else:
+            self.gen_closed()
 
     def copied(self, kind: str, end: int) -> None:
         if kind == "lines" and self.monotonic:
             self.next_line = max(self.next_line, end + 1)
         self.after_gen = False
+        self.may_end = end >= self.limits[kind]
 
     def gen_closed(self) -> None:
         self.after_gen = True
+        self.may_end = True
 
-    def snapshot(self) -> tuple[int, bool]:
-        return self.next_line, self.after_gen
+    def snapshot(self) -> tuple[int, bool, bool]:
+        return self.next_line, self.after_gen, self.may_end
 
-    def restore(self, state: tuple[int, bool]) -> None:
-        self.next_line, self.after_gen = state
+    def restore(self, state: tuple[int, bool, bool]) -> None:
+        self.next_line, self.after_gen, self.may_end = state
+
+    def banned_ops(self) -> str:
+        """The second characters of the op literals not allowed next: ``g`` (``<gen>``), ``c``
+        (``<copy``), ``/`` (``</program>``)."""
+        # A gen never follows a gen (one gen says the same), so after the last copy at most
+        # one gen adds text and then only the end is left; a line copy needs lines left.
+        return (("g" if self.after_gen else "")
+                + ("c" if self.next_line > self.limits["lines"] and not self.limits["tokens"] else "")
+                + ("" if self.may_end else "/"))
 
     def banned(self, tag_text: str, candidates: np.ndarray) -> list[int]:
-        if tag_text == "<":
-            # A gen never follows a gen (one gen says the same), so after the last copy at most
-            # one gen adds text and then only the end is left; a line copy needs lines left.
-            banned = ("g" if self.after_gen else "") + ("c" if self.next_line > self.limits["lines"]
-                                                       and not self.limits["tokens"] else "")
+        if tag_text in ("", "<"):
+            banned = self.banned_ops()
             if not banned:
                 return []
-            return [t for t in candidates.tolist() if self.vocab_texts[t][:1] and self.vocab_texts[t][0] in banned]
+            out = []
+            for tok in candidates.tolist():
+                spelled = tag_text + self.vocab_texts[tok]
+                if len(spelled) >= 2 and spelled[0] == "<" and spelled[1] in banned:
+                    out.append(tok)
+            return out
         match = _OPEN_J.search(tag_text)
         if match:
             kind, prefix = match.group(1), match.group(3)

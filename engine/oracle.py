@@ -5,7 +5,11 @@
 * token level: greedy left-to-right longest match of gold tokens against input tokens, keeping
   matches of at least ``min_span`` tokens as token copies; the rest is gen.
 
-Both resolve to the gold byte-exactly by construction (and the tests check it).
+Both resolve to the gold byte-exactly by construction (and the tests check it), and both end
+where the grammar lets a program end (``engine.program.may_end_after``): a final copy that stops
+before the input's end gives its last line (token) to a final gen, so the tail deletion is
+written out instead of falling off after ``</program>``. The one exception is a gold that deletes
+ALL of a non-empty input: the empty program says it, and no decodable program does.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from collections import defaultdict
 from typing import Sequence
 
 from engine.lines import split_lines
-from engine.program import CopyLines, CopyTokens, Gen, Op, Program, merge_adjacent
+from engine.program import CopyLines, CopyTokens, Gen, Op, Program, may_end_after, merge_adjacent
 
 
 def line_oracle(source: str, gold: str) -> Program:
@@ -32,7 +36,17 @@ def line_oracle(source: str, gold: str) -> Program:
         cursor = block.b + block.size
     if cursor < len(dst):
         ops.append(Gen("".join(dst[cursor:])))
-    return Program(merge_adjacent(ops))
+    return Program(merge_adjacent(_end_properly(ops, src, len(src), 0)))
+
+
+def _end_properly(ops: list[Op], units: Sequence[str], n_lines: int, n_tokens: int) -> list[Op]:
+    """Make the last op one ``</program>`` may follow: a final copy that stops before the input's
+    end hands its last unit (line or token, whose texts are ``units``) to a gen."""
+    last = ops[-1] if ops else None
+    if not isinstance(last, (CopyLines, CopyTokens)) or may_end_after(last, n_lines, n_tokens):
+        return ops
+    head = [] if last.start == last.end else [type(last)(last.start, last.end - 1)]
+    return ops[:-1] + head + [Gen(units[last.end - 1])]
 
 
 def greedy_token_matches(src_ids: Sequence[int], gold_ids: Sequence[int], min_span: int) -> list[tuple[int, int, int]]:
@@ -82,4 +96,4 @@ def token_oracle(source: str, gold: str, src_ids: Sequence[int], src_pieces: Seq
         cursor = g + length
     if cursor < len(gold_ids):
         ops.append(Gen("".join(gold_pieces[cursor:])))
-    return Program(merge_adjacent(ops))
+    return Program(merge_adjacent(_end_properly(ops, src_pieces, len(split_lines(source)), len(src_ids))))

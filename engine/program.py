@@ -8,6 +8,14 @@ Grammar (see ../shared/DESIGN.md)::
     tcopy   ::= '<copy tokens="' A '-' B '"/>'     # input tokens A..B, 1-based, inclusive
     gen     ::= "<gen>" BODY "</gen>"
 
+Ending (:func:`may_end_after`): ``</program>`` may follow a gen, or a copy that reached the
+input's end (line copy: its last line; token copy: its last token), or, for an empty input,
+``<program>`` itself. A program cannot end by accident one token after a copy that stopped early
+(which would delete the rest of the input silently); deleting the tail stays expressible: a
+final gen rewrites the last kept line. Deleting ALL of a non-empty input is the one edit no
+program can express. The grammar (``engine.grammar.RangeConstraint``), the vLLM segment grammars
+and the oracles apply this rule; ``engine.resolve.check_ending`` names a program that breaks it.
+
 Escaping: a gen body may never contain a reserved literal raw. On the way in, every ``<`` that
 starts a reserved literal becomes the look-alike ``ESCAPE`` (U+FE64 SMALL LESS-THAN SIGN), and a
 literal ``ESCAPE`` already in the text is doubled; ``unescape_body`` reverses both, so any text
@@ -76,6 +84,18 @@ class Program:
 
     def __str__(self) -> str:
         return self.serialize()
+
+
+def may_end_after(last: "Op | None", n_lines: int, n_tokens: int = 0) -> bool:
+    """May ``</program>`` follow ``last`` (None: no op yet) over an input of ``n_lines`` lines
+    (and ``n_tokens`` tokens, when token copies are on)? See the module docstring."""
+    if last is None:
+        return n_lines == 0
+    if isinstance(last, CopyLines):
+        return last.end >= n_lines
+    if isinstance(last, CopyTokens):
+        return last.end >= n_tokens
+    return True
 
 
 _RESERVED_START = re.compile("|".join(re.escape(lit) for lit in RESERVED_LITERALS))

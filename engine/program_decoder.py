@@ -40,7 +40,7 @@ from engine.lines import line_offsets, split_lines
 from engine.models import LoadedModel
 from engine.noop_gen import NoOpGenGuard
 from engine.program import GEN_CLOSE, CopyLines, CopyTokens, Gen, Op, Program
-from engine.resolve import resolve, resolve_op
+from engine.resolve import check_ending, resolve, resolve_op
 from engine.scanner import ProgramScanner
 from engine.tables import ModelTables, bit_is_set, unpack_allowed
 from engine.tokens import IncrementalDetokenizer, encode, token_pieces
@@ -191,7 +191,7 @@ class ProgramDecoder:
                 self.bias[int(tok)] = float(value)
         self.crossing = set(tables.copy_crossing_ids.tolist())
         # Drafting is lossless for greedy choices only.
-        self.drafter = ProgramDrafter(self.line_ids) if draft and temperature <= 0 else None
+        self.drafter = ProgramDrafter(self.line_ids, cost=loaded.runtime.cost) if draft and temperature <= 0 else None
         self.recorder = recorder
 
         self.session = loaded.session()
@@ -315,7 +315,7 @@ class ProgramDecoder:
             if self.teacher is not None:  # (the free path masks crossing tokens on the logits directly)
                 banned.update(self.crossing)
             tag = self.scanner.tag
-            if tag == "<" or tag.startswith("<copy "):
+            if tag in ("", "<") or tag.startswith("<copy "):
                 banned.update(self.ranges.banned(tag, unpack_allowed(self.bitmask, self.loaded.vocab_size)))
         return banned
 
@@ -433,16 +433,14 @@ class ProgramDecoder:
             text = resolve_op(op, len(self.ops), self.lines, self.pieces, "strict")
             if isinstance(op, CopyLines):
                 span = [t for ids in self.line_ids[op.start - 1:op.end] for t in ids]
-                self.ranges.copied("lines", op.end)
                 self.consumed = max(self.consumed, op.end)
             elif isinstance(op, CopyTokens):
                 span = self.input_ids[op.start - 1:op.end]
-                self.ranges.copied("tokens", op.end)
                 end_char = self.piece_ends[op.end - 1]
                 self.consumed = max(self.consumed, bisect_right(self.offsets, end_char) - 1)
             else:
                 span = []
-                self.ranges.gen_closed()
+            self.ranges.op_finished(op)
             self.pending.extend(span)
             self.pending_chosen.extend([False] * len(span))
             self.copied += len(span)
@@ -669,5 +667,7 @@ def _choose(logits: torch.Tensor, bitmask, tables: ModelTables, in_gen: bool, ba
 
 
 def check_program(program: Program, region: str, pieces: Sequence[str] | None) -> None:
-    """Raise ResolveError early if a program to force does not fit the input."""
+    """Raise ResolveError early if a program to force does not fit the input, or ends where the
+    grammar does not let a program end."""
     resolve(program, region, "strict", token_pieces=pieces)
+    check_ending(program, len(split_lines(region)), len(pieces) if pieces else 0)

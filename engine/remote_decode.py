@@ -9,7 +9,8 @@ prefix cache holds everything before, so the copy is one prefill, the splice on 
 
 The per-segment grammar carries the range rule a context-free grammar over the whole program
 cannot: a copy starts at or after the line the previous one ended (``monotonic``), ends at or
-after its start and at or before the last line, and a gen never directly follows a gen. Every
+after its start and at or before the last line, a gen never directly follows a gen, and
+``</program>`` follows only a gen or a copy that reached the last line (``may_end_after``). Every
 token the server sends is still checked against the client's own full program grammar and the
 range rule (server output is untrusted); a violation is an error and the document stays as it was.
 
@@ -32,7 +33,7 @@ from engine.grammar import body_rule_after, gen_body_ebnf, int_between_ebnf
 from engine.guards import LoopGuard, ProgramLoopWatch
 from engine.lines import split_lines
 from engine.models import LoadedModel
-from engine.program import GEN_CLOSE, CopyLines, Op, Program, merge_adjacent
+from engine.program import GEN_CLOSE, CopyLines, Op, Program, may_end_after, merge_adjacent
 from engine.program_decoder import DecodeOutcome, accept_forced_literal, starts_op
 from engine.prompt import TEXT_FENCE_CLOSE
 from engine.resolve import resolve_op
@@ -62,11 +63,14 @@ def _quote(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def segment_ebnf(n_lines: int, next_line: int, after_gen: bool, tag: str = "<", gen_body: str | None = None) -> str:
+def segment_ebnf(n_lines: int, next_line: int, after_gen: bool, may_end: bool, tag: str = "<",
+                 gen_body: str | None = None) -> str:
     """Grammar of one segment: the rest of the program from where the client stopped (``tag``:
     the text of the op being written, from its ``<``; or inside a gen body that reads
     ``gen_body`` so far) up to the first copy close, a forced literal or ``</program>``.
-    ``next_line``: the smallest line the next copy may start at (the range rule)."""
+    ``next_line``: the smallest line the next copy may start at (the range rule); ``may_end``:
+    whether ``</program>`` may come before the next op (``engine.program.may_end_after``; after
+    the gen a segment may write, it always may)."""
     copy_ok = next_line <= n_lines
     rules = []
     tail = ['"/program>"'] + (["copy"] if copy_ok else [])
@@ -86,7 +90,7 @@ def segment_ebnf(n_lines: int, next_line: int, after_gen: bool, tag: str = "<", 
         typed = tag[1:]
         root = []
         for literal in _OP_LITERALS:
-            allowed = {_COPY_OPEN: copy_ok, "gen>": not after_gen, "/program>": True}[literal]
+            allowed = {_COPY_OPEN: copy_ok, "gen>": not after_gen, "/program>": may_end}[literal]
             if not allowed:
                 continue
             if literal.startswith(typed):
@@ -140,6 +144,7 @@ class RemoteProgramDecoder:
         self.resolved = ""
         self.consumed = 0
         self.next_line, self.after_gen = 1, False
+        self.may_end = may_end_after(None, len(self.lines))  # may </program> come next
         self.generated = self.forced = self.copied = 0
         self.requests = 0
         self.request_s = 0.0
@@ -168,7 +173,7 @@ class RemoteProgramDecoder:
     def segment(self, budget: int) -> Iterator[OpResolved]:
         """One request: stream tokens until the copy closes, the program ends or the budget is spent."""
         grammar = segment_ebnf(len(self.lines), self.next_line if self.monotonic else 1, self.after_gen,
-                               self.scanner.tag, self.scanner.body if self.scanner.in_gen else None)
+                               self.may_end, self.scanner.tag, self.scanner.body if self.scanner.in_gen else None)
         extra = {"structured_outputs": {"grammar": grammar}, "stop": [COPY_CLOSE], "include_stop_str_in_output": True,
                  "stop_token_ids": sorted(self.tables.stop_ids), **self.sampling}
         start = time.perf_counter()
@@ -271,12 +276,17 @@ class RemoteProgramDecoder:
                 if self.after_gen:
                     raise RemoteError(f"{self.runtime.client.display}: the server wrote a gen right after a gen")
                 self.after_gen = True
+            self.may_end = may_end_after(op, len(self.lines))
             self.ops.append(op)
             self.resolved += text
             self.events.append(OpResolved(index=len(self.ops) - 1, op=op, text=text, resolved=self.resolved,
                                           input_lines_consumed=self.consumed,
                                           tokens=TokenCounts(self.generated, self.copied, self.forced),
                                           elapsed_s=time.perf_counter() - self.started))
+        if self.scanner.finished and not self.may_end:
+            raise RemoteError(f"{self.runtime.client.display}: the server ended the program after "
+                              f"{self.ops[-1] if self.ops else 'no op'} before the last input line "
+                              f"({len(self.lines)}), against the grammar")
 
     def loop_check(self) -> bool:
         return self.loops.degenerate(self.resolved, self.scanner, self.ops)

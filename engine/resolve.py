@@ -1,7 +1,10 @@
 """The resolver: program + input -> edited text. Deterministic, no model.
 
 ``strict`` mode raises :class:`ResolveError` naming the op and the reason; ``clipped`` mode
-clamps every range into the input and reports what it changed as warnings.
+clamps every range into the input and reports what it changed as warnings. Resolving gives any
+program its meaning; whether a decoder can WRITE it is the grammar's business, and
+:func:`check_ending` applies the grammar's ending rule (``engine.program.may_end_after``) to a
+whole program (forced mode checks a given program with it before decoding).
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Sequence
 
 from engine.lines import split_lines
-from engine.program import CopyLines, CopyTokens, Gen, Op, Program, parse
+from engine.program import CopyLines, CopyTokens, Gen, Op, Program, may_end_after, parse
 
 Mode = Literal["strict", "clipped"]
 
@@ -78,3 +81,18 @@ def resolve(program: Program | str, source: str, mode: Mode = "strict",
     warnings: list[str] = []
     parts = [resolve_op(op, i, lines, token_pieces, mode, warnings) for i, op in enumerate(program.ops)]
     return Resolution("".join(parts), warnings)
+
+
+def check_ending(program: Program, n_lines: int, n_tokens: int = 0) -> None:
+    """Raise :class:`ResolveError` when ``program`` ends where ``</program>`` is not allowed: right
+    after a copy that stopped before the input's end, or at once over a non-empty input."""
+    last = program.ops[-1] if program.ops else None
+    if may_end_after(last, n_lines, n_tokens):
+        return
+    if last is None:
+        raise ResolveError(f"an empty program would delete all {n_lines} input lines; a program cannot "
+                           "delete the whole input")
+    kind, limit = ("line", n_lines) if isinstance(last, CopyLines) else ("token", n_tokens)
+    raise ResolveError(f"op {len(program.ops)} ({last.serialize()}) stops at {kind} {last.end} of {limit} and "
+                       f"the program ends there: </program> may only follow a gen or a copy that reaches "
+                       f"the last {kind} (to delete the tail, write the last kept line as a gen)")

@@ -79,7 +79,9 @@ class FakeCompletionsServer:
             return
         if fault == "slow":
             time.sleep(5)
-        # A valid answer: the end of the program in program mode (the client fed "<"), a word otherwise.
+        # A word in text mode; in program mode (the client fed "<program><") the end of the program,
+        # which the client refuses for a non-empty region (a program may not end before its last
+        # line): the ``early_end`` fault. No program-mode test expects this fake to succeed.
         valid = self.tokenizer.encode("/program>" if "structured_outputs" in body else "x", add_special_tokens=False)
         ids = {"bad_tokens": [10 ** 7], "off_grammar": self.tokenizer.encode("hello", add_special_tokens=False)}.get(fault, valid)
         handler.send_response(200)

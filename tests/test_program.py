@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from engine.lines import line_offsets, split_lines
 from engine.oracle import greedy_token_matches, line_oracle, token_oracle
 from engine.program import (ESCAPE, RESERVED_LITERALS, CopyLines, CopyTokens, Gen, Program, ProgramSyntaxError,
-                            escape_body, parse, unescape_body)
-from engine.resolve import ResolveError, resolve
+                            escape_body, may_end_after, parse, unescape_body)
+from engine.resolve import ResolveError, check_ending, resolve
 from engine.tokens import decode, encode, token_pieces
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -79,12 +79,23 @@ def test_line_oracle_resolves_to_gold(pair):
     assert _bytes_equal(resolve(program, source, mode="strict").text, gold)
     # and through its text form, as a model would emit it
     assert _bytes_equal(resolve(program.serialize(), source).text, gold)
+    _assert_ends_properly(program, source, gold)
+
+
+def _assert_ends_properly(program: Program, source: str, gold: str, n_tokens: int = 0) -> None:
+    """The oracle ends where the grammar lets a program end (deleting ALL of a non-empty input is
+    the one edit no decodable program says)."""
+    if source and not gold:
+        assert program == Program(())
+    else:
+        check_ending(program, len(split_lines(source)), n_tokens)
 
 
 @pytest.mark.parametrize("source,gold", list(itertools.product(EDGE_TEXTS, repeat=2)))
 def test_line_oracle_edge_inputs(source, gold):
     program = line_oracle(source, gold)
     assert _bytes_equal(resolve(parse(program.serialize()), source).text, gold)
+    _assert_ends_properly(program, source, gold)
 
 
 def test_line_oracle_copies_unchanged_lines():
@@ -95,6 +106,41 @@ def test_line_oracle_copies_unchanged_lines():
     # the final line differs only by its terminator: not a copy
     assert line_oracle("a\nb", "a\nb\n") == Program((CopyLines(1, 1), Gen("b\n")))
     assert line_oracle("", "") == Program(())
+
+
+def test_line_oracle_writes_a_tail_deletion_out():
+    """A copy that stops early may not end a program: the last kept line becomes a gen."""
+    assert line_oracle("a\nb\nc\n", "a\nb\n") == Program((CopyLines(1, 1), Gen("b\n")))
+    assert line_oracle("a\nb\nc\n", "a\n") == Program((Gen("a\n"),))
+    assert line_oracle("a\nb\nc\nd\n", "a\nX\nc\n") == Program((CopyLines(1, 1), Gen("X\nc\n")))
+
+
+def test_may_end_after_and_check_ending():
+    assert may_end_after(None, 0) and not may_end_after(None, 3)
+    assert may_end_after(Gen("x\n"), 3)
+    assert may_end_after(CopyLines(2, 3), 3) and not may_end_after(CopyLines(1, 2), 3)
+    assert may_end_after(CopyTokens(5, 9), 3, 9) and not may_end_after(CopyTokens(1, 8), 3, 9)
+    check_ending(Program((CopyLines(1, 1), Gen("b\n"))), 3)
+    with pytest.raises(ResolveError, match=r'op 2 \(<copy lines="3-4"/>\) stops at line 4 of 5.*last kept line as a gen'):
+        check_ending(Program((Gen("x\n"), CopyLines(3, 4))), 5)
+    with pytest.raises(ResolveError, match="delete all 2 input lines"):
+        check_ending(Program(()), 2)
+    check_ending(Program(()), 0)
+
+
+def test_every_corpus_oracle_ends_properly():
+    """Lossless AND decodable: on every real case the line oracle resolves to the gold and ends
+    where the grammar lets a program end."""
+    from engine.corpora import load_corpora
+
+    total = 0
+    for cases in load_corpora("all").values():
+        for case in cases:
+            program = line_oracle(case.input, case.gold)
+            assert resolve(program, case.input).text == case.gold, case.id
+            _assert_ends_properly(program, case.input, case.gold)
+            total += 1
+    assert total > 1000
 
 
 def test_greedy_token_matches_examples():
@@ -258,6 +304,7 @@ def test_token_oracle_resolves_to_gold(default_tokenizer):
         program = token_oracle(source, gold, src_ids, src_pieces, gold_ids, gold_pieces, min_span=m)
         assert _bytes_equal(resolve(program, source, token_pieces=src_pieces).text, gold)
         assert _bytes_equal(resolve(program.serialize(), source, token_pieces=src_pieces).text, gold)
+        _assert_ends_properly(program, source, gold, len(src_ids))
         for op in program.ops:
             if isinstance(op, CopyTokens):
                 assert op.end - op.start + 1 >= m

@@ -179,9 +179,9 @@ def program_structure(loaded: Any, tables: Any, region: str, program: Any) -> Pr
 
     def feed(text: str) -> None:
         for op in scanner.feed(text):
+            ranges.op_finished(op)
             if isinstance(op, CopyLines):
                 out.splices.append(sum(len(ids) for ids in line_ids[op.start - 1:op.end]))
-                ranges.copied("lines", op.end)
             elif isinstance(op, CopyTokens):
                 out.splices.append(op.end - op.start + 1)
 
@@ -209,7 +209,7 @@ def program_structure(loaded: Any, tables: Any, region: str, program: Any) -> Pr
         in_gen = scanner.in_gen
         if not in_gen:
             banned |= crossing
-            if scanner.tag == "<" or scanner.tag.startswith("<copy "):
+            if scanner.tag in ("", "<") or scanner.tag.startswith("<copy "):
                 banned.update(ranges.banned(scanner.tag, unpack_allowed(bitmask, loaded.vocab_size)))
         token = teacher.choose(bitmask, banned)
         if not matcher.accept_token(token):
