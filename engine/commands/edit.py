@@ -197,12 +197,7 @@ def run(args: argparse.Namespace) -> int:
         for path in targets:
             write_atomic(path, result.output_text)
     if args.json:
-        summary = result.summary()
-        summary["compare"] = {m: r.summary() for m, r in compared.items()}
-        summary["damage"] = damage.json() if damage is not None else None
-        summary["refused"] = message or None
-        summary["written"] = [str(path) for path in targets] if write else []
-        print(json.dumps(summary, indent=2))
+        print(json.dumps(json_summary(result, compared, damage, message, targets if write else []), indent=2))
     else:
         _report(out, args.file, result, compared)
     if status and write:
@@ -213,6 +208,17 @@ def run(args: argparse.Namespace) -> int:
         err.print(f"[bold red]error:[/bold red] {message}; {what}"
                   + ("" if status == EXIT_CANCELLED else " (--force writes it anyway)"))
     return status
+
+
+def json_summary(result: EditResult, compared: dict[str, EditResult], damage: EditDamage | None, message: str,
+                 written: list[Path]) -> dict[str, Any]:
+    """What ``--json`` prints (the OpenAI-compatible server's edit endpoint answers the same)."""
+    summary = result.summary()
+    summary["compare"] = {m: r.summary() for m, r in compared.items()}
+    summary["damage"] = damage.json() if damage is not None else None
+    summary["refused"] = message or None
+    summary["written"] = [str(path) for path in written]
+    return summary
 
 
 def _run_one(engine: Engine, request: EditRequest, out, quiet: bool) -> EditResult:
