@@ -15,7 +15,7 @@ from engine.grammar import program_ebnf
 from engine.lines import split_lines
 from engine.models import LoadedModel
 from engine.oracle import line_oracle, token_oracle
-from engine.program import CopyLines, parse
+from engine.program import CopyLines, may_end_after, parse
 from engine.resolve import resolve
 from engine.tables import tables_for
 from engine.tokens import encode, token_pieces
@@ -107,6 +107,39 @@ def test_sampled_programs_always_parse_and_resolve(tiny_random_engine: Engine, n
         if result.stop_reason == "done":
             assert resolve(parse(result.raw_output), text, "strict").text == result.region_output
     assert saw_copy, "the bias should make at least one sampled program copy"
+
+
+@pytest.mark.parametrize("monotonic", [True, False])
+def test_a_program_pushed_to_end_cannot_end_early(tiny_random_engine: Engine, monotonic: bool) -> None:
+    """A random model pushed hard towards ``</program>`` (every token that starts with ``/`` or
+    ``</`` gets +30) still cannot end after a copy that stopped early or before its first op: it
+    ends after a gen or after a copy of the last line (issue 15 part 5)."""
+    text = "".join(f"line {i} = {i * 7 % 13}\n" for i in range(1, 8))
+    texts = tables_for(tiny_random_engine.loaded).vocab_texts
+    bias = {i: 30.0 for i, t in enumerate(texts) if t.startswith(("/", "</"))}
+    bias.update({i: 6.0 for s in ['"', "-", '"/>', "copy"] + list("0123456789")
+                 for i in encode(tiny_random_engine.loaded.tokenizer, s)})
+    finished = 0
+    for seed in range(8):
+        result = tiny_random_engine.edit(EditRequest(text, "Rewrite.", mode="program", temperature=1.0, seed=seed,
+                                                     max_new_tokens=64, logit_bias=bias, monotonic=monotonic))
+        if result.stop_reason != "done":
+            continue
+        finished += 1
+        ops = result.program.ops
+        assert ops and may_end_after(ops[-1], 7), result.raw_output
+        assert result.raw_output.count("</program>") == 1
+    assert finished >= 4, "the bias should make most sampled programs end"
+
+
+def test_forced_program_that_ends_early_is_refused(default_engine: Engine) -> None:
+    from engine.resolve import ResolveError
+
+    with pytest.raises(ResolveError, match=r"stops at line 1 of 2.*last kept line as a gen"):
+        default_engine.edit(EditRequest("a\nb\n", "x", mode="forced", program=parse('<program><copy lines="1-1"/></program>')))
+    tail_deleted = default_engine.edit(EditRequest("a\nb\n", "x", mode="forced",
+                                                   program=parse("<program><gen>a\n</gen></program>")))
+    assert tail_deleted.output_text == "a\n"
 
 
 def test_grammar_rejects_out_of_range_and_leading_zeros(default_engine: Engine) -> None:
