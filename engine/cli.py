@@ -13,6 +13,7 @@ import sys
 SUBCOMMAND_MODULES = (
     "engine.commands.analyze",
     "engine.commands.edit",
+    "engine.commands.serve_openai",
     "engine.commands.bench",
     "engine.commands.synth",
     "engine.commands.train_selector",

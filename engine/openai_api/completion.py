@@ -1,0 +1,177 @@
+"""One chat completion: the messages through the model's chat template, then the decode.
+
+In-process backends (transformers, llama.cpp) decode with :class:`engine.greedy.DraftedDecode`,
+the loop the text modes use: with a prediction and greedy decoding, an
+:class:`engine.drafter.InputDrafter` over the prediction's tokens proposes drafts and each draft
+is verified in one forward, so the text is exactly what the same request without the prediction
+returns. ``accepted``/``rejected`` count the prediction tokens the decode kept / verified and
+threw away. With ``temperature > 0`` the decode samples (seeded) without drafts: the prediction
+is not used and both counts are 0.
+
+On the vLLM backend the rendered prompt goes to the server as one streamed completion (the
+server decodes; it has no per-request drafting, so the prediction is not used there either).
+
+Stop strings and the token limit are applied here, the same way for every backend; text is
+released only when it cannot be the start of a stop string.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from engine.drafter import InputDrafter
+from engine.greedy import DraftedDecode, argmax
+from engine.models import LoadedModel
+from engine.openai_api.errors import ApiError
+from engine.prompt import render
+from engine.tables import ModelTables
+from engine.tokens import IncrementalDetokenizer, encode
+
+
+@dataclass(frozen=True)
+class ChatJob:
+    """A validated chat completion, ready to decode (``prediction``: the predicted text or None)."""
+
+    prompt_ids: list[int]
+    max_tokens: int
+    stop: tuple[str, ...] = ()
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int = 0
+    prediction: str | None = None
+
+
+def chat_messages(messages: list[Any]) -> list[dict[str, str]]:
+    """Messages as the chat template takes them (``developer`` is OpenAI's newer name for ``system``)."""
+    from engine.openai_api.schemas import content_text
+
+    return [{"role": "system" if m.role == "developer" else m.role, "content": content_text(m.content)}
+            for m in messages]
+
+
+def context_limit(loaded: LoadedModel) -> int | None:
+    """Tokens the model can attend to (prompt + completion), or None when unknown."""
+    runtime = loaded.runtime
+    for attr in ("context", "max_model_len"):  # llama.cpp's context; the vLLM server's limit
+        value = getattr(runtime, attr, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    config = getattr(loaded.model, "config", None)
+    value = getattr(config, "max_position_embeddings", None)
+    return int(value) if isinstance(value, int) and value > 0 else None
+
+
+def build_job(loaded: LoadedModel, messages: list[dict[str, str]], max_tokens: int | None, stop: tuple[str, ...],
+              temperature: float, top_p: float, seed: int | None, prediction: str | None) -> ChatJob:
+    """Render the prompt and check it against the context (400 ``context_length_exceeded``)."""
+    prompt_ids = render(loaded.tokenizer, messages)
+    limit = context_limit(loaded)
+    if limit is not None:
+        wanted = len(prompt_ids) + (max_tokens or 1)
+        if wanted > limit:
+            raise ApiError(400, f"This model's maximum context length is {limit} tokens. However, you requested "
+                                f"{wanted} tokens ({len(prompt_ids)} in the messages, {max_tokens or 1} in the "
+                                "completion). Please reduce the length of the messages or completion.",
+                           "context_length_exceeded", "messages")
+        max_tokens = max_tokens or limit - len(prompt_ids)
+    return ChatJob(prompt_ids, max_tokens or 4096, stop, temperature, top_p,
+                   seed if seed is not None else 0, prediction)
+
+
+class Sampler:
+    """Seeded sampling at ``temperature`` with nucleus ``top_p`` (the choice for temperature > 0)."""
+
+    def __init__(self, temperature: float, top_p: float, seed: int):
+        self.temperature, self.top_p = temperature, top_p
+        self.generator = torch.Generator().manual_seed(seed)
+
+    def __call__(self, logits: torch.Tensor) -> int:
+        probs = torch.softmax(logits.float() / self.temperature, dim=-1)
+        if self.top_p < 1.0:
+            sorted_probs, order = torch.sort(probs, descending=True)
+            keep = torch.cumsum(sorted_probs, dim=-1) - sorted_probs < self.top_p
+            probs = torch.zeros_like(probs).scatter(0, order[keep], sorted_probs[keep])
+        return int(torch.multinomial(probs, 1, generator=self.generator))
+
+
+class ChatDecode:
+    """Decode one :class:`ChatJob`. Iterate :meth:`deltas` for the text; afterwards
+    ``finish_reason`` ("stop", "length" or "cancelled"), ``completion_tokens``, ``accepted``,
+    ``rejected`` and ``seconds`` (prefill + decode) describe the run."""
+
+    def __init__(self, loaded: LoadedModel, tables: ModelTables, job: ChatJob, cancelled: Callable[[], bool]):
+        self.loaded, self.tables, self.job, self.cancelled = loaded, tables, job, cancelled
+        self.finish_reason = "stop"
+        self.completion_tokens = self.accepted = self.rejected = 0
+        self.seconds = 0.0
+        self.text = ""
+        self._decode: DraftedDecode | None = None
+
+    def deltas(self) -> Iterator[str]:
+        """Text deltas, in order; their concatenation is the completion's text."""
+        start = time.perf_counter()
+        stops = self.job.stop
+        hold = max((len(s) for s in stops), default=1) - 1
+        detok = IncrementalDetokenizer(self.loaded.tokenizer)
+        sent = 0
+        source = self._remote_tokens() if self.loaded.remote else self._local_tokens()
+        try:
+            for tokens in source:
+                self.completion_tokens += len(tokens)
+                detok.push(tokens)
+                text = detok.text
+                cut = min((i for i in (text.find(s, max(0, sent - hold)) for s in stops) if i >= 0), default=-1)
+                if cut >= 0:
+                    self.text = text[:cut]
+                    if cut > sent:
+                        yield text[sent:cut]
+                    self.finish_reason = "stop"
+                    return
+                safe = len(text) - hold
+                if safe > sent:
+                    yield text[sent:safe]
+                    sent = safe
+            self.text = detok.text
+            if len(self.text) > sent:
+                yield self.text[sent:]
+        finally:
+            source.close()
+            self.seconds = time.perf_counter() - start
+            if self._decode is not None:
+                self.accepted, self.rejected = self._decode.accepted, self._decode.rejected
+
+    def _local_tokens(self) -> Iterator[list[int]]:
+        job = self.job
+        greedy = job.temperature <= 0
+        drafter = InputDrafter(encode(self.loaded.tokenizer, job.prediction)) if job.prediction and greedy else None
+        pick = argmax if greedy else Sampler(job.temperature, job.top_p, job.seed)
+        session = self.loaded.session()
+        try:
+            self._decode = DraftedDecode(session, job.prompt_ids, self.tables.stop_ids, job.max_tokens, drafter,
+                                         pick, self.cancelled)
+            for chunk in self._decode.chunks():
+                yield chunk.tokens
+            self.finish_reason = {"max_tokens": "length", "cancelled": "cancelled"}.get(
+                self._decode.stop_reason or "done", "stop")
+        finally:
+            session.close()
+
+    def _remote_tokens(self) -> Iterator[list[int]]:
+        job = self.job
+        sampling: dict[str, Any] = {}
+        if job.temperature > 0:
+            sampling = {"temperature": job.temperature, "top_p": job.top_p, "seed": job.seed}
+        for ids, finish in self.loaded.runtime.stream_completion(job.prompt_ids, job.max_tokens, self.cancelled,
+                                                                  **sampling):
+            kept = [t for t in ids if t not in self.tables.stop_ids]
+            if kept:
+                yield kept
+            if finish:
+                self.finish_reason = "length" if finish == "length" else "stop"
+        if self.cancelled():
+            self.finish_reason = "cancelled"

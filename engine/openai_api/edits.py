@@ -1,0 +1,71 @@
+"""The engine's own edit request over HTTP (``POST /v1/edits/copy-as-decode``): any mode,
+program mode included, answered with the JSON ``copy-as-decode edit --json`` prints (plus
+``output_text``, which the CLI writes to a file instead), or streamed as the engine's events."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from engine.api import EditError, EditRequest, Engine, language_for
+from engine.commands.edit import check_focus, json_summary, refusal
+from engine.events import EditFinished, EditResult, EditStarted, Event, OpResolved
+from engine.openai_api.schemas import EditBody
+
+
+def edit_request(engine: Engine, body: EditBody, max_new_tokens: int, context_lines: int) -> EditRequest:
+    """The validated :class:`EditRequest` for ``body`` (raises :class:`EditError` with the reason)."""
+    check_focus(body.focus, body.text, body.lines)
+    request = EditRequest(text=body.text, instruction=body.instruction, lines=body.lines, mode=body.mode,
+                          max_new_tokens=body.max_new_tokens or max_new_tokens, context_lines=context_lines,
+                          language=body.language if body.language is not None else language_for(body.path or ""),
+                          focus_line=body.focus)
+    request.validate()
+    request.mode = engine.resolve_mode(request.mode)  # type: ignore[assignment]
+    return request
+
+
+def event_json(event: Event, request: EditRequest) -> dict[str, Any]:
+    """One engine event as JSON (``finished`` carries the same summary as the non-streamed answer)."""
+    if isinstance(event, EditStarted):
+        return {"event": "started", "mode": event.mode, "model": event.model, "input_lines": event.input_lines,
+                "prompt_tokens": event.prompt_tokens}
+    if isinstance(event, OpResolved):
+        return {"event": "op", "index": event.index, "op": event.op.serialize(), "text": event.text,
+                "input_lines_consumed": event.input_lines_consumed,
+                "tokens": {"generated": event.tokens.generated, "copied": event.tokens.copied,
+                           "forced": event.tokens.forced},
+                "elapsed_s": round(event.elapsed_s, 6)}
+    return {"event": "finished", "result": result_json(event.result, request)}
+
+
+def result_json(result: EditResult, request: EditRequest) -> dict[str, Any]:
+    """``edit --json``'s summary (``refused`` says why the CLI would not write it) plus the text."""
+    _status, message, damage = refusal(result, request.instruction, request.max_new_tokens)
+    return {**json_summary(result, {}, damage, message, []), "output_text": result.output_text}
+
+
+class EditRun:
+    """One edit's events as JSON (``events``, for the queue's worker thread); a refused request
+    (bad range, a mode the backend cannot run) ends the stream with an ``error`` event and sets
+    ``error``."""
+
+    def __init__(self, engine: Engine, request: EditRequest):
+        self.engine, self.request = engine, request
+        self.result: EditResult | None = None
+        self.error: str | None = None
+
+    def events(self, cancelled: Callable[[], bool]) -> Iterator[dict[str, Any]]:
+        try:
+            for event in self.engine.stream(self.request, cancelled):
+                if isinstance(event, EditFinished):
+                    self.result = event.result
+                yield event_json(event, self.request)
+        except EditError as exc:
+            self.error = str(exc)
+            yield {"event": "error", "error": {"message": self.error, "type": "invalid_request_error",
+                                                "code": "edit_failed", "param": None}}
+
+    def summary(self) -> dict[str, Any]:
+        assert self.result is not None
+        return result_json(self.result, self.request)

@@ -1,0 +1,151 @@
+"""Request bodies (pydantic) and the OpenAI response shapes the server writes.
+
+Requests are untrusted: every field is typed and bounded here, unknown OpenAI fields that do
+not change the output (``user``, ``metadata``, ``logprobs: false``, ...) are accepted and
+ignored, and fields this server cannot honour are refused by :func:`check_supported`.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from engine.openai_api.errors import ApiError
+
+
+class TextPart(BaseModel):
+    type: Literal["text"]
+    text: str
+
+
+Content = str | list[TextPart]
+
+
+def content_text(content: Content | None) -> str:
+    """A message's or prediction's text (a list of text parts is concatenated, as OpenAI does)."""
+    if content is None:
+        return ""
+    return content if isinstance(content, str) else "".join(part.text for part in content)
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: Content | None = None
+
+
+class Prediction(BaseModel):
+    """OpenAI's Predicted Outputs: the text the client expects the answer to be (mostly)."""
+
+    type: Literal["content"]
+    content: Content
+
+
+class StreamOptions(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    include_usage: bool = False
+
+
+class ChatCompletionRequest(BaseModel):
+    """``POST /v1/chat/completions``. ``temperature`` defaults to 0 (greedy; OpenAI's default is 1):
+    an edit engine's clients want the model's most likely rewrite, and drafting from the prediction
+    is lossless only under greedy decoding."""
+
+    model_config = ConfigDict(extra="allow")
+
+    model: str
+    messages: list[ChatMessage] = Field(min_length=1)
+    max_tokens: int | None = Field(default=None, ge=1)
+    max_completion_tokens: int | None = Field(default=None, ge=1)
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    top_p: float = Field(default=1.0, gt=0.0, le=1.0)
+    seed: int | None = None
+    stop: str | list[str] | None = None
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    prediction: Prediction | None = None
+    n: int = Field(default=1, ge=1)
+    tools: list[Any] | None = None
+    tool_choice: Any = None
+    functions: list[Any] | None = None
+
+    def stop_strings(self) -> tuple[str, ...]:
+        stops = [self.stop] if isinstance(self.stop, str) else list(self.stop or [])
+        return tuple(s for s in stops if s)
+
+    def token_limit(self) -> int | None:
+        return self.max_completion_tokens or self.max_tokens
+
+
+def check_supported(req: ChatCompletionRequest) -> None:
+    """Refuse what this server does not do (400), with OpenAI's wording where OpenAI refuses too."""
+    if req.prediction is not None and req.n > 1:
+        raise ApiError(400, "Predicted outputs are not supported with n > 1.", "invalid_request_error", "n")
+    if req.prediction is not None and (req.tools or req.functions):
+        raise ApiError(400, "Predicted outputs are not supported with tools or functions.",
+                       "invalid_request_error", "tools")
+    if req.n > 1:
+        raise ApiError(400, "n > 1 is not supported: this server decodes one choice per request.",
+                       "invalid_request_error", "n")
+    if req.tools or req.functions:
+        raise ApiError(400, "tools and functions are not supported by this server.", "invalid_request_error", "tools")
+    if any(m.role == "tool" for m in req.messages):
+        raise ApiError(400, "tool messages are not supported by this server.", "invalid_request_error", "messages")
+    if len(req.stop_strings()) > 4:
+        raise ApiError(400, "stop takes at most 4 sequences.", "invalid_request_error", "stop")
+
+
+class EditBody(BaseModel):
+    """``POST /v1/edits/copy-as-decode``: the engine's own edit request (see
+    :class:`engine.api.EditRequest`). ``lines`` is ``[first, last]`` (1-based, inclusive); ``focus``
+    the line the problem is at or near; ``path`` only names the language of the code fences."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str | None = None
+    text: str
+    instruction: str = Field(min_length=1)
+    lines: tuple[int, int] | None = None
+    focus: int | None = None
+    mode: Literal["auto", "program", "speculative", "ar", "pld"] = "auto"
+    max_new_tokens: int | None = Field(default=None, ge=1)
+    language: str | None = None
+    path: str | None = None
+    stream: bool = False
+
+
+def completion_id() -> str:
+    return f"chatcmpl-{uuid.uuid4().hex[:24]}"
+
+
+def usage_json(prompt_tokens: int, completion_tokens: int, accepted: int, rejected: int) -> dict[str, Any]:
+    """OpenAI's usage object; ``accepted``/``rejected``: prediction tokens the decode kept / verified
+    and discarded (both are part of ``completion_tokens``' cost, as with OpenAI)."""
+    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+            "completion_tokens_details": {"accepted_prediction_tokens": accepted,
+                                          "rejected_prediction_tokens": rejected, "reasoning_tokens": 0}}
+
+
+def completion_json(cid: str, model: str, text: str, finish_reason: str, usage: dict[str, Any]) -> dict[str, Any]:
+    return {"id": cid, "object": "chat.completion", "created": int(time.time()), "model": model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": None,
+                         "finish_reason": finish_reason}],
+            "usage": usage}
+
+
+def chunk_json(cid: str, model: str, created: int, delta: dict[str, Any], finish_reason: str | None,
+               usage: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One ``chat.completion.chunk``; the usage chunk (``stream_options.include_usage``) has no choices."""
+    choices = [] if usage is not None else [{"index": 0, "delta": delta, "logprobs": None,
+                                             "finish_reason": finish_reason}]
+    out: dict[str, Any] = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
+                           "choices": choices}
+    if usage is not None:
+        out["usage"] = usage
+    return out
