@@ -14,16 +14,27 @@ greedy decoding would have produced. The shape follows transformers' ``Candidate
 * :class:`ProgramDrafter` drafts the continuation of an edit program: the structure (the next copy
   tag and its line numbers, ``</gen>``, ``</program>``) as text, and gen bodies as the tokens of the
   input line the gen replaces (through an :class:`InputDrafter` over the line-aligned input tokens).
+
+Both size every draft by what it costs (:class:`DraftPolicy`): given the runtime's cost of an
+N-token forward (:class:`engine.cost.CostModel`, learned from the forwards the runtime runs) and
+the acceptance seen so far in this edit, a draft is as long as maximizes the expected tokens per
+unit of cost, and there is none where no draft beats a plain step (the mode then decodes like
+ar). Drafting stays lossless whatever the size: the decoder keeps only what greedy decoding
+would have chosen.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterator, Sequence, Union
+
+from engine.cost import CostModel, best_draft_size
+from engine.prefix_cache import common_prefix
 
 MIN_DRAFT, MAX_DRAFT, START_DRAFT = 8, 256, 32
 MATCH_NGRAM = (6, 4, 2)
 BACKOFF_STEPS = 4  # after a draft is rejected outright, this many steps go undrafted
+CHARS_PER_TOKEN = 3  # a program-structure draft is text: its size in tokens, roughly
 
 
 def find_draft(out: Sequence[int], src: Sequence[int], hint: int, size: int) -> tuple[list[int], int]:
@@ -50,33 +61,94 @@ def _occurrences(src: Sequence[int], tail: list[int]) -> Iterator[int]:
             yield i
 
 
+@dataclass
+class DraftPolicy:
+    """How long a draft should be: the size in 0..available that maximizes
+    (expected accepted + 1) / s(size + 1) (:func:`engine.cost.best_draft_size`), with ``s`` from
+    the runtime's cost model and each drafted token accepted with probability ``p`` given the ones
+    before it were. ``p`` is this edit's acceptance, recent drafts weighing most, from a prior of
+    PRIOR_ACCEPTED : PRIOR_REJECTED. Without a cost model every draft keeps its size.
+
+    A withheld draft still teaches: where the drafter later sees what the model wrote instead
+    (``shadow``), it scores the draft as if it had been verified; elsewhere each withheld step
+    fades the evidence back toward the prior, so a backend where drafting stopped paying tries a
+    small draft again now and then."""
+
+    PRIOR_ACCEPTED = 4.0
+    PRIOR_REJECTED = 1.0
+    DECAY = 0.7  # weight of the evidence so far at each new outcome
+    FADE = 0.9  # per withheld step without evidence
+
+    cost: CostModel | None = None
+    accepted: float = 0.0
+    rejected: float = 0.0
+    decisions: dict[int, int] = field(default_factory=dict)  # chosen size -> times (0: withheld)
+
+    @property
+    def p(self) -> float:
+        ok = self.accepted + self.PRIOR_ACCEPTED
+        return ok / (ok + self.rejected + self.PRIOR_REJECTED)
+
+    def size(self, available: int) -> int:
+        if self.cost is None or available <= 0:
+            return max(0, available)
+        n = best_draft_size(self.p, min(available, MAX_DRAFT), self.cost.ratio)
+        self.decisions[n] = self.decisions.get(n, 0) + 1
+        return n
+
+    def observe(self, proposed: int, accepted: int) -> None:
+        self.accepted = self.accepted * self.DECAY + accepted
+        self.rejected = self.rejected * self.DECAY + (1.0 if accepted < proposed else 0.0)
+
+    def fade(self) -> None:
+        self.accepted *= self.FADE
+        self.rejected *= self.FADE
+
+
 class InputDrafter:
-    """Proposes continuations copied from ``source`` (the input's tokens) with a size schedule.
+    """Proposes continuations copied from ``source`` (the input's tokens) with a size schedule,
+    each draft cut to the size its cost pays for (:class:`DraftPolicy`; ``cost``: the runtime's
+    :class:`engine.cost.CostModel`, None to keep the schedule's size).
 
-    ``propose``/``propose_at`` return at most ``limit`` tokens (maybe none: no alignment, or
-    backing off); ``feedback(proposed, accepted)`` follows every non-empty proposal;
-    ``step_without_draft`` counts an undrafted step (it ends a back-off)."""
+    ``propose``/``propose_at`` return at most ``limit`` tokens (maybe none: no alignment, backing
+    off, or no draft pays on this runtime now); ``feedback(proposed, accepted)`` follows every
+    non-empty proposal; ``step_without_draft`` counts an undrafted step (it ends a back-off)."""
 
-    def __init__(self, source: Sequence[int], backoff_steps: int = BACKOFF_STEPS):
+    def __init__(self, source: Sequence[int], backoff_steps: int = BACKOFF_STEPS, cost: CostModel | None = None):
         self.source = list(source)
         self.backoff_steps = backoff_steps
         self.size = START_DRAFT
         self.hint = 0  # where in ``source`` the output is believed to be
         self.backoff = 0
         self.last_end = 0  # end (in ``source``) of the last proposal
+        self.policy = DraftPolicy(cost)
+        self.shadow: tuple[list[int], int] | None = None  # a withheld draft and where it would start
 
     def propose(self, context: Sequence[int], limit: int) -> list[int]:
         """Draft after the occurrence of the context's last n-gram nearest after ``hint``."""
+        self._settle_shadow(context)
         if self.backoff > 0 or limit <= 0:
             return []
-        draft, self.last_end = find_draft(context, self.source, self.hint, min(self.size, limit))
+        wanted = min(self.size, limit)
+        size = self.policy.size(wanted)
+        if size == 0:
+            if self.shadow is None:
+                draft, _ = find_draft(context, self.source, self.hint, wanted)
+                if draft:
+                    self.shadow = (draft, len(context))
+            return []
+        draft, self.last_end = find_draft(context, self.source, self.hint, size)
         return draft
 
     def propose_at(self, position: int, limit: int, stop_after: int | None = None) -> list[int]:
         """Draft from a known position of ``source`` (at most ``stop_after`` tokens of it)."""
         if self.backoff > 0 or limit <= 0 or not 0 <= position < len(self.source):
             return []
-        end = min(len(self.source), position + min(self.size, limit))
+        size = self.policy.size(min(self.size, limit))
+        if size == 0:
+            self.policy.fade()
+            return []
+        end = min(len(self.source), position + size)
         if stop_after is not None:
             end = min(end, position + stop_after)
         self.last_end = end
@@ -86,6 +158,23 @@ class InputDrafter:
         self.hint = self.last_end - (proposed - accepted)
         self.size = min(MAX_DRAFT, self.size * 2) if accepted == proposed else max(MIN_DRAFT, accepted + 1)
         self.backoff = self.backoff_steps if accepted == 0 else 0
+        self.policy.observe(proposed, accepted)
+
+    def _settle_shadow(self, context: Sequence[int]) -> None:
+        """Score a withheld draft against what the model wrote since (``context`` extends the
+        context it was drafted for), once the draft is refuted or fully confirmed."""
+        if self.shadow is None:
+            return
+        draft, at = self.shadow
+        if len(context) < at:  # another sequence (a new gen body): no verdict
+            self.shadow = None
+            self.policy.fade()
+            return
+        seen = list(context[at:at + len(draft)])
+        agree = common_prefix(draft, seen)
+        if agree < len(seen) or agree == len(draft):
+            self.policy.observe(len(draft), agree)
+            self.shadow = None
 
     def step_without_draft(self) -> None:
         if self.backoff > 0:
@@ -138,7 +227,7 @@ class ProgramDrafter:
     then ``</gen>`` and the copy that resumes after it. Gen-body tokens go through an
     :class:`InputDrafter`, so its size schedule and back-off apply here as in the text modes."""
 
-    def __init__(self, line_ids: Sequence[Sequence[int]]):
+    def __init__(self, line_ids: Sequence[Sequence[int]], cost: CostModel | None = None):
         self.n = len(line_ids)
         self.line_ids = [list(ids) for ids in line_ids]
         self.line_start: list[int] = []
@@ -148,7 +237,7 @@ class ProgramDrafter:
             flat.extend(ids)
         # No back-off here: a rejected structure draft costs one verify row, and the next op's
         # structure is as predictable as ever.
-        self.inputs = InputDrafter(flat, backoff_steps=0)
+        self.inputs = InputDrafter(flat, backoff_steps=0, cost=cost)
 
     def _resume(self, first_line: int) -> str:
         """The copy that resumes at ``first_line`` (1-based) through the last line, and the end."""
@@ -157,8 +246,18 @@ class ProgramDrafter:
         return f'<copy lines="{first_line}-{self.n}"/></program>'
 
     def propose(self, state: ProgramState, limit: int) -> list[DraftPiece]:
+        """The next draft, cut to the size its cost pays for (nothing when no draft pays)."""
         if limit <= 0 or self.inputs.backoff > 0:
             return []
+        if self.inputs.policy.cost is None:
+            return self._propose(state, limit)
+        size = self.inputs.policy.size(min(limit, MAX_DRAFT))
+        if size == 0:
+            self.inputs.policy.fade()
+            return []
+        return _cut(self._propose(state, size), size)
+
+    def _propose(self, state: ProgramState, limit: int) -> list[DraftPiece]:
         if state.in_gen:
             return self._gen_body(state, limit)
         if state.tag == "<":
@@ -201,3 +300,20 @@ class ProgramDrafter:
 
     def step_without_draft(self) -> None:
         self.inputs.step_without_draft()
+
+
+def _cut(pieces: list[DraftPiece], size: int) -> list[DraftPiece]:
+    """The first ``size`` tokens' worth of a draft (text counted at CHARS_PER_TOKEN a token)."""
+    out: list[DraftPiece] = []
+    left = size
+    for piece in pieces:
+        if left <= 0:
+            break
+        if isinstance(piece, DraftTokens):
+            out.append(DraftTokens(piece.ids[:left]))
+            left -= len(piece.ids)
+        else:
+            text = piece.text[:left * CHARS_PER_TOKEN]
+            out.append(DraftText(text))
+            left -= -(-len(text) // CHARS_PER_TOKEN)
+    return out

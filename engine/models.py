@@ -62,8 +62,16 @@ class LoadedModel:
         return int(self.runtime.vocab_size)
 
     def session(self) -> Any:
-        """A fresh :class:`engine.session.Session` (KV cache) on this model's backend."""
+        """A fresh :class:`engine.session.Session` (KV cache) on this model's backend; its first
+        append may reuse the KV of an earlier session's prompt (:mod:`engine.prefix_cache`)."""
         return self.runtime.session()
+
+    def close(self) -> None:
+        """Give back what the runtime holds beyond the weights (kept prompt caches, llama.cpp
+        contexts and adapters) and save its learned costs."""
+        close = getattr(self.runtime, "close", None)
+        if close is not None:
+            close()
 
 
 def cache_dir() -> Path:
@@ -234,12 +242,15 @@ def load_model(name: str = DEFAULT_MODEL, device: str | None = None, dtype: str 
         from engine.backends.vllm import load_vllm
 
         return load_vllm(name, options, progress, trust_remote_code)
-    return _load_transformers(name, device, dtype, progress, trust_remote_code)
+    return _load_transformers(name, device, dtype, progress, trust_remote_code, options.prefix_cache_tokens)
 
 
 def _load_transformers(name: str, device: str | None, dtype: str | None,
-                       progress: Callable[[str], None] | None, trust_remote_code: bool) -> LoadedModel:
+                       progress: Callable[[str], None] | None, trust_remote_code: bool,
+                       prefix_tokens: int) -> LoadedModel:
     from transformers import AutoModelForCausalLM
+
+    from engine.backends.transformers_backend import TransformersRuntime
 
     device_name = choose_device(device)
     torch_dtype = choose_dtype(device_name, dtype)
@@ -257,7 +268,8 @@ def _load_transformers(name: str, device: str | None, dtype: str | None,
     model.eval()
     if model.generation_config is not None:
         model.generation_config.pad_token_id = model.generation_config.pad_token_id or tokenizer.eos_token_id
-    return LoadedModel(name=name, model=model, tokenizer=tokenizer, device=device_name, dtype=torch_dtype)
+    return LoadedModel(name=name, model=model, tokenizer=tokenizer, device=device_name, dtype=torch_dtype,
+                       runtime=TransformersRuntime(model, device_name, prefix_tokens))
 
 
 def _prefer_safetensors(source: str) -> bool | None:

@@ -4,6 +4,11 @@ Every model call in the engine goes through :meth:`Session.append`, whichever ba
 (see :mod:`engine.backends`), so the breakdown of where time goes (prefill, one-token decode
 steps, multi-token appends: splices, forced literals, speculative verification) is measured in one
 place, and a :class:`ForwardLog` counts forwards the same way for every backend.
+
+A session's first append may start from the KV state of an earlier session's prompt (see
+:mod:`engine.prefix_cache`): the backend restores the longest common prefix and only the rest is
+forwarded; ``prefix_reused`` in the breakdown says how many tokens were not computed again.
+Every forward is also reported to the runtime's cost model (:mod:`engine.cost`), which sizes drafts.
 """
 
 from __future__ import annotations
@@ -42,10 +47,15 @@ class Session:
     Backends implement :meth:`_forward` (append ids, return the logits asked for) and
     :meth:`_truncate` (drop cache entries past a length); this class keeps length and time."""
 
-    def __init__(self) -> None:
+    def __init__(self, cost: Any = None) -> None:
         self.length = 0
         self.seconds: dict[str, float] = defaultdict(float)
         self.calls: dict[str, int] = defaultdict(int)
+        self.tokens: list[int] = []  # what the cache holds, in order
+        self.prompt_length = 0  # tokens of the first append (what a later session may reuse)
+        self.reused = 0  # tokens of the first append restored from an earlier session
+        self.cost = cost  # an engine.cost.CostModel that learns from every forward, or None
+        self.closed = False
 
     def append(self, ids: Sequence[int], kind: str, all_logits: bool = False,
                rows: Sequence[int] | None = None) -> torch.Tensor:
@@ -55,10 +65,23 @@ class Session:
         ``kind`` labels the time spent."""
         if not ids:
             raise ValueError("append needs at least one token")
+        if self.closed:
+            raise RuntimeError("this session is closed")
         start = time.perf_counter()
+        ids = list(ids)
         wanted = list(range(len(ids))) if all_logits else (list(rows) if rows is not None else [len(ids) - 1])
-        logits = self._forward(list(ids), wanted)
-        self.length += len(ids)
+        first = self.length == 0 and not self.prompt_length
+        skip = self._begin(ids, min(wanted)) if first else 0
+        self.length += skip
+        forward_start = time.perf_counter()
+        logits = self._forward(ids[skip:], [r - skip for r in wanted])
+        forward_s = time.perf_counter() - forward_start
+        self.length += len(ids) - skip
+        self.tokens.extend(ids)
+        if first:
+            self.prompt_length, self.reused = len(ids), skip
+        if self.cost is not None:
+            self.cost.observe(len(ids) - skip, forward_s)
         self.seconds[kind] += time.perf_counter() - start
         self.calls[kind] += 1
         return logits if all_logits or rows is not None else logits[-1]
@@ -68,14 +91,29 @@ class Session:
         if length < self.length:
             self._truncate(length)
             self.length = length
+            del self.tokens[length:]
 
     def close(self) -> None:
-        """Give back what the session holds (a llama.cpp context); a closed session is not used again."""
+        """Give back what the session holds (its KV cache goes to the runtime's prefix store, a
+        llama.cpp context back to its pool); a closed session is not used again."""
+        if not self.closed:
+            self.closed = True
+            # ``tokens`` is what the cache holds: its prompt part (maybe cropped into) is reusable.
+            self._release(self.tokens[:min(self.prompt_length, self.length)])
 
     def breakdown(self) -> dict[str, Any]:
         out: dict[str, Any] = {f"{k}_s": round(v, 6) for k, v in self.seconds.items()}
         out.update({f"{k}_calls": v for k, v in self.calls.items()})
+        out["prefix_reused"] = self.reused
         return out
+
+    def _begin(self, ids: list[int], max_reuse: int) -> int:
+        """Before the first forward: restore up to ``max_reuse`` leading tokens of ``ids`` from an
+        earlier session's cache; return how many were restored (the cache now holds exactly those)."""
+        return 0
+
+    def _release(self, prompt: list[int]) -> None:
+        """Hand the cache back to the runtime; its first ``len(prompt)`` entries hold ``prompt``."""
 
     def _forward(self, ids: list[int], rows: list[int]) -> torch.Tensor:
         raise NotImplementedError

@@ -108,7 +108,7 @@ def _decode_drafted(loaded: LoadedModel, tables: ModelTables, session: Session, 
     tokenizer = loaded.tokenizer
     detok = IncrementalDetokenizer(tokenizer)
     reporter = LineReporter(region, started)
-    drafter = InputDrafter(encode(tokenizer, region)) if mode == "speculative" else None
+    drafter = InputDrafter(encode(tokenizer, region), cost=session.cost) if mode == "speculative" else None
     decode = DraftedDecode(session, prompt_ids, tables.stop_ids, max_new_tokens, drafter, cancelled=cancelled)
     guard, loop_warning = LoopGuard(region), None
     for chunk in decode.chunks():

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.api import EditError
+from engine.prefix_cache import DEFAULT_PREFIX_TOKENS
 
 BACKENDS: tuple[str, ...] = ("auto", "transformers", "llamacpp", "vllm")
 API_KEY_ENV = "COPY_AS_DECODE_API_KEY"
@@ -37,7 +38,10 @@ class BackendOptions:
     size and batch size. ``server_url``: the vLLM server (``http://127.0.0.1:8000``);
     ``served_model``: the model name the server serves (None: the only one it serves);
     ``api_key_env``: the environment variable holding the server's API key (never logged);
-    ``timeout_s``: per-request timeout; ``concurrent``: edits a remote backend runs at once."""
+    ``timeout_s``: per-request timeout; ``concurrent``: edits a remote backend runs at once.
+    ``prefix_cache_tokens``: tokens of recent prompts whose KV an in-process backend keeps to
+    reuse their common prefix in the next edit (:mod:`engine.prefix_cache`); 0 turns it off.
+    ``gpu_layers``: layers llama.cpp offloads to a GPU (Metal/CUDA builds; -1: all)."""
 
     threads: int | None = None
     context: int = 4096
@@ -46,6 +50,8 @@ class BackendOptions:
     served_model: str | None = None
     api_key_env: str = API_KEY_ENV
     timeout_s: float = 60.0
+    prefix_cache_tokens: int = DEFAULT_PREFIX_TOKENS
+    gpu_layers: int = 0
 
 
 class BackendError(EditError):

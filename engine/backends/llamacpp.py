@@ -4,10 +4,17 @@ low-level API (``pip install 'copy-as-decode[llamacpp]'``; it compiles llama.cpp
 A session is one llama.cpp context (sequence 0). An N-token append is one ``llama_decode`` (split
 into ``batch``-sized chunks only when N exceeds it) with logits requested for exactly the rows
 the decoder needs; a crop is ``llama_memory_seq_rm`` past the length. Logits come back as float
-arrays, so the grammar mask and drafting work as on any backend. Contexts are pooled: an edit
-takes one and gives it back when its session closes. The span-selector adapter runs as a
-llama.cpp LoRA adapter (converted from the shipped safetensors, see
-:mod:`engine.selector.gguf_lora`), set on the contexts of the program-mode runtime.
+arrays, so the grammar mask and drafting work as on any backend. Contexts are pooled, each with
+the one batch its forwards fill: an edit takes one at its first append and gives it back when its
+session closes, keeping the KV of its prompt (:mod:`engine.prefix_cache`): the next edit takes the
+context whose prompt shares the longest prefix with its own, removes the rest of the cache
+(``llama_memory_seq_rm``) and forwards only what differs. :meth:`LlamaCppRuntime.close` frees the
+contexts, batches and adapter (the model's weights go with the last reference to them).
+
+Program mode runs on the span selector merged into the weights (a GGUF written once beside the
+de-quantized model, see :mod:`engine.selector.gguf_merge`): as a runtime LoRA every layer runs
+seven extra matrix products, which made a program-mode step 46% dearer than an ar step.
+:meth:`LlamaCppRuntime.with_adapter` still runs any llama.cpp LoRA at run time.
 """
 
 from __future__ import annotations
@@ -23,6 +30,8 @@ import numpy as np
 import torch
 
 from engine.backends import BackendError, BackendOptions
+from engine.cost import CostModel, cost_path
+from engine.prefix_cache import PrefixStore
 from engine.session import Forward, ForwardLog, Session
 
 
@@ -61,7 +70,7 @@ class LlamaCppModel:
         _silence(lib)
         lib.llama_backend_init()
         params = lib.llama_model_default_params()
-        params.n_gpu_layers = 0
+        params.n_gpu_layers = int(options.gpu_layers)
         self.path, self.options = path, options
         self.ptr = lib.llama_model_load_from_file(str(path).encode("utf-8"), params)
         if not self.ptr:
@@ -81,8 +90,27 @@ class LlamaCppModel:
             pass
 
 
+class _Slot:
+    """One llama.cpp context and the batch its forwards fill (allocated once, ``size`` tokens)."""
+
+    def __init__(self, lib: Any, ctx: Any, size: int):
+        self.lib, self.ctx, self.size = lib, ctx, size
+        self.memory = lib.llama_get_memory(ctx)
+        self.batch = lib.llama_batch_init(size, 0, 1)
+
+    def clear(self) -> None:
+        self.lib.llama_memory_clear(self.memory, True)
+
+    def free(self) -> None:
+        if self.ctx is not None:
+            self.lib.llama_batch_free(self.batch)
+            self.lib.llama_free(self.ctx)
+            self.ctx = None
+
+
 class LlamaCppRuntime:
-    """A GGUF model (optionally with a LoRA adapter) and a pool of llama.cpp contexts."""
+    """A GGUF model (optionally with a LoRA adapter), a pool of llama.cpp contexts, the KV of
+    recent prompts (``prefixes``) and what its forwards cost (``cost``)."""
 
     backend = "llamacpp"
 
@@ -96,10 +124,14 @@ class LlamaCppRuntime:
             self.adapter = self.lib.llama_adapter_lora_init(model.ptr, str(adapter).encode("utf-8"))
             if not self.adapter:
                 raise BackendError(f"llama.cpp cannot load the LoRA adapter {adapter}")
-        self._free: list[Any] = []
+        self._free: list[_Slot] = []
         self._lock = threading.Lock()
         self._logs: list[ForwardLog] = []
         self._pld: Any = None
+        self.prefixes: PrefixStore[_Slot] = PrefixStore(model.options.prefix_cache_tokens, release=self._pool)
+        self.cost = CostModel(cost_path("llamacpp", model.path.resolve(), model.options.threads, self.batch,
+                                        model.options.gpu_layers, adapter))
+        self.closed = False
 
     @property
     def vocab_size(self) -> int:
@@ -118,18 +150,56 @@ class LlamaCppRuntime:
         return ids
 
     def with_adapter(self, adapter: Path) -> "LlamaCppRuntime":
-        """The same weights with a LoRA adapter on top (the program-mode model)."""
+        """The same weights with a LoRA adapter on top, applied at run time."""
         return LlamaCppRuntime(self.model, adapter)
+
+    def close(self) -> None:
+        """Free the contexts, their batches, the adapter and llama-cpp-python's pld model, and save
+        the learned costs. Sessions still open keep their context until they close."""
+        if self.closed:
+            return
+        self.closed = True
+        self.prefixes.clear()
+        with self._lock:
+            slots, self._free = self._free, []
+        for slot in slots:
+            slot.free()
+        if self._pld is not None:
+            self._pld.close()
+            self._pld = None
+        if self.adapter is not None:
+            free_adapter = getattr(self.lib, "llama_adapter_lora_free", None)
+            if free_adapter is not None:  # older llama.cpp frees adapters with the model only
+                free_adapter(self.adapter)
+            self.adapter = None
+        self.cost.save()
 
     # -- contexts -------------------------------------------------------------------------------
 
     def session(self) -> "LlamaCppSession":
-        return LlamaCppSession(self, self._take())
+        """A session; it takes a context at its first append (the one whose kept prompt shares
+        the longest prefix with its own)."""
+        if self.closed:
+            raise BackendError("this llama.cpp runtime is closed")
+        return LlamaCppSession(self)
 
-    def _take(self) -> Any:
+    def _take(self, ids: Sequence[int], max_reuse: int) -> tuple[_Slot, int]:
+        """A context for a session whose first append is ``ids``, with up to ``max_reuse`` leading
+        tokens already in its cache; returns it and how many are."""
+        found = self.prefixes.take(ids)
+        if found is not None:
+            slot, common = found
+            reuse = min(common, max_reuse)
+            if reuse > 0 and self.lib.llama_memory_seq_rm(slot.memory, 0, reuse, -1):
+                return slot, reuse
+            slot.clear()
+            return slot, 0
         with self._lock:
             if self._free:
-                return self._free.pop()
+                return self._free.pop(), 0
+        return self._new_slot(), 0
+
+    def _new_slot(self) -> _Slot:
         lib = self.lib
         params = lib.llama_context_default_params()
         params.n_ctx = self.context
@@ -147,12 +217,24 @@ class LlamaCppRuntime:
             if lib.llama_set_adapters_lora(ctx, adapters, 1, scales) != 0:
                 lib.llama_free(ctx)
                 raise BackendError(f"llama.cpp refused the LoRA adapter {self.adapter_path}")
-        return ctx
+        return _Slot(lib, ctx, self.batch)
 
-    def _give_back(self, ctx: Any) -> None:
-        self.lib.llama_memory_clear(self.lib.llama_get_memory(ctx), True)
+    def _give_back(self, slot: _Slot, prompt: list[int]) -> None:
+        """A session is done with ``slot``; its cache's first ``len(prompt)`` entries hold ``prompt``."""
+        if self.closed:
+            slot.free()
+        elif prompt and self.lib.llama_memory_seq_rm(slot.memory, 0, len(prompt), -1):
+            self.prefixes.put(prompt, slot)
+        else:
+            self._pool(slot)
+
+    def _pool(self, slot: _Slot) -> None:
+        if self.closed:
+            slot.free()
+            return
+        slot.clear()
         with self._lock:
-            self._free.append(ctx)
+            self._free.append(slot)
 
     def _record(self, tokens: int, seconds: float) -> None:
         for log in self._logs:
@@ -213,16 +295,20 @@ class LlamaCppRuntime:
 
 
 class LlamaCppSession(Session):
-    """One llama.cpp context, sequence 0."""
+    """One llama.cpp context (taken at the first append), sequence 0."""
 
-    def __init__(self, runtime: LlamaCppRuntime, ctx: Any):
-        super().__init__()
-        self.runtime, self.lib, self.ctx = runtime, runtime.lib, ctx
-        self.memory = self.lib.llama_get_memory(ctx)
+    def __init__(self, runtime: LlamaCppRuntime):
+        super().__init__(cost=runtime.cost)
+        self.runtime, self.lib = runtime, runtime.lib
+        self.slot: _Slot | None = None
         self.n_vocab = runtime.vocab_size
 
+    def _begin(self, ids: list[int], max_reuse: int) -> int:
+        self.slot, reused = self.runtime._take(ids, max_reuse)
+        return reused
+
     def _forward(self, ids: list[int], rows: list[int]) -> torch.Tensor:
-        if self.ctx is None:
+        if self.slot is None:
             raise BackendError("this llama.cpp session is closed")
         if self.length + len(ids) > self.runtime.context:
             raise BackendError(f"the llama.cpp context is full: {self.length + len(ids)} tokens needed, "
@@ -236,39 +322,37 @@ class LlamaCppSession(Session):
             keep = [r - lo for r in wanted if lo <= r < lo + len(chunk)]
             self._decode(chunk, self.length + lo, keep)
             for r in keep:
-                ptr = self.lib.llama_get_logits_ith(self.ctx, r)
+                ptr = self.lib.llama_get_logits_ith(self.slot.ctx, r)
                 out[lo + r] = np.ctypeslib.as_array(ptr, shape=(self.n_vocab,)).copy()
         self.runtime._record(len(ids), time.perf_counter() - start)
         return torch.from_numpy(np.stack([out[r] for r in rows]))
 
     def _decode(self, chunk: list[int], pos0: int, keep: list[int]) -> None:
-        lib = self.lib
-        batch = lib.llama_batch_init(len(chunk), 0, 1)
-        try:
-            batch.n_tokens = len(chunk)
-            keep_set = set(keep)
-            for i, tok in enumerate(chunk):
-                batch.token[i] = tok
-                batch.pos[i] = pos0 + i
-                batch.n_seq_id[i] = 1
-                batch.seq_id[i][0] = 0
-                batch.logits[i] = 1 if i in keep_set else 0
-            rc = lib.llama_decode(self.ctx, batch)
-        finally:
-            lib.llama_batch_free(batch)
+        assert self.slot is not None
+        batch = self.slot.batch  # the context's own batch, filled again for every chunk
+        batch.n_tokens = len(chunk)
+        keep_set = set(keep)
+        for i, tok in enumerate(chunk):
+            batch.token[i] = tok
+            batch.pos[i] = pos0 + i
+            batch.n_seq_id[i] = 1
+            batch.seq_id[i][0] = 0
+            batch.logits[i] = 1 if i in keep_set else 0
+        rc = self.lib.llama_decode(self.slot.ctx, batch)
         if rc == 1:
             raise BackendError("the llama.cpp context has no room for this batch (context full)")
         if rc != 0:
             raise BackendError(f"llama.cpp failed to decode a batch of {len(chunk)} tokens (error {rc})")
 
     def _truncate(self, length: int) -> None:
-        if not self.lib.llama_memory_seq_rm(self.memory, 0, length, -1):
+        assert self.slot is not None
+        if not self.lib.llama_memory_seq_rm(self.slot.memory, 0, length, -1):
             raise BackendError(f"llama.cpp could not roll the cache back to {length} tokens")
 
-    def close(self) -> None:
-        if self.ctx is not None:
-            ctx, self.ctx = self.ctx, None
-            self.runtime._give_back(ctx)
+    def _release(self, prompt: list[int]) -> None:
+        if self.slot is not None:
+            slot, self.slot = self.slot, None
+            self.runtime._give_back(slot, prompt)
 
     def __del__(self) -> None:
         try:

@@ -1,4 +1,9 @@
-"""The transformers backend: the model runs in-process as a torch module (any device/dtype)."""
+"""The transformers backend: the model runs in-process as a torch module (any device/dtype).
+
+A session's ``DynamicCache`` outlives it: on close, its prompt part goes to the runtime's
+:class:`engine.prefix_cache.PrefixStore`, and the next session whose prompt shares a prefix with
+it crops it to that prefix and forwards only the rest (no copy: a cache is in one session or in
+the store)."""
 
 from __future__ import annotations
 
@@ -8,21 +13,47 @@ from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
+from engine.cost import CostModel, cost_path
+from engine.prefix_cache import DEFAULT_PREFIX_TOKENS, PrefixStore
 from engine.session import Forward, ForwardLog, Session
 
 
 class TransformersSession(Session):
     """A transformers ``DynamicCache``; the LM head runs on the requested rows only."""
 
-    def __init__(self, model: Any, device: str):
+    def __init__(self, runtime: "TransformersRuntime"):
+        super().__init__(cost=runtime.cost)
+        self.runtime = runtime
+        self.model, self.device = runtime.model, runtime.device
+        self.cache: Any = None
+
+    def _new_cache(self) -> Any:
         from transformers import DynamicCache
 
-        super().__init__()
-        self.model, self.device = model, device
-        self.cache = DynamicCache(config=model.config)
+        return DynamicCache(config=self.model.config)
+
+    def _begin(self, ids: list[int], max_reuse: int) -> int:
+        found = self.runtime.prefixes.take(ids)
+        if found is not None:
+            cache, common = found
+            reuse = min(common, max_reuse)
+            if reuse > 0:
+                _crop_to(cache, reuse)
+                self.cache = cache
+                return reuse
+        self.cache = self._new_cache()
+        return 0
+
+    def _release(self, prompt: list[int]) -> None:
+        cache, self.cache = self.cache, None
+        if cache is not None and prompt:
+            _crop_to(cache, len(prompt))
+            self.runtime.prefixes.put(prompt, cache)
 
     @torch.inference_mode()
     def _forward(self, ids: list[int], rows: list[int]) -> torch.Tensor:
+        if self.cache is None:
+            self.cache = self._new_cache()
         input_ids = torch.tensor([ids], dtype=torch.long, device=self.device)
         keep: int | torch.Tensor
         if rows == list(range(len(ids))):
@@ -38,13 +69,25 @@ class TransformersSession(Session):
         self.cache.crop(length - self.length)  # transformers 5.x: negative = tokens to remove
 
 
+def _crop_to(cache: Any, length: int) -> None:
+    """Keep the first ``length`` positions of a cache (transformers 5.x crops by a negative count)."""
+    held = cache.get_seq_length()
+    if length < held:
+        cache.crop(length - held)
+
+
 class TransformersRuntime:
-    """A causal LM module plus where it runs."""
+    """A causal LM module plus where it runs, the KV of its last prompts (``prefixes``; a budget
+    of ``prefix_tokens`` tokens, 0 turns reuse off) and what its forwards cost (``cost``)."""
 
     backend = "transformers"
 
-    def __init__(self, model: Any, device: str):
+    def __init__(self, model: Any, device: str, prefix_tokens: int = DEFAULT_PREFIX_TOKENS):
         self.model, self.device = model, device
+        self.prefixes: PrefixStore[Any] = PrefixStore(prefix_tokens)
+        identity = getattr(getattr(model, "config", None), "_name_or_path", "") or type(model).__name__
+        self.cost = CostModel(cost_path("transformers", identity, device, getattr(model, "dtype", ""),
+                                        torch.get_num_threads()))
 
     @property
     def vocab_size(self) -> int:
@@ -60,7 +103,12 @@ class TransformersRuntime:
         return {int(i) for i in gen_eos} if gen_eos else set()
 
     def session(self) -> TransformersSession:
-        return TransformersSession(self.model, self.device)
+        return TransformersSession(self)
+
+    def close(self) -> None:
+        """Drop the kept prompt caches and save the learned costs."""
+        self.prefixes.clear()
+        self.cost.save()
 
     @contextlib.contextmanager
     def meter(self) -> Iterator[ForwardLog]:

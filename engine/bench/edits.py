@@ -112,7 +112,7 @@ def teacher_forced(loaded: Any, arm: str, prompt_ids: Sequence[int], gold_ids: S
         session.append(list(prompt_ids), "prefill")
         start = time.perf_counter()
         pos = 0
-        drafter = InputDrafter(src_ids)  # the engine's own drafter and schedule
+        drafter = InputDrafter(src_ids, cost=session.cost)  # the engine's own drafter and schedule
         prompt = list(prompt_ids)
         while pos < total:
             draft: list[int] = []

@@ -184,6 +184,9 @@ def load_selector(loaded: LoadedModel, selector: str | None = "auto", progress: 
         return loaded.runtime.with_selector(loaded, folder)
     if progress is not None:
         progress(f"merging the span-selector adapter {folder} into a copy of the model for program mode...")
+    from engine.backends.transformers_backend import TransformersRuntime
+
     model = merged_model(loaded.model, folder)
+    runtime = TransformersRuntime(model, loaded.device, getattr(loaded.runtime.prefixes, "max_tokens", 0))
     return LoadedModel(name=loaded.name, model=model, tokenizer=loaded.tokenizer, device=loaded.device,
-                       dtype=loaded.dtype, selector=str(folder))
+                       dtype=loaded.dtype, selector=str(folder), runtime=runtime)

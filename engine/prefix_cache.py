@@ -1,0 +1,96 @@
+"""Reuse of the last prompts' KV cache across edits (an editor's second AI fix on the same buffer).
+
+An edit's prompt is mostly the same as the previous edit's on the same file (system prompt,
+instructions, the region), so its prefill recomputes keys and values the runtime had a moment
+ago. A :class:`PrefixStore` keeps the KV state of the last prompts (a backend's own object: a
+transformers ``DynamicCache``, a llama.cpp context) with the tokens it holds; a new session takes
+the entry sharing the longest token prefix with its first append, crops it to that prefix and
+forwards only the rest. The store is bounded by a token budget (``max_tokens``, 0 turns reuse
+off) and a number of entries; an entry is taken out while a session uses it, so two concurrent
+sessions never share one. Outputs do not change: the reused keys and values are those the same
+tokens produced before (a split prefill differs from one forward only in float rounding).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Callable, Generic, Sequence, TypeVar
+
+State = TypeVar("State")
+
+DEFAULT_PREFIX_TOKENS = 8192
+MAX_ENTRIES = 4
+
+
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """Length of the longest common prefix of two token sequences."""
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+@dataclass
+class Entry(Generic[State]):
+    tokens: list[int]
+    state: State
+
+
+class PrefixStore(Generic[State]):
+    """The KV states of recent prompts, most recent last. ``release`` is called on every state the
+    store lets go of (evicted, or refused when reuse is off), so a backend can free or pool it."""
+
+    def __init__(self, max_tokens: int = DEFAULT_PREFIX_TOKENS, max_entries: int = MAX_ENTRIES,
+                 release: Callable[[State], None] | None = None):
+        self.max_tokens, self.max_entries = max_tokens, max_entries
+        self.release = release or (lambda state: None)
+        self._entries: list[Entry[State]] = []
+        self._lock = threading.Lock()
+
+    @property
+    def enabled(self) -> bool:
+        return self.max_tokens > 0 and self.max_entries > 0
+
+    def tokens_held(self) -> int:
+        with self._lock:
+            return sum(len(e.tokens) for e in self._entries)
+
+    def take(self, ids: Sequence[int]) -> tuple[State, int] | None:
+        """Remove and return the entry sharing the longest prefix with ``ids`` (and that length),
+        or None when no entry shares a token with it."""
+        with self._lock:
+            best, best_n = -1, 0
+            for i, entry in enumerate(self._entries):
+                n = common_prefix(entry.tokens, ids)
+                if n > best_n:
+                    best, best_n = i, n
+            if best < 0:
+                return None
+            entry = self._entries.pop(best)
+        return entry.state, best_n
+
+    def put(self, tokens: Sequence[int], state: State) -> None:
+        """Keep ``state`` (holding exactly ``tokens``) as the most recent entry, evicting the
+        oldest entries over budget."""
+        if not self.enabled or not tokens or len(tokens) > self.max_tokens:
+            self.release(state)
+            return
+        evicted: list[State] = []
+        with self._lock:
+            self._entries.append(Entry(list(tokens), state))
+            total = sum(len(e.tokens) for e in self._entries)
+            while len(self._entries) > self.max_entries or total > self.max_tokens:
+                old = self._entries.pop(0)
+                total -= len(old.tokens)
+                evicted.append(old.state)
+        for old_state in evicted:
+            self.release(old_state)
+
+    def clear(self) -> None:
+        """Let go of every entry (benchmarks that must not reuse; closing a runtime)."""
+        with self._lock:
+            entries, self._entries = self._entries, []
+        for entry in entries:
+            self.release(entry.state)

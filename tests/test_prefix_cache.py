@@ -1,0 +1,108 @@
+"""Prefix reuse across edits (engine.prefix_cache): the same edit twice gives the same output and
+the same logits within float rounding, while the second prefill forwards only what changed; the
+store is bounded and a setting turns it off."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from engine.api import EditRequest, Engine
+from engine.prefix_cache import PrefixStore, common_prefix
+from engine.tokens import encode
+
+pytestmark = [pytest.mark.model]
+
+BUGGY = 'def add(a, b):\n    """Return the sum of a and b."""\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n'
+
+
+def test_store_takes_the_longest_prefix_and_keeps_its_budget():
+    released: list[str] = []
+    store: PrefixStore[str] = PrefixStore(max_tokens=10, max_entries=2, release=released.append)
+    store.put([1, 2, 3], "a")
+    store.put([1, 2, 9, 9], "b")
+    assert store.take([1, 2, 9, 5]) == ("b", 3)
+    assert store.take([7]) is None
+    store.put([1, 2, 9, 9], "b")
+    store.put([4] * 7, "c")  # 3 entries > 2: "a" goes; 4 + 7 tokens > 10: "b" goes
+    assert released == ["a", "b"] and store.tokens_held() == 7
+    off: PrefixStore[str] = PrefixStore(max_tokens=0, release=released.append)
+    off.put([1], "d")
+    assert released[-1] == "d" and off.take([1]) is None
+    assert common_prefix([1, 2, 3], [1, 2, 4]) == 2
+
+
+def _second_prefill_reuses(engine: Engine, mode: str) -> None:
+    loaded = engine.model_for(mode)
+    loaded.runtime.prefixes.clear()
+    request = EditRequest(BUGGY, "Fix the bug in add.", mode=mode, max_new_tokens=64)
+    first, second = engine.edit(request), engine.edit(request)
+    assert second.output_text == first.output_text and second.raw_output == first.raw_output
+    assert first.breakdown["prefix_reused"] == 0
+    # The same prompt again (program mode's first forward adds the forced opening): all of it but
+    # the last token comes from the first edit's cache.
+    assert second.breakdown["prefix_reused"] >= second.prompt_tokens - 1
+    assert second.breakdown["prefix_reused"] > 0
+
+
+@pytest.mark.parametrize("mode", ["ar", "speculative", "program"])
+def test_same_edit_twice_reuses_the_prompt(default_engine: Engine, mode: str):
+    _second_prefill_reuses(default_engine, mode)
+
+
+def test_reused_prefix_gives_the_same_logits(default_engine: Engine):
+    loaded = default_engine.loaded
+    runtime = loaded.runtime
+    runtime.prefixes.clear()
+    tok = loaded.tokenizer
+    prompt = encode(tok, "Rewrite this code.\n" + BUGGY)
+    other = encode(tok, "Rewrite this code.\n" + BUGGY.replace("sub", "minus"))
+    fresh = loaded.session()
+    expected = fresh.append(other, "prefill", all_logits=True)[-1]
+    fresh.crop(0)  # nothing of it is kept: the store must hold `prompt` only
+    fresh.close()
+    runtime.prefixes.clear()
+    first = loaded.session()
+    first.append(prompt, "prefill")
+    first.append(encode(tok, "def"), "step")  # decode past the prompt: only the prompt is kept
+    first.close()
+    assert runtime.prefixes.tokens_held() == len(prompt)
+    again = loaded.session()
+    got = again.append(other, "prefill")
+    assert again.reused == common_prefix(prompt, other) > 10
+    assert float((got - expected).abs().max()) <= 1e-4
+    assert int(got.argmax()) == int(expected.argmax())
+    again.close()
+
+
+def test_setting_turns_reuse_off(default_engine: Engine):
+    runtime = default_engine.loaded.runtime
+    budget = runtime.prefixes.max_tokens
+    try:
+        runtime.prefixes.max_tokens = 0
+        runtime.prefixes.clear()
+        ids = encode(default_engine.loaded.tokenizer, BUGGY)
+        for _ in range(2):
+            session = default_engine.loaded.session()
+            session.append(ids, "prefill")
+            assert session.reused == 0
+            session.close()
+        assert runtime.prefixes.tokens_held() == 0
+    finally:
+        runtime.prefixes.max_tokens = budget
+
+
+def test_a_crop_into_the_prompt_keeps_only_what_stays(default_engine: Engine):
+    loaded = default_engine.loaded
+    loaded.runtime.prefixes.clear()
+    ids = encode(loaded.tokenizer, BUGGY)
+    session = loaded.session()
+    session.append(ids, "prefill")
+    session.crop(7)
+    session.close()
+    assert loaded.runtime.prefixes.tokens_held() == 7
+    again = loaded.session()
+    out = again.append(ids, "prefill", all_logits=True)  # every row wanted: nothing can be skipped
+    assert again.reused == 0 and out.shape[0] == len(ids)
+    again.close()
+    assert torch.isfinite(out).all()
