@@ -6,6 +6,7 @@
                                [--json PATH] [--plot PATH] [--kernel PATH]
     copy-as-decode bench merge PART.json... --json OUT   # case ranges run apart -> one result
     copy-as-decode bench report [--results DIR] [--into results/BENCHMARKS.md]
+    copy-as-decode bench predicted [--backend transformers|llamacpp] [--cases humanevalfix-python=10,canitedit=5]
 
 Arms (engine/bench/arms.py): forced family ar, pld, speculative, program (undrafted),
 program-drafted (default: all five); free family ar, pld, speculative, program (selector,
@@ -99,6 +100,17 @@ def add_parser(subparsers: Any) -> None:
     conc.add_argument("--max-new-tokens", type=int, default=128)
     conc.add_argument("--json", type=Path, metavar="PATH")
     conc.set_defaults(func=run_concurrency)
+
+    predicted = sub.add_parser("predicted", help="OpenAI endpoint: the region as the prediction vs none, over HTTP "
+                               "and in-process (engine/bench/predicted.py)")
+    predicted.add_argument("--model", default="default", help="'default' (embedded SmolLM2-135M), a hub id, a folder or a .gguf")
+    predicted.add_argument("--backend", default="transformers", choices=("auto", "transformers", "llamacpp"))
+    predicted.add_argument("--threads", type=int, default=None, help="threads of the server and of this process")
+    predicted.add_argument("--cases", default="humanevalfix-python=10,canitedit=5", help="CORPUS=N[,CORPUS=N...]: the "
+                           "first N cases of each (default humanevalfix-python=10,canitedit=5)")
+    predicted.add_argument("--max-new-tokens", type=int, default=None, help="default: 1.5 x input tokens + 64")
+    predicted.add_argument("--json", type=Path, metavar="PATH", help="write the results here")
+    predicted.set_defaults(func=run_predicted)
 
     merge = sub.add_parser("merge", help="merge partial 'bench edits' results (disjoint case ranges)")
     merge.add_argument("parts", nargs="+", type=Path, metavar="PART.json", help="results files to merge")
@@ -309,6 +321,12 @@ def run_concurrency(args: argparse.Namespace) -> int:
     if args.json:
         console.print(f"wrote {write_json(args.json, data)}")
     return 0
+
+
+def run_predicted(args: argparse.Namespace) -> int:
+    from engine.bench.predicted import run
+
+    return run(args)
 
 
 def run_merge(args: argparse.Namespace) -> int:
