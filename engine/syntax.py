@@ -73,6 +73,53 @@ def breaks_syntax(before: str, after: str, language: str) -> bool:
     return syntax_break(before, after, language) is not None
 
 
+@dataclass(frozen=True)
+class SyntaxVerdict:
+    """A parser's verdict on one edit (whole documents before and after), for the JSON outputs
+    and the refusal messages. ``parsed_before``/``parses_after`` are None without a parser."""
+
+    language: str
+    parsed_before: bool | None
+    parses_after: bool | None
+    error: SyntaxProblem | None  # the first error after the edit, when there is one
+
+    @property
+    def breaks(self) -> bool:
+        return self.parsed_before is True and self.parses_after is False
+
+    def reason(self) -> str | None:
+        """Why the edit must be confirmed ("would break the syntax ..."), None when it need not."""
+        if not self.breaks or self.error is None:
+            return None
+        return f"would break the {self.language} syntax ({self.error.describe()}; it parsed before the edit)"
+
+    def json(self) -> dict:
+        error = None if self.error is None else {"line": self.error.line, "column": self.error.column,
+                                                 "message": self.error.message}
+        return {"language": self.language or None, "parsed_before": self.parsed_before,
+                "parses_after": self.parses_after, "breaks": self.breaks, "error": error}
+
+
+def check_edit(before: str, after: str, language: str) -> SyntaxVerdict:
+    """Parse both texts (pass whole documents: see the module docstring)."""
+    if not supported(language):
+        return SyntaxVerdict(language, None, None, None)
+    error = first_error(after, language)
+    return SyntaxVerdict(language, first_error(before, language) is None, error is None, error)
+
+
+# The language server's languageId values that differ from the fence language of a file suffix.
+LSP_LANGUAGE_IDS = {"javascriptreact": "jsx"}
+
+
+def document_language(path: str, language_id: str = "") -> str:
+    """The language of a document from its path's suffix (as the CLI reads it), else from the
+    editor's languageId (an unsaved buffer has no suffix)."""
+    from engine.api import language_for
+
+    return language_for(path) or LSP_LANGUAGE_IDS.get(language_id, language_id)
+
+
 def _python_error(text: str) -> SyntaxProblem | None:
     """CPython's parser (parse only: nothing is compiled or run); warnings are not errors."""
     try:

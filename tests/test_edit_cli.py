@@ -68,6 +68,8 @@ def test_real_edit_writes_output_and_json(capsys, tmp_path: Path, default_engine
                                                language="python"))
     assert out.read_text() == expected.output_text
     assert summary["mode"] == "ar" and summary["tokens"]["generated"] == expected.tokens.generated
+    assert summary["syntax"] == {"language": "python", "parsed_before": True, "parses_after": True, "breaks": False,
+                                 "error": None}
     assert path.read_text() == BUGGY  # --output never touches the input file
 
 
@@ -151,6 +153,63 @@ def test_a_destructive_fix_is_refused_without_force(capsys, tmp_path: Path, defa
                           "--in-place", "--json", "--force")
     summary = json.loads(stdout)
     assert code == 0 and summary["damage"]["deleted"] == 24 and summary["written"] == [str(path)]
+    assert path.read_text() == result.output_text
+
+
+# QuixBugs' flatten (MIT), its bug on line 7. The embedded model's program-mode fix (the default
+# mode, with the shipped selector) writes "        else:" over the docstring's opening quotes on
+# line 9: the file no longer parses.
+FLATTEN = '''def flatten(arr):
+    for x in arr:
+        if isinstance(x, list):
+            for y in flatten(x):
+                yield y
+        else:
+            yield flatten(x)
+
+"""
+Flatten
+
+Flattens a nested list data structure into a single list.
+
+
+Input:
+    arr: A list
+
+Precondition:
+    The input has no list containment cycles
+
+Output:
+    A generator for the input's non-list objects
+
+Example:
+    >>> list(flatten([[1, [], [2, 3]], [[4]], 5]))
+    [1, 2, 3, 4, 5]
+"""
+'''
+
+
+def test_an_edit_that_breaks_the_syntax_is_refused_without_force(capsys, tmp_path: Path, default_engine) -> None:
+    from engine.api import EditRequest
+    from engine.syntax import breaks_syntax
+
+    path = tmp_path / "flatten.py"
+    path.write_text(FLATTEN)
+    result = default_engine.edit(EditRequest(FLATTEN, "Fix the bug in flatten.", language="python"))
+    assert result.stop_reason == "done" and breaks_syntax(FLATTEN, result.output_text, "python"), \
+        "the model's edit parses now; pick another case"
+    code, _, err = run(capsys, str(path), "-i", "Fix the bug in flatten.", "--in-place")
+    err = " ".join(err.split())
+    assert code == 5, err
+    assert "refusing an edit that breaks the syntax" in err and "would break the python syntax (line " in err
+    assert "nothing was written to" in err and "(--force writes it anyway)" in err and path.read_text() == FLATTEN
+    code, stdout, _ = run(capsys, str(path), "-i", "Fix the bug in flatten.", "--in-place", "--json")
+    summary = json.loads(stdout)
+    assert code == 5 and summary["written"] == [] and "breaks the syntax" in summary["refused"]
+    assert summary["syntax"]["breaks"] is True and summary["syntax"]["parsed_before"] is True
+    assert summary["syntax"]["error"]["line"] >= 9 and summary["syntax"]["language"] == "python"
+    code, stdout, _ = run(capsys, str(path), "-i", "Fix the bug in flatten.", "--in-place", "--json", "--force")
+    assert code == 0 and json.loads(stdout)["written"] == [str(path)]
     assert path.read_text() == result.output_text
 
 

@@ -1,10 +1,12 @@
 """``copy-as-decode edit``: a headless edit of one file, with progress, the program as it
 resolves, a coloured diff and the timing (optionally against plain regeneration).
 
-It never writes an unfinished or destructive edit unless told to (``--force``). Exit status:
-0 done (and written where asked); 1 cancelled; 2 a bad request (file, range, size, model);
-3 the edit did not finish (token limit or a degenerate loop); 4 a destructive edit refused (it
-would delete or rewrite most of the region for a fix)."""
+It never writes an unfinished, destructive or syntax-breaking edit unless told to (``--force``).
+Exit status: 0 done (and written where asked); 1 cancelled; 2 a bad request (file, range, size,
+model); 3 the edit did not finish (token limit or a degenerate loop); 4 a destructive edit refused
+(it would delete or rewrite most of the region for a fix); 5 an edit refused because it breaks the
+syntax (the whole file parsed before the edit and does not after it; Python and JavaScript are
+checked, see engine/syntax.py)."""
 
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from engine.lines import split_lines
 from engine.models import ModelLoadError
 from engine.resolve import ResolveError
 from engine.selector.adapter import resolve_selector
+from engine.syntax import check_edit
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -52,7 +55,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "any, is read from $COPY_AS_DECODE_API_KEY)")
     p.add_argument("--served-model", default=None, help="model name on the vLLM server (default: the only one)")
     p.add_argument("--force", action="store_true", help="write the edit even when it did not finish (token limit, "
-                   "loop) or would delete or rewrite most of the region")
+                   "loop: exit status 3), would delete or rewrite most of the region (4) or breaks the file's "
+                   "syntax (5)")
     p.add_argument("--output", type=Path, help="write the edited text to this path")
     p.add_argument("--in-place", action="store_true", help="replace FILE atomically (the original stays on any error)")
     p.add_argument("--json", action="store_true", help="print a machine-readable summary instead of the report")
@@ -61,7 +65,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-EXIT_CANCELLED, EXIT_BAD_REQUEST, EXIT_UNFINISHED, EXIT_DESTRUCTIVE = 1, 2, 3, 4
+EXIT_CANCELLED, EXIT_BAD_REQUEST, EXIT_UNFINISHED, EXIT_DESTRUCTIVE, EXIT_SYNTAX = 1, 2, 3, 4, 5
 
 
 def parse_lines(spec: str | None) -> tuple[int, int] | None:
@@ -85,9 +89,11 @@ def check_focus(focus: int | None, text: str, lines: tuple[int, int] | None) -> 
         raise EditError(f"--focus {focus} is outside {where}; give a line of the region (1-based)")
 
 
-def refusal(result: EditResult, instruction: str, max_new_tokens: int) -> tuple[int, str, EditDamage | None]:
+def refusal(result: EditResult, instruction: str, max_new_tokens: int,
+            language: str = "") -> tuple[int, str, EditDamage | None]:
     """(exit status, message, damage) for a result that must not be written without --force;
-    exit status 0 when it may be written."""
+    exit status 0 when it may be written. ``language`` (``language_for``): checks the syntax of
+    the whole document before and after (none when empty or unsupported)."""
     if result.stop_reason == "cancelled":
         return EXIT_CANCELLED, "the edit was cancelled", None
     if result.stop_reason == "max_tokens":
@@ -100,6 +106,9 @@ def refusal(result: EditResult, instruction: str, max_new_tokens: int) -> tuple[
     reason = destructive_reason(damage, instruction)
     if reason:
         return EXIT_DESTRUCTIVE, f"refusing a destructive edit: it {reason}", damage
+    broken = check_edit(result.input_text, result.output_text, language).reason()
+    if broken:
+        return EXIT_SYNTAX, f"refusing an edit that breaks the syntax: it {broken}", damage
     return 0, "", damage
 
 
@@ -190,14 +199,15 @@ def run(args: argparse.Namespace) -> int:
     except (EditError, ModelLoadError, ResolveError) as exc:
         err.print(f"[bold red]error:[/bold red] {exc}")
         return EXIT_BAD_REQUEST
-    status, message, damage = refusal(result, request.instruction, request.max_new_tokens)
+    status, message, damage = refusal(result, request.instruction, request.max_new_tokens, request.language)
     targets = [path for path, wanted in ((args.output, bool(args.output)), (args.file, args.in_place)) if wanted]
     write = status == 0 or (args.force and status != EXIT_CANCELLED)
     if write:
         for path in targets:
             write_atomic(path, result.output_text)
     if args.json:
-        print(json.dumps(json_summary(result, compared, damage, message, targets if write else []), indent=2))
+        print(json.dumps(json_summary(result, compared, damage, message, targets if write else [],
+                                      request.language), indent=2))
     else:
         _report(out, args.file, result, compared)
     if status and write:
@@ -211,9 +221,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def json_summary(result: EditResult, compared: dict[str, EditResult], damage: EditDamage | None, message: str,
-                 written: list[Path]) -> dict[str, Any]:
-    """What ``--json`` prints (the OpenAI-compatible server's edit endpoint answers the same)."""
+                 written: list[Path], language: str = "") -> dict[str, Any]:
+    """What ``--json`` prints (the OpenAI-compatible server's edit endpoint answers the same).
+    ``syntax``: the parser's verdict on the whole document (engine.syntax.SyntaxVerdict.json)."""
     summary = result.summary()
+    summary["syntax"] = check_edit(result.input_text, result.output_text, language).json()
     summary["compare"] = {m: r.summary() for m, r in compared.items()}
     summary["damage"] = damage.json() if damage is not None else None
     summary["refused"] = message or None
