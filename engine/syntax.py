@@ -4,10 +4,13 @@ An edit that turns code that parsed into code that does not is treated like a de
 (the CLI refuses it without ``--force``, the language server asks first, the benchmarks count it).
 
 Parsers: JavaScript (and JSX) use tree-sitter's grammar. Python uses the interpreter's own
-parser (:func:`ast.parse`): tree-sitter-python recovers silently from indentation errors
-(``def f():\\nreturn 1`` parses without an error node), and indentation is exactly what a
-model's line edit breaks most often. Other languages have no parser here: :func:`parses`
-answers ``None`` and nothing is ever called a break.
+compiler (:func:`compile` to bytecode, never run): tree-sitter-python recovers silently from
+indentation errors (``def f():\\nreturn 1`` parses without an error node), and indentation is
+exactly what a model's line edit breaks most often; the compiler (not :func:`ast.parse` alone)
+also reports what only its later passes find, such as a ``return`` that a lost indent moved out
+of its function. The verdict is the running interpreter's: syntax newer than it counts as an
+error (before the edit too, so such a file is never called broken by an edit). Other languages
+have no parser here: :func:`parses` answers ``None`` and nothing is ever called a break.
 
 What to parse: callers pass the WHOLE document before and after the edit, which is what the
 user's file is; a region on its own is often a fragment (an indented method body, a branch
@@ -18,7 +21,6 @@ called broken, so the fallback can miss breaks but never invents one.
 
 from __future__ import annotations
 
-import ast
 import warnings
 from dataclasses import dataclass
 from functools import cache
@@ -121,11 +123,11 @@ def document_language(path: str, language_id: str = "") -> str:
 
 
 def _python_error(text: str) -> SyntaxProblem | None:
-    """CPython's parser (parse only: nothing is compiled or run); warnings are not errors."""
+    """CPython's compiler (to bytecode that is thrown away: nothing runs); warnings are not errors."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            ast.parse(text)
+            compile(text, "<edit>", "exec", dont_inherit=True)
     except SyntaxError as error:  # IndentationError and TabError are SyntaxErrors
         return SyntaxProblem(error.lineno or 1, error.offset or 1, error.msg)
     except (ValueError, RecursionError, MemoryError) as error:  # null bytes, absurd nesting

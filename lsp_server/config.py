@@ -53,7 +53,9 @@ PYPROJECT_TABLE = "copy-as-decode"  # [tool.copy-as-decode]
 MODES = ("auto", "program", "speculative", "ar")
 APPLY_MODES = ("stream", "final", "preview")
 SELECTOR_CHOICES = ("auto", "none")  # or an adapter folder
-PROMPT_STYLES = ("auto", "program", "text")
+# Program mode's prompt (EditRequest.program_prompt): auto = the selector prompt when the model carries
+# a span selector, the few-shot prompt otherwise. The text modes have one prompt.
+PROMPT_STYLES = ("auto", "few-shot", "selector")
 DEVICES_RE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
 DTYPES = ("auto", "float32", "fp32", "bfloat16", "bf16", "float16", "fp16")
 USER_ONLY = ("trust_remote_code", "allowed_models", "server_url", "served_model", "api_key_env")

@@ -18,8 +18,10 @@ as the job left it; so does a stop at the token limit or at a degenerate loop (t
 guard), with the reason in the message.
 
 Review before applying: an edit that would delete or rewrite most of its region for a fix
-(:func:`engine.guards.destructive_reason`, assessed on the final result), and every edit under
-``applyMode = "preview"``, is never applied silently. Streaming holds back (the region is put
+(:func:`engine.guards.destructive_reason`, assessed on the final result), an edit that breaks the
+syntax (the whole document parsed before and does not after: :mod:`engine.syntax`, Python and
+JavaScript; the message names the parser's error), and every edit under ``applyMode = "preview"``,
+is never applied silently. Streaming holds back (the region is put
 back) as soon as the live text looks destructive; at the end the region shows its original text
 and the edit goes out as a preview: to a client with ``changeAnnotationSupport`` a
 ``WorkspaceEdit`` whose edit is annotated ``needsConfirmation`` (the server waits for the
@@ -42,6 +44,7 @@ from lsprotocol import types
 from engine.api import EditError, EditRequest
 from engine.events import EditFinished, EditResult, EditStarted, OpResolved
 from engine.guards import assess_edit, destructive_reason
+from engine.syntax import check_edit, document_language
 from lsp_server.documents import Document, DocumentStore
 from lsp_server.edits import LiveRegion, preview_workspace_edit, text_edit, unified_diff, workspace_edit
 from lsp_server.positions import Encoding
@@ -81,13 +84,14 @@ class Outcome:
     total_s: float | None = None
     summary: dict | None = None
     damage: dict | None = None
+    syntax: dict | None = None  # the parser's verdict on the final edit (engine.syntax.SyntaxVerdict.json)
     pending: PendingEdit | None = None
     review: Callable[[], Awaitable["Outcome"]] | None = None
 
     def json(self) -> dict[str, Any]:
         return {"status": self.status, "message": self.message, "editsApplied": self.edits_applied,
                 "firstEditS": self.first_edit_s, "totalS": self.total_s, "summary": self.summary,
-                "damage": self.damage}
+                "damage": self.damage, "syntax": self.syntax}
 
 
 def summary_text(result: EditResult) -> str:
@@ -151,6 +155,7 @@ class EditJob:
         self.expected = ""
         self.edits_applied = 0
         self.first_edit_s: float | None = None
+        self.language = ""  # the document's, for the syntax check (set when the job runs)
 
     # -- cancellation ------------------------------------------------------------------------
     def cancel(self, reason: str = "cancelled") -> None:
@@ -281,12 +286,12 @@ class EditJob:
         if doc is None:
             return Outcome("error", "the document is not open in the editor")
         text = doc.text
+        self.language = document_language(self.uri, doc.language_id)
         s = self.settings
         request = EditRequest(text=text, instruction=self.instruction, lines=self.lines,
                               mode=engine.resolve_mode(s.mode), max_new_tokens=s.max_new_tokens,
-                              context_lines=s.context_lines, focus_line=self.focus_line)
-        if s.prompt_style != "auto" and hasattr(request, "prompt_style"):
-            request.prompt_style = s.prompt_style  # type: ignore[attr-defined]
+                              context_lines=s.context_lines, focus_line=self.focus_line,
+                              program_prompt=s.prompt_style)  # type: ignore[arg-type]  # config checks it
         try:
             request.validate()
         except EditError as exc:
@@ -406,10 +411,11 @@ class EditJob:
                            f"(copyAsDecode.maxNewTokens) before finishing; {note}. Raise maxNewTokens or "
                            "select a smaller region")
         damage = assess_edit(result.region_input, result.region_output)
-        reason = destructive_reason(damage, self.instruction)
+        syntax = check_edit(result.input_text, result.output_text, self.language)
+        reason = destructive_reason(damage, self.instruction) or syntax.reason()
         if (reason or self.settings.apply_mode == "preview") and result.changed:
             out = await self._to_review(live, result, reason or "applyMode is preview", stream)
-            out.damage = damage.json()
+            out.damage, out.syntax = damage.json(), syntax.json()
             self._progress_end(out.message)
             out.total_s, out.summary = elapsed(), summary
             return out
@@ -422,7 +428,9 @@ class EditJob:
         if not result.changed:
             return outcome("unchanged", f"AI edit: the model left the code unchanged ({result.mode}, "
                                         f"{t.total} tokens)")
-        return outcome("done", f"AI edit done{summary_text(result)}")
+        done = outcome("done", f"AI edit done{summary_text(result)}")
+        done.syntax = syntax.json()
+        return done
 
     def _destructive(self, region_input: str, region_text: str) -> bool:
         return destructive_reason(assess_edit(region_input, region_text), self.instruction) is not None

@@ -386,3 +386,75 @@ async def test_apply_mode_preview_sends_even_a_small_fix_for_review(annotations)
         assert (await outcome.review()).status == "done" and editor.text == SMALL_FIX
     else:
         assert outcome.pending.after == SMALL_FIX
+
+
+# A one-line "fix" that drops the body's indentation: a small edit, not destructive, but the
+# document no longer parses (the embedded model does this kind of thing: tests/test_edit_cli.py).
+UNINDENTED = FUNCTION.replace("    return v\n", "return v\n")
+
+
+@pytest.mark.parametrize("annotations", [True, False])
+async def test_an_edit_that_breaks_the_syntax_goes_to_review(annotations):
+    store, editor = setup(FUNCTION)
+    job = make_job(editor, store, "utf-16", instruction="Fix the bug", annotations=annotations)
+    outcome = await job.run(FakeEngine([("def f(x):\n", 1), (UNINDENTED, 6)], UNINDENTED, delay=0.02))
+    assert editor.text == FUNCTION == store.get(URI).text, "a syntax-breaking edit reached the document"
+    assert outcome.syntax["breaks"] is True and outcome.syntax["error"]["line"] == 6
+    assert outcome.json()["syntax"] == outcome.syntax
+    assert "it would break the python syntax (line 6, column 1:" in outcome.message
+    if not annotations:  # Neovim: a message and a pending edit for applyPending
+        assert outcome.status == "pending" and outcome.pending.after == UNINDENTED
+        return
+    assert outcome.status == "preview"
+    answer = await outcome.review()
+    assert answer.status == "done" and editor.text == UNINDENTED
+    sent = editor.sent[-1].edit
+    (annotated,) = sent.document_changes[0].edits
+    note = sent.change_annotations[annotated.annotation_id]
+    assert note.needs_confirmation is True and "would break the python syntax" in note.label
+
+
+async def test_an_edit_that_parses_is_applied_with_its_verdict():
+    store, editor = setup(FUNCTION)
+    outcome = await make_job(editor, store, "utf-16", instruction="Fix the bug").run(
+        FakeEngine([(SMALL_FIX, 6)], SMALL_FIX))
+    assert outcome.status == "done" and editor.text == SMALL_FIX
+    assert outcome.syntax == {"language": "python", "parsed_before": True, "parses_after": True, "breaks": False,
+                              "error": None}
+
+
+async def test_a_document_that_did_not_parse_is_not_held_for_its_syntax():
+    broken = FUNCTION.replace("def f(x):", "def f(x:")
+    fixed = broken.replace("y - 1", "y + 1")
+    store, editor = setup(broken)
+    outcome = await make_job(editor, store, "utf-16", instruction="Fix the bug").run(FakeEngine([(fixed, 6)], fixed))
+    assert outcome.status == "done" and editor.text == fixed
+    assert outcome.syntax["parsed_before"] is False and outcome.syntax["breaks"] is False
+
+
+@pytest.mark.parametrize("style", ["few-shot", "selector"])
+async def test_prompt_style_setting_reaches_the_edit_request(tmp_path, style):
+    """promptStyle as the client sends it (user settings), through the server's config, to the
+    engine's EditRequest.program_prompt."""
+    from lsp_server.config import load_workspace_settings
+
+    settings, warnings = load_workspace_settings(tmp_path / "doc.py", user={"copyAsDecode": {"promptStyle": style}})
+    assert not warnings and settings.prompt_style == style
+    store, editor = setup("a\nb\n")
+    ctx = JobContext(server=editor, documents=store, encoding="utf-16", document_changes=True, progress=True)
+    engine = FakeEngine([("A\nB\n", 2)], "A\nB\n")
+    outcome = await EditJob(ctx, URI, None, "Make it upper case", settings).run(engine)
+    assert outcome.status == "done" and engine.request.program_prompt == style
+
+
+def test_prompt_styles_are_the_engines():
+    """The setting's values (also VS Code's enum, tests/test_vscode_client.py) are exactly the
+    values EditRequest.program_prompt takes."""
+    import typing
+
+    from engine.api import EditRequest
+    from lsp_server.config import PROMPT_STYLES, ConfigError, parse_layer
+
+    assert PROMPT_STYLES == typing.get_args(typing.get_type_hints(EditRequest)["program_prompt"])
+    with pytest.raises(ConfigError, match="few-shot, selector"):
+        parse_layer({"promptStyle": "text"}, "test", strict=True)

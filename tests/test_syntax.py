@@ -22,6 +22,13 @@ def test_python_indentation_break_is_caught():
     assert problem is not None and problem.line == 7
 
 
+def test_a_return_moved_out_of_its_function_is_caught():
+    """Parses as a module (ast.parse accepts it); the compiler does not, nor does Python on import."""
+    before = "def f(x):\n    y = x\n    return y\n"
+    problem = syntax_break(before, "def f(x):\n    y = x\nreturn y\n", "python")
+    assert problem is not None and problem.line == 3 and "outside function" in problem.message
+
+
 def test_python_rewrite_of_else_into_elif_without_body_change_parses():
     after = FLATTEN.replace("        else:\n", "        elif not isinstance(x, list):\n", 1)
     assert not breaks_syntax(FLATTEN, after, "python")
