@@ -4,6 +4,7 @@ decoder, and wrap its outcome into an :class:`EditResult`. The only place that k
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Callable, Iterator
 
 from engine.events import EditFinished, EditResult, EditStarted, Event, OpResolved
@@ -11,7 +12,7 @@ from engine.lines import split_lines
 from engine.models import LoadedModel
 from engine.program import CopyTokens
 from engine.program_decoder import DecodeOutcome, FeedRecorder, check_program, decode_program
-from engine.prompt import PromptParts, focus_in_region, program_messages, render, selector_messages, text_messages
+from engine.prompt import PromptParts, program_messages, render, selector_messages, text_messages
 from engine.tables import tables_for
 from engine.text_decoder import decode_text
 from engine.tokens import encode, token_pieces
@@ -31,6 +32,12 @@ def run_edit(loaded: LoadedModel, request, cancelled: Callable[[], bool],
                         before="".join(lines[max(0, a - ctx):a]), after="".join(lines[b:b + ctx]), first_line=a + 1,
                         language=request.language, focus_line=focus)
     tables = tables_for(loaded)
+    plan = None
+    if request.mode == "program":  # where the problem is: the user's focus, or the localizer's (engine/localize.py)
+        from engine.localize import plan_focus
+
+        plan = plan_focus(loaded, parts, localize=request.localize, noop=request.noop_deviation)
+        parts = replace(parts, focus_line=plan.hint)
     if loaded.remote and (request.mode == "forced" or request.token_copies):
         from engine.api import EditError
 
@@ -68,7 +75,7 @@ def run_edit(loaded: LoadedModel, request, cancelled: Callable[[], bool],
                                  temperature=request.temperature, seed=request.seed,
                                  logit_bias=request.logit_bias, draft=request.draft, recorder=recorder,
                                  monotonic=request.monotonic and request.mode != "forced",
-                                 focus_line=focus_in_region(parts))
+                                 focus_line=plan.noop_line if plan is not None else None)
     else:
         decoder = decode_text(loaded, tables, region, prompt_ids, request.max_new_tokens, cancelled, request.mode)
     outcome: DecodeOutcome | None = None
@@ -83,6 +90,8 @@ def run_edit(loaded: LoadedModel, request, cancelled: Callable[[], bool],
     restored = outcome.stop_reason in ("cancelled", "loop")
     output = request.text if restored else before + outcome.region_output + after
     total = time.perf_counter() - started
+    if plan is not None and plan.seconds:  # the localizer's forward is part of the edit's cost
+        outcome.breakdown["localize_s"] = round(plan.seconds, 6)
     result = EditResult(
         mode=request.mode, model=loaded.name, input_text=request.text, output_text=output,
         region=(a + 1, b) if request.lines else None, region_input=region,

@@ -20,6 +20,11 @@ Free family (the model decides):
   upper bound no user gives (called ``program-focus`` before; old result files are read with the
   new name). ``program`` itself has no hint (focus ``none``). Whole-file edits, so input lines are
   document lines. Hinted arms are reported as rows of their own, never pooled with unhinted ones.
+  Program arms run as users get them: with the localizer (engine/localize.py: without a focus
+  the hint goes to the least natural line, a cursor moves to a likelier line near it) and the
+  no-op deviation at the user's focus. To measure those two, ``-unlocalized`` arms run without
+  the localizer (``EditRequest.localize=False``: the hint is exactly the focus sent, or none) and
+  ``-nonoop`` arms without the no-op deviation (``noop_deviation=False``).
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ class Arm:
     draft: bool = True
     base: bool = False  # run on the base model even when the engine has a selector
     focus: str = "none"  # none | near | oracle (engine.bench.focus)
+    localize: bool = True  # EditRequest.localize (engine/localize.py)
+    noop: bool = True  # EditRequest.noop_deviation (engine/noop_gen.py)
 
     @property
     def hinted(self) -> bool:
@@ -54,6 +61,11 @@ FREE_ARMS: dict[str, Arm] = {a.name: a for a in (
     Arm("program", "program"), Arm("program-undrafted", "program", draft=False),
     Arm("program-base", "program", base=True), Arm("program-near", "program", focus="near"),
     Arm("program-oracle", "program", focus="oracle"),
+    Arm("program-unlocalized", "program", localize=False),
+    Arm("program-near-unlocalized", "program", focus="near", localize=False),
+    Arm("program-near-nonoop", "program", focus="near", noop=False),
+    Arm("program-near-unlocalized-nonoop", "program", focus="near", localize=False, noop=False),
+    Arm("program-oracle-unlocalized", "program", focus="oracle", localize=False),
 )}
 LEGACY_NAMES = {"program-focus": "program-oracle"}  # results written before the near/oracle split
 FAMILY_ARMS = {"forced": FORCED_ARMS, "free": FREE_ARMS}

@@ -4,6 +4,7 @@
     copy-as-decode bench edits --corpus NAME --family forced|free [--arms ar,program,...]
                                [--offset K] [--limit N] [--selector auto|none|PATH]
                                [--json PATH] [--plot PATH] [--kernel PATH]
+    copy-as-decode bench localize --corpus NAME [--limit N] [--base] [--json PATH]  # where is the bug?
     copy-as-decode bench merge PART.json... --json OUT   # case ranges run apart -> one result
     copy-as-decode bench report [--results DIR] [--into results/BENCHMARKS.md]
     copy-as-decode bench predicted [--backend transformers|llamacpp] [--cases humanevalfix-python=10,canitedit=5]
@@ -100,6 +101,15 @@ def add_parser(subparsers: Any) -> None:
     conc.add_argument("--max-new-tokens", type=int, default=128)
     conc.add_argument("--json", type=Path, metavar="PATH")
     conc.set_defaults(func=run_concurrency)
+
+    loc = sub.add_parser("localize", help="how often per-line surprise (and a near cursor) finds the line to fix")
+    model_options(loc)
+    loc.add_argument("--corpus", required=True, help="humanevalfix-<python|js> or canitedit")
+    loc.add_argument("--limit", type=int, default=None, help="only N cases (after --offset)")
+    loc.add_argument("--offset", type=int, default=0, help="skip the first K cases of the corpus")
+    loc.add_argument("--selector", default="auto", help="span selector: auto (shipped adapter), none or a folder")
+    loc.add_argument("--base", action="store_true", help="also score with the base model (one more forward per case)")
+    loc.set_defaults(func=run_localize)
 
     predicted = sub.add_parser("predicted", help="OpenAI endpoint: the region as the prediction vs none, over HTTP "
                                "and in-process (engine/bench/predicted.py)")
@@ -318,6 +328,48 @@ def run_concurrency(args: argparse.Namespace) -> int:
         table.add_row(str(row["concurrent"]), f"{row['tokens_per_s']:.1f}", f"{row['vs_one']:.2f}x",
                       f"{row['first_op_s']:.2f}", f"{row['edit_s']:.2f}", "yes" if row["same_outputs"] else "NO")
     Console().print(table)
+    if args.json:
+        console.print(f"wrote {write_json(args.json, data)}")
+    return 0
+
+
+def run_localize(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from engine.bench.harness import command_line, machine_info, write_json
+    from engine.bench.localize import localize_table, run_localize as measure
+    from engine.corpora import CorpusError, load_corpus
+    from engine.models import ModelLoadError
+
+    console = Console(stderr=True)
+    try:
+        load_corpus(args.corpus)
+        engine = _load(args, console)
+    except (CorpusError, ModelLoadError, ValueError) as exc:
+        print(f"copy-as-decode bench localize: {exc}", file=sys.stderr)
+        return 2
+    if engine.loaded.remote:
+        print("copy-as-decode bench localize: a remote backend returns no logits; measure it in-process", file=sys.stderr)
+        return 2
+
+    def progress(done: int, total: int) -> None:
+        if done == total or done % 20 == 0:
+            console.print(f"[dim]localize {done}/{total}[/dim]")
+
+    data = measure(engine, args.corpus, limit=args.limit, offset=args.offset, base=args.base, on_case=progress)
+    data.update({"machine": machine_info(engine.loaded.device, engine.loaded.dtype), "command": command_line(),
+                 "backend": engine.loaded.runtime.describe()})
+    table = Table(title=f"{args.corpus}: {data['cases']} cases, gold = the first line the gold changes "
+                        f"(any = any line it edits)", title_justify="left")
+    for col in ("model", "ranking", "top-1", "top-3", "top-1 any", "top-3 any"):
+        table.add_column(col, justify="left" if col in ("model", "ranking") else "right")
+    for row in localize_table(data):
+        table.add_row(*row)
+    Console().print(table)
+    for model, entry in data["summary"].items():
+        console.print(f"{model}: {entry['seconds_mean']:.3f} s per case for {entry['prompt_tokens_mean']:.0f} prompt "
+                      f"tokens ({entry['region_tokens_mean']:.0f} scored)")
     if args.json:
         console.print(f"wrote {write_json(args.json, data)}")
     return 0

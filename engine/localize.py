@@ -1,0 +1,214 @@
+"""Where is the problem? Per-line surprise of the region under the program-mode model.
+
+Buggy lines are often the least natural ones: a model that read the instruction ("Fix the bug
+in add") finds ``return a - b`` more surprising than the docstring above it. The signal is the
+negative log-likelihood of each region line's code tokens (the ``K| `` line numbers aside) in
+the program-mode prompt *without* a focus hint, so it is exactly the prefill a hintless program
+edit runs; the selector prompt shows the hint before the region, so a hinted edit then prefills
+the region again after the hint (the system and instruction prefix is reused from the prefix
+cache where the backend has one): one extra forward over the region.
+
+Scores per line (1-based): ``mean`` (NLL per token), ``max`` (the worst token), ``total``.
+:func:`rank_lines` orders candidate lines (non-blank, and not prose: :func:`prose_lines`) by a
+score, optionally weighted by a cursor prior ``1 / (1 + distance / scale)`` (the user's cursor is
+near the bug, seldom on it). Prose is left out because docstrings and comments are the least
+natural lines of all (a docstring's opening quotes surprise the model more than any bug), and a
+fix of the code is what the hint is for.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from engine.lines import split_lines
+from engine.prompt import PromptParts, numbered, render, selector_messages
+
+STATISTICS = ("mean", "max", "total")
+
+
+@dataclass(frozen=True)
+class LineSurprise:
+    """The NLL (nats) of one region line's code tokens."""
+
+    line: int
+    tokens: int
+    mean: float
+    max: float
+    total: float
+
+    def score(self, statistic: str) -> float:
+        return float(getattr(self, statistic))
+
+
+@dataclass(frozen=True)
+class Surprise:
+    """Per-line surprise of a region, with what the forward cost."""
+
+    lines: list[LineSurprise]
+    prompt_tokens: int
+    region_tokens: int
+    seconds: float
+
+
+class LocalizeError(ValueError):
+    """The prompt does not contain the region as the numbered input (a template that rewrites it)."""
+
+
+def prompt_with_lines(tokenizer: Any, parts: PromptParts) -> tuple[list[int], list[list[int]]]:
+    """The hintless selector prompt's ids and, per region line, the positions of its code tokens
+    (tokens that overlap the line's text after ``K| ``, its terminator excluded)."""
+    parts = PromptParts(instruction=parts.instruction, region=parts.region, before=parts.before, after=parts.after,
+                        first_line=parts.first_line, language=parts.language, focus_line=None)
+    text = tokenizer.apply_chat_template(selector_messages(parts), add_generation_prompt=True, tokenize=False)
+    encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    ids = list(encoded["input_ids"])
+    if ids != render(tokenizer, selector_messages(parts)):
+        raise LocalizeError("the offsets tokenization differs from the prompt's")
+    shown = numbered(parts.region)
+    start = text.rfind(shown)
+    if start < 0:
+        raise LocalizeError("the chat template does not show the numbered region verbatim")
+    spans = []
+    pos = start
+    for number, line in enumerate(split_lines(parts.region), start=1):
+        code = line.rstrip("\r\n")
+        begin = pos + len(f"{number}| ")
+        spans.append((begin, begin + len(code)))
+        pos = begin + len(line) + (0 if line.endswith("\n") else 1)
+    lines: list[list[int]] = [[] for _ in spans]
+    k = 0
+    for index, (a, b) in enumerate(encoded["offset_mapping"]):
+        while k < len(spans) and a >= spans[k][1]:
+            k += 1
+        if k < len(spans) and index > 0 and a < spans[k][1] and b > spans[k][0]:  # overlaps the line's code
+            lines[k].append(index)
+    return ids, lines
+
+
+def line_surprise(loaded: Any, parts: PromptParts) -> Surprise:
+    """Per-line NLL of ``parts.region`` in the hintless selector prompt, one forward on ``loaded``
+    (the prompt's logits at the rows before each region code token only)."""
+    import time
+
+    ids, lines = prompt_with_lines(loaded.tokenizer, parts)
+    positions = sorted(p for line in lines for p in line)
+    start = time.perf_counter()
+    session = loaded.session()
+    try:
+        logits = session.append(ids, "prefill", rows=[p - 1 for p in positions]) if positions else None
+    finally:
+        session.close()
+    seconds = time.perf_counter() - start
+    nll: dict[int, float] = {}
+    if logits is not None:
+        logp = torch.log_softmax(logits.float(), dim=-1)
+        targets = torch.tensor([ids[p] for p in positions])
+        values = -logp[torch.arange(len(positions)), targets]
+        nll = dict(zip(positions, values.tolist()))
+    out = []
+    for number, members in enumerate(lines, start=1):
+        values = [nll[p] for p in members]
+        out.append(LineSurprise(number, len(values), sum(values) / len(values) if values else 0.0,
+                                max(values, default=0.0), sum(values)))
+    return Surprise(out, len(ids), len(positions), seconds)
+
+
+COMMENT_PREFIXES = ("#", "//", "/*", "*", "*/", "<!--")
+
+
+def prose_lines(region: str, language: str = "") -> set[int]:
+    """1-based lines that hold only a comment, or (Python, when the region parses) lie in a
+    docstring or another string statement: text for readers, not code to fix."""
+    lines = split_lines(region)
+    out = {i for i, line in enumerate(lines, start=1) if line.strip().startswith(COMMENT_PREFIXES)}
+    if language.lower() in ("python", "py", ""):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                tree = ast.parse(region)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return out
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+                    and isinstance(node.value.value, str)):
+                out.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
+    return out
+
+
+def cursor_prior(distance: int, scale: float) -> float:
+    """How much a line ``distance`` lines from the cursor is believed: 1 at the cursor, halved at ``scale``."""
+    return 1.0 / (1.0 + abs(distance) / scale)
+
+
+def rank_lines(surprise: Sequence[LineSurprise], region: str, statistic: str = "mean", cursor: int | None = None,
+               scale: float = 2.0, window: int | None = None, exclude: set[int] | frozenset[int] = frozenset()
+               ) -> list[int]:
+    """Candidate lines (non-blank, with code tokens, not in ``exclude``) best first: by
+    ``statistic``, times the cursor prior when a cursor is given; ``window`` keeps only lines
+    within that distance of the cursor."""
+    if statistic not in STATISTICS:
+        raise ValueError(f"unknown statistic {statistic!r}; choose from {', '.join(STATISTICS)}")
+    text = split_lines(region)
+    scored = []
+    for s in surprise:
+        if s.tokens == 0 or not text[s.line - 1].strip() or s.line in exclude:
+            continue
+        if cursor is not None and window is not None and abs(s.line - cursor) > window:
+            continue
+        value = s.score(statistic)
+        if cursor is not None:
+            value *= cursor_prior(s.line - cursor, scale)
+        scored.append((-value if math.isfinite(value) else math.inf, s.line))
+    return [line for _, line in sorted(scored)]
+
+
+# --- The focus an edit runs with ---------------------------------------------------------------
+# Chosen by measurement (results/localize/, `copy-as-decode bench localize`): see plan_focus.
+STATISTIC = "total"
+CURSOR_SCALE = 2.0
+CURSOR_WINDOW = 3
+
+
+@dataclass(frozen=True)
+class FocusPlan:
+    """What a program edit is told and guards. ``hint``: the region line the prompt names (None:
+    no hint); ``noop_line``: the line whose no-op gen deviates (engine/noop_gen.py; None: none);
+    ``source``: ``none``, ``user`` (the request's focus, kept), ``moved`` (the request's focus
+    moved to a likelier line near it) or ``localized`` (no focus given: the likeliest line);
+    ``seconds``: the localizer's forward."""
+
+    hint: int | None
+    noop_line: int | None
+    source: str
+    seconds: float = 0.0
+
+
+def plan_focus(loaded: Any, parts: PromptParts, localize: bool = True, noop: bool = True) -> FocusPlan:
+    """The focus of a program edit on ``loaded`` (``parts.focus_line``: the user's, region lines).
+
+    With ``localize`` (an in-process backend, a region of more than one line): without a focus
+    the hint goes to the code line of highest surprise; with one, to the code line of highest
+    surprise x cursor prior within ``CURSOR_WINDOW`` lines of it (prose lines never get the hint). The no-op deviation (``noop``) guards the
+    hint only when the user gave one: a forced change on a guessed line is mostly damage.
+    """
+    from engine.prompt import focus_in_region
+
+    user = focus_in_region(parts)
+    if not localize or loaded.remote or len(split_lines(parts.region)) < 2:
+        return FocusPlan(user, user if noop else None, "user" if user else "none")
+    surprise = line_surprise(loaded, parts)
+    prose = prose_lines(parts.region, parts.language)
+    if user is None:
+        ranked = rank_lines(surprise.lines, parts.region, STATISTIC, exclude=prose)
+        return FocusPlan(ranked[0] if ranked else None, None, "localized" if ranked else "none", surprise.seconds)
+    ranked = rank_lines(surprise.lines, parts.region, STATISTIC, cursor=user, scale=CURSOR_SCALE,
+                        window=CURSOR_WINDOW, exclude=prose)
+    hint = ranked[0] if ranked else user
+    return FocusPlan(hint, hint if noop else None, "user" if hint == user else "moved", surprise.seconds)

@@ -1,0 +1,81 @@
+"""The localizer (engine/localize.py): which prompt tokens belong to which region line, how lines
+are ranked, and the focus a program edit runs with, on the real embedded model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from engine.localize import LineSurprise, rank_lines
+
+REGION = "def f(x):\n\n    y = x * 2\n    return y\r\nprint(f(3))"
+
+
+def test_prompt_tokens_are_mapped_to_their_lines() -> None:
+    from engine.models import load_tokenizer
+    from engine.prompt import PromptParts, render, selector_messages
+    from engine.localize import prompt_with_lines
+
+    tokenizer = load_tokenizer("default")
+    parts = PromptParts(instruction="Fix the bug", region=REGION, focus_line=3)
+    ids, lines = prompt_with_lines(tokenizer, parts)
+    # the hintless selector prompt: what a program edit without a focus prefills
+    assert ids == render(tokenizer, selector_messages(PromptParts(instruction="Fix the bug", region=REGION)))
+    texts = [tokenizer.decode([ids[p] for p in members]) for members in lines]
+    assert [t.strip() for t in texts] == ["def f(x):", "", "y = x * 2", "return y", "print(f(3))"]
+    assert lines[1] == []  # a blank line has no code tokens
+    assert all(p > 0 for members in lines for p in members)
+
+
+def _surprise(means: list[float]) -> list[LineSurprise]:
+    return [LineSurprise(i, 3 if m else 0, m, 2 * m, 3 * m) for i, m in enumerate(means, start=1)]
+
+
+def test_rank_lines_by_surprise_and_cursor() -> None:
+    scores = _surprise([1.0, 0.0, 3.0, 2.0, 0.5])
+    assert rank_lines(scores, REGION, "mean") == [3, 4, 1, 5]  # the blank line 2 is never a candidate
+    assert rank_lines(scores, REGION, "total") == [3, 4, 1, 5]
+    # a cursor on line 4 with a tight prior keeps it; a wide one lets line 3 win
+    assert rank_lines(scores, REGION, "mean", cursor=4, scale=0.5)[0] == 4
+    assert rank_lines(scores, REGION, "mean", cursor=4, scale=4.0)[0] == 3
+    # the window drops lines too far from the cursor, however surprising
+    assert rank_lines(scores, REGION, "mean", cursor=1, scale=100.0, window=2) == [3, 1]
+    with pytest.raises(ValueError):
+        rank_lines(scores, REGION, "median")
+
+
+@pytest.mark.model
+def test_plan_focus_on_the_example(default_engine) -> None:
+    """examples/buggy_add.py: the least natural line is the bug; a user focus is kept or moved
+    within the window; without the localizer the focus is exactly what was sent."""
+    from engine.localize import CURSOR_WINDOW, plan_focus
+    from engine.prompt import PromptParts
+
+    text = (Path(__file__).resolve().parents[1] / "examples" / "buggy_add.py").read_text()
+    loaded = default_engine.model_for("program")
+    parts = PromptParts(instruction="Fix the bug in add.", region=text, language="python")
+    plan = plan_focus(loaded, parts)
+    assert (plan.hint, plan.noop_line, plan.source) == (3, None, "localized") and plan.seconds > 0
+    for focus in (1, 2, 3):
+        plan = plan_focus(loaded, PromptParts(instruction=parts.instruction, region=text, focus_line=focus))
+        assert abs(plan.hint - focus) <= CURSOR_WINDOW and plan.noop_line == plan.hint
+        assert plan.source == ("user" if plan.hint == focus else "moved")
+        off = plan_focus(loaded, PromptParts(instruction=parts.instruction, region=text, focus_line=focus),
+                         localize=False, noop=False)
+        assert (off.hint, off.noop_line, off.source, off.seconds) == (focus, None, "user", 0.0)
+    assert plan_focus(loaded, parts, localize=False).hint is None
+
+
+def test_prose_lines_are_never_candidates() -> None:
+    """Docstrings and comment lines are the least natural lines of all; the hint is for code."""
+    from engine.localize import prose_lines
+
+    source = ('def f(x):\n    """Twice x.\n\n    More words.\n    """\n    # a comment\n    y = x * 2  # trailing\n'
+              '    "also a string statement"\n    return y\n')
+    assert prose_lines(source, "python") == {2, 3, 4, 5, 6, 8}
+    js = "/**\n * Twice x.\n */\nfunction f(x) {\n  // note\n  return x * 2;\n}\n"
+    assert prose_lines(js, "javascript") == {1, 2, 3, 5}
+    assert prose_lines("def f(:\n    # c\n", "python") == {2}  # does not parse: comments only
+    scores = _surprise([1.0, 9.0, 3.0])
+    assert rank_lines(scores, "a\nb\nc\n", "mean", exclude={2}) == [3, 1]
