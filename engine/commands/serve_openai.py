@@ -45,6 +45,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--server-url", default=None, help="vLLM server (--backend vllm); its key is read from "
                    "$COPY_AS_DECODE_API_KEY")
     p.add_argument("--served-model", default=None, help="model name on the vLLM server (default: the only one)")
+    p.add_argument("--prefix-cache-tokens", type=int, default=None, help="tokens of recent prompts whose KV is kept "
+                   "to reuse a common prefix in the next request (default: the engine's; 0: off)")
     p.add_argument("--max-waiting", type=int, default=8, help="requests that may wait while one decodes "
                    "(in-process backends; one more is answered 429; default 8)")
     p.add_argument("--max-body-kb", type=int, default=4096, help="largest request body (default 4096 KiB; larger: 413)")
@@ -63,12 +65,23 @@ def _loopback(host: str) -> bool:
         return False
 
 
+def _options(args: argparse.Namespace, settings: object) -> object:
+    """``edit``'s backend options (flags over the workspace settings), plus the prefix cache size."""
+    import dataclasses
+
+    from engine.commands.edit import _backend_options
+
+    options = _backend_options(args, settings)
+    if args.prefix_cache_tokens is not None:
+        options = dataclasses.replace(options, prefix_cache_tokens=max(0, args.prefix_cache_tokens))
+    return options
+
+
 def run(args: argparse.Namespace) -> int:
     import uvicorn
 
     from engine.api import EditError, Engine
     from engine.bench.harness import set_threads
-    from engine.commands.edit import _backend_options
     from engine.models import ModelLoadError
     from engine.openai_api.app import ServerConfig, create_app
     from engine.selector.adapter import resolve_selector
@@ -93,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
         engine = Engine.load(model, device=args.device or settings.device, dtype=args.dtype or settings.dtype,
                              progress=lambda m: print(m, file=sys.stderr),
                              trust_remote_code=settings.trust_remote_code, selector=selector,
-                             backend=args.backend or settings.backend, options=_backend_options(args, settings))
+                             backend=args.backend or settings.backend, options=_options(args, settings))
     except (EditError, ModelLoadError, ValueError) as exc:
         print(f"serve-openai: {exc}", file=sys.stderr)
         return 2

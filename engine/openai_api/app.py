@@ -42,6 +42,7 @@ from engine.tables import tables_for
 
 M = TypeVar("M", bound=BaseModel)
 DISCONNECT_POLL_S = 0.05
+DECODE_HEADER = "x-copy-as-decode-decode-seconds"  # prompt rendering excluded; the HTTP overhead is the rest
 
 
 @dataclass
@@ -146,7 +147,8 @@ def create_app(engine: Engine, config: ServerConfig) -> FastAPI:
         decode = items[-1]
         assert isinstance(decode, ChatDecode)
         usage = usage_json(len(job.prompt_ids), decode.completion_tokens, decode.accepted, decode.rejected)
-        return JSONResponse(completion_json(cid, config.model_id, decode.text, decode.finish_reason, usage))
+        return JSONResponse(completion_json(cid, config.model_id, decode.text, decode.finish_reason, usage),
+                            headers={DECODE_HEADER: f"{decode.seconds:.6f}"})
 
     @app.post("/v1/edits/copy-as-decode")
     async def edits(request: Request) -> Response:

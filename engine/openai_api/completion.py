@@ -148,10 +148,11 @@ class ChatDecode:
     def _local_tokens(self) -> Iterator[list[int]]:
         job = self.job
         greedy = job.temperature <= 0
-        drafter = InputDrafter(encode(self.loaded.tokenizer, job.prediction)) if job.prediction and greedy else None
         pick = argmax if greedy else Sampler(job.temperature, job.top_p, job.seed)
         session = self.loaded.session()
         try:
+            drafter = (InputDrafter(encode(self.loaded.tokenizer, job.prediction), cost=session.cost)
+                       if job.prediction and greedy else None)
             self._decode = DraftedDecode(session, job.prompt_ids, self.tables.stop_ids, job.max_tokens, drafter,
                                          pick, self.cancelled)
             for chunk in self._decode.chunks():
