@@ -15,6 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from engine.openai_api.errors import ApiError
 
+MAX_STOP = 32
+
 
 class TextPart(BaseModel):
     type: Literal["text"]
@@ -96,8 +98,8 @@ def check_supported(req: ChatCompletionRequest) -> None:
         raise ApiError(400, "tools and functions are not supported by this server.", "invalid_request_error", "tools")
     if any(m.role == "tool" for m in req.messages):
         raise ApiError(400, "tool messages are not supported by this server.", "invalid_request_error", "messages")
-    if len(req.stop_strings()) > 4:
-        raise ApiError(400, "stop takes at most 4 sequences.", "invalid_request_error", "stop")
+    if len(req.stop_strings()) > MAX_STOP:  # OpenAI takes 4; Continue sends all its stop words to other hosts
+        raise ApiError(400, f"stop takes at most {MAX_STOP} sequences.", "invalid_request_error", "stop")
 
 
 class EditBody(BaseModel):
