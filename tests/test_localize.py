@@ -13,9 +13,9 @@ REGION = "def f(x):\n\n    y = x * 2\n    return y\r\nprint(f(3))"
 
 
 def test_prompt_tokens_are_mapped_to_their_lines() -> None:
+    from engine.localize import prompt_with_lines
     from engine.models import load_tokenizer
     from engine.prompt import PromptParts, render, selector_messages
-    from engine.localize import prompt_with_lines
 
     tokenizer = load_tokenizer("default")
     parts = PromptParts(instruction="Fix the bug", region=REGION, focus_line=3)

@@ -23,7 +23,13 @@ from typing import Any
 
 from engine.bench.focus import focus_for
 from engine.lines import split_lines
-from engine.localize import STATISTICS, LineSurprise, line_surprise, prose_lines, rank_lines
+from engine.localize import (
+    STATISTICS,
+    LineSurprise,
+    line_surprise,
+    prose_lines,
+    rank_lines,
+)
 
 SCALES = (1.0, 2.0, 4.0)
 
