@@ -30,6 +30,7 @@ _SAVE_EVERY_S = 30.0
 # Before anything is measured (a first draft before the first plain step): a cheap-verify guess,
 # the engine's behaviour before costs were known; measurements replace it within a few forwards.
 _PRIOR_MARGINAL = 0.1
+_BETTER = 1e-3  # a longer draft must beat a shorter one by this much (not by float noise)
 
 
 def _bucket(tokens: int) -> int:
@@ -39,10 +40,14 @@ def _bucket(tokens: int) -> int:
 class CostModel:
     """``ratio(n)`` = seconds of an n-token forward / seconds of a one-token forward, learned online.
 
-    Thread-safe; ``path`` (optional) is where the table is loaded from and saved to."""
+    Thread-safe; ``path`` (optional) is where the table is loaded from and saved to. A ``frozen``
+    model (:meth:`fixed`) ignores what it observes: a table measured once (``bench kernel``) gives
+    reproducible draft sizes."""
 
-    def __init__(self, path: Path | None = None, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, path: Path | None = None, clock: Callable[[], float] = time.monotonic,
+                 frozen: bool = False):
         self.path = path
+        self.frozen = frozen
         self._clock = clock
         self._lock = threading.Lock()
         self._n = [0] * _BUCKETS
@@ -55,7 +60,7 @@ class CostModel:
 
     def observe(self, tokens: int, seconds: float) -> None:
         """One forward of ``tokens`` tokens took ``seconds``."""
-        if tokens <= 0 or seconds <= 0:
+        if tokens <= 0 or seconds <= 0 or self.frozen:
             return
         b = _bucket(tokens)
         with self._lock:
@@ -67,6 +72,15 @@ class CostModel:
             self._dirty = True
         if self.path is not None and self._clock() - self._saved_at > _SAVE_EVERY_S:
             self.save()
+
+    @classmethod
+    def fixed(cls, ratios: dict[int, float]) -> "CostModel":
+        """A frozen model with s(n) = ``ratios[n]`` at the given sizes (s(1) = 1)."""
+        model = cls(frozen=True)
+        for n, ratio in {1: 1.0, **ratios}.items():
+            b = _bucket(n)
+            model._n[b], model._tokens[b], model._seconds[b] = _WARM, float(n), float(ratio)
+        return model
 
     def points(self) -> list[tuple[float, float]]:
         """The measured (mean size, mean seconds) per bucket, smallest first."""
@@ -148,15 +162,11 @@ def best_draft_size(p: float, available: int, ratio: Callable[[int], float]) -> 
     """The draft size in 0..available that maximizes (expected accepted + 1) / s(size + 1): tokens
     per unit of cost. 0 (a plain step, 1 token for s(1) = 1) when no draft does better."""
     best_n, best = 0, 1.0
-    n = 1
-    while n <= available:
+    sizes = [n for n in range(1, min(available, 16) + 1)]
+    while sizes and sizes[-1] < available:  # then a geometric grid (the value is smooth there)
+        sizes.append(min(available, sizes[-1] + max(1, sizes[-1] // 8)))
+    for n in sizes:
         value = (expected_accepted(p, n) + 1.0) / ratio(n + 1)
-        if value > best:
+        if value > best * (1.0 + _BETTER):
             best_n, best = n, value
-        # Every size up to 16, then a geometric grid (the value is smooth there).
-        n = n + 1 if n < 16 else n + max(1, n // 8)
-    if available > 16 and best_n != available:
-        value = (expected_accepted(p, available) + 1.0) / ratio(available + 1)
-        if value > best:
-            best_n = available
     return best_n

@@ -5,7 +5,9 @@ instructions, the region), so its prefill recomputes keys and values the runtime
 ago. A :class:`PrefixStore` keeps the KV state of the last prompts (a backend's own object: a
 transformers ``DynamicCache``, a llama.cpp context) with the tokens it holds; a new session takes
 the entry sharing the longest token prefix with its first append, crops it to that prefix and
-forwards only the rest. The store is bounded by a token budget (``max_tokens``, 0 turns reuse
+forwards only the rest. An entry is taken only when at least half of it is shared (MIN_SHARE):
+a prompt that shares just the system prompt with an entry (the localizer's before the program
+prompt of the same edit) would otherwise crop away what the next edit's same prompt needs. The store is bounded by a token budget (``max_tokens``, 0 turns reuse
 off) and a number of entries; an entry is taken out while a session uses it, so two concurrent
 sessions never share one. Outputs do not change: the reused keys and values are those the same
 tokens produced before (a split prefill differs from one forward only in float rounding).
@@ -21,6 +23,7 @@ State = TypeVar("State")
 
 DEFAULT_PREFIX_TOKENS = 8192
 MAX_ENTRIES = 4
+MIN_SHARE = 0.5
 
 
 def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
@@ -59,12 +62,12 @@ class PrefixStore(Generic[State]):
 
     def take(self, ids: Sequence[int]) -> tuple[State, int] | None:
         """Remove and return the entry sharing the longest prefix with ``ids`` (and that length),
-        or None when no entry shares a token with it."""
+        or None when no entry shares MIN_SHARE of its tokens with it."""
         with self._lock:
             best, best_n = -1, 0
             for i, entry in enumerate(self._entries):
                 n = common_prefix(entry.tokens, ids)
-                if n > best_n:
+                if n > best_n and n >= MIN_SHARE * len(entry.tokens):
                     best, best_n = i, n
             if best < 0:
                 return None

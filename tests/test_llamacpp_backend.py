@@ -1,7 +1,9 @@
 """The llama.cpp backend on the embedded model's own Q4_1 GGUF (quantized as it is): a splice
 gives the logits one-by-one decoding gives, rollback is exact, programs stay in the grammar,
 speculative == ar == pld (llama-cpp-python's own prompt lookup), forced oracle programs resolve
-to the gold, the span selector runs as a llama.cpp LoRA, and llama.cpp's failures are clear errors."""
+to the gold, the span selector runs merged into a GGUF (its weights within Q8_0 rounding of base +
+LoRA), the same edit twice reuses the first's prompt cache with the same output, the runtime frees
+what it holds on close, and llama.cpp's failures are clear errors."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import torch
 from engine.api import EditRequest, Engine
 from engine.backends import BackendError, BackendOptions, llamacpp_available
 from engine.corpora import load_corpus
+from engine.cost import CostModel
 from engine.lines import split_lines
 from engine.models import ModelLoadError
 from engine.oracle import line_oracle
@@ -36,7 +39,35 @@ def llama() -> Engine:
 def test_loads_the_gguf_itself(llama: Engine):
     assert llama.loaded.backend == "llamacpp" and llama.loaded.model is None
     assert "Q4_1.gguf" in llama.loaded.runtime.describe()
-    assert llama.selector is not None and llama.selector_model.runtime.adapter is not None
+    assert llama.selector is not None and llama.selector_model.runtime.adapter is None
+    assert "+smollm2-135m-q8_0-" in llama.selector_model.runtime.model.path.name
+
+
+def test_merged_selector_weights_are_base_plus_lora():
+    import gguf
+    import numpy as np
+    from gguf import quants
+
+    from engine.models import default_gguf_path
+    from engine.selector.adapter import SHIPPED_ADAPTER_DIR
+    from engine.selector.gguf_merge import _deltas, merged_gguf_for
+
+    base_path = default_gguf_path()
+    merged = gguf.GGUFReader(str(merged_gguf_for(SHIPPED_ADAPTER_DIR, base_path)))
+    base = {t.name: t for t in gguf.GGUFReader(str(base_path)).tensors}
+    deltas = _deltas(SHIPPED_ADAPTER_DIR, base_path)
+    by_name = {t.name: t for t in merged.tensors}
+    assert set(by_name) == set(base) and len(deltas) == 30 * 7
+    for name in ("blk.0.attn_q.weight", "blk.7.attn_k.weight", "blk.29.ffn_down.weight"):
+        want = quants.dequantize(np.asarray(base[name].data), base[name].tensor_type).reshape(deltas[name].shape)
+        want = want + deltas[name]
+        got = quants.dequantize(np.asarray(by_name[name].data), by_name[name].tensor_type).reshape(want.shape)
+        # Q8_0: 32-value blocks scaled by max |w| / 127 (an fp16 scale): within ~half a step of it.
+        step = np.abs(want.reshape(-1, 32)).max(axis=1, keepdims=True) / 127
+        assert np.all(np.abs(got - want).reshape(-1, 32) <= step * 0.6 + 1e-6)
+        assert float(np.abs(deltas[name]).max()) > 0  # the adapter does change this weight
+    untouched = "blk.3.attn_norm.weight"
+    assert np.array_equal(np.asarray(by_name[untouched].data), np.asarray(base[untouched].data))
 
 
 @pytest.mark.parametrize("seed", [0, 1])
@@ -83,13 +114,57 @@ def test_context_full_and_bad_file_are_clear_errors(llama: Engine, tmp_path: Pat
         Engine.load(str(tmp_path), backend="llamacpp", selector="none")
 
 
-def test_speculative_and_pld_equal_ar(llama: Engine):
-    for text in (BUGGY, load_corpus("humanevalfix-python")[2].input):
-        outs = {mode: llama.edit(EditRequest(text, "Fix the bug.", mode=mode, max_new_tokens=96)) for mode in
-                ("ar", "speculative", "pld")}
-        assert outs["speculative"].output_text == outs["ar"].output_text
-        assert outs["pld"].output_text == outs["ar"].output_text
-        assert outs["speculative"].breakdown.get("verify_calls", 0) >= 1
+def test_same_edit_twice_reuses_the_prompt_cache(llama: Engine):
+    for mode in ("ar", "program"):
+        llama.model_for(mode).runtime.prefixes.clear()
+        request = EditRequest(BUGGY, "Fix the bug in add.", mode=mode, max_new_tokens=48)
+        first, second = llama.edit(request), llama.edit(request)
+        assert second.raw_output == first.raw_output and second.output_text == first.output_text
+        # (program mode: the localizer's prompt, forwarded just before, shares a prefix with it)
+        assert first.breakdown["prefix_reused"] < first.prompt_tokens - 1
+        assert second.breakdown["prefix_reused"] >= second.prompt_tokens - 1
+        assert second.breakdown["prefill_s"] < first.breakdown["prefill_s"]
+
+
+def test_close_frees_contexts_and_later_sessions_are_refused():
+    from engine.backends.llamacpp import LlamaCppRuntime, _model
+    from engine.models import default_gguf_path
+
+    options = BackendOptions(threads=1, context=512, gpu_layers=0)
+    runtime = LlamaCppRuntime(_model(default_gguf_path(), options))
+    sessions = [runtime.session() for _ in range(2)]
+    for session in sessions:
+        session.append(list(range(10, 30)), "prefill")
+    for session in sessions:
+        session.close()
+    assert runtime.prefixes.tokens_held() == 40
+    runtime.close()
+    assert runtime.prefixes.tokens_held() == 0 and not runtime._free
+    with pytest.raises(BackendError, match="closed"):
+        runtime.session()
+
+
+@pytest.mark.parametrize("cost", ["cheap", "dear", "learned"])
+def test_speculative_and_pld_equal_ar(llama: Engine, cost: str):
+    """Whatever the cost model decides, speculative == ar. With verifies as cheap as steps it
+    drafts; where every drafted token costs a full step no draft pays, and it decodes like ar."""
+    runtime = llama.loaded.runtime
+    learned = runtime.cost
+    if cost != "learned":
+        runtime.cost = CostModel.fixed({2: 1.0, 256: 1.0} if cost == "cheap" else {2: 2.0, 256: 256.0})
+    try:
+        for text in (BUGGY, load_corpus("humanevalfix-python")[2].input):
+            outs = {mode: llama.edit(EditRequest(text, "Fix the bug.", mode=mode, max_new_tokens=96)) for mode in
+                    ("ar", "speculative", "pld")}
+            assert outs["speculative"].output_text == outs["ar"].output_text
+            assert outs["pld"].output_text == outs["ar"].output_text
+            verifies = outs["speculative"].breakdown.get("verify_calls", 0)
+            if cost == "cheap":
+                assert verifies >= 1
+            elif cost == "dear":
+                assert verifies == 0 and outs["speculative"].tokens == outs["ar"].tokens
+    finally:
+        runtime.cost = learned
 
 
 @pytest.mark.parametrize("index", [0, 5, 17])

@@ -153,6 +153,10 @@ class LlamaCppRuntime:
         """The same weights with a LoRA adapter on top, applied at run time."""
         return LlamaCppRuntime(self.model, adapter)
 
+    def with_weights(self, path: Path) -> "LlamaCppRuntime":
+        """Another GGUF (say, the span selector merged into these weights) with the same settings."""
+        return LlamaCppRuntime(_model(path, self.options))
+
     def close(self) -> None:
         """Free the contexts, their batches, the adapter and llama-cpp-python's pld model, and save
         the learned costs. Sessions still open keep their context until they close."""
@@ -365,6 +369,15 @@ _MODELS: dict[tuple[str, BackendOptions], LlamaCppModel] = {}
 _MODELS_LOCK = threading.Lock()
 
 
+def _model(path: Path, options: BackendOptions) -> LlamaCppModel:
+    """The loaded GGUF for ``path`` and ``options`` (loaded once per process)."""
+    key = (str(path.resolve()), options)
+    with _MODELS_LOCK:
+        model = _MODELS.get(key) or LlamaCppModel(path, options)
+        _MODELS[key] = model
+    return model
+
+
 def load_llamacpp(name: str, options: BackendOptions, progress: Callable[[str], None] | None) -> Any:
     """A :class:`engine.models.LoadedModel` on llama.cpp for a ``.gguf`` (or the embedded default).
     The tokenizer is the GGUF's own, read by transformers (the grammar tables need it)."""
@@ -377,11 +390,7 @@ def load_llamacpp(name: str, options: BackendOptions, progress: Callable[[str], 
         raise ModelLoadError(f"model {name!r}: GGUF file not found")
     if progress is not None:
         progress(f"loading {path.name} with llama.cpp (quantized as it is)...")
-    key = (str(path.resolve()), options)
-    with _MODELS_LOCK:
-        model = _MODELS.get(key) or LlamaCppModel(path, options)
-        _MODELS[key] = model
-    runtime = LlamaCppRuntime(model)
+    runtime = LlamaCppRuntime(_model(path, options))
     tokenizer = _gguf_tokenizer(name, path)
     if len(tokenizer) > runtime.vocab_size:
         raise ModelLoadError(f"model {name!r}: its tokenizer has {len(tokenizer)} tokens but llama.cpp "

@@ -173,11 +173,14 @@ def load_selector(loaded: LoadedModel, selector: str | None = "auto", progress: 
     if folder is None:
         return None
     if loaded.backend == "llamacpp":
-        from engine.selector.gguf_lora import gguf_lora_for
+        # Merged into the weights (Q8_0), not a runtime LoRA: a program-mode step then costs what
+        # a base step costs (engine.selector.gguf_merge says why).
+        from engine.selector.gguf_merge import merged_gguf_for
 
         if progress is not None:
-            progress(f"applying the span-selector adapter {folder} as a llama.cpp LoRA for program mode...")
-        runtime = loaded.runtime.with_adapter(gguf_lora_for(folder, loaded.runtime.model.path))
+            progress(f"merging the span-selector adapter {folder} into a GGUF for program mode "
+                     "(first use only, ~20 s)...")
+        runtime = loaded.runtime.with_weights(merged_gguf_for(folder, loaded.runtime.model.path))
         return LoadedModel(name=loaded.name, model=None, tokenizer=loaded.tokenizer, device=loaded.device,
                            dtype=loaded.dtype, selector=str(folder), runtime=runtime)
     if loaded.backend == "vllm":

@@ -1,0 +1,139 @@
+"""The span selector merged into the base GGUF's weights, for program mode on llama.cpp.
+
+As a runtime LoRA (:mod:`engine.selector.gguf_lora`) llama.cpp adds two small matrix products per
+adapted weight to every forward: seven per layer, 210 on SmolLM2-135M, which made a program-mode
+step 46% dearer than an ar step there. Merged, a program-mode forward is the base model's forward.
+
+The merge reads the base GGUF, de-quantizes each adapted weight, adds ``(alpha / r) * B @ A``
+(the q/k rows permuted into llama.cpp's rotary order, as for the LoRA file) and quantizes it
+again, every other tensor and all metadata copied as they are. ``quant`` picks the adapted
+weights' type: ``q8_0`` (default) keeps the adapter's change (the delta is often smaller than a
+4-bit quantization step, so re-quantizing to the base's Q4_1 would round part of it away);
+``same`` re-uses each weight's own type where the gguf package can write it. The file is written
+once, beside the de-quantized model in the user's cache, keyed on the base file and the adapter's
+bytes; nothing is committed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from engine.models import cache_dir
+from engine.selector.adapter import ADAPTER_CONFIG, ADAPTER_WEIGHTS, SelectorError
+from engine.selector.gguf_lora import _MODULES, _base_layout, _permute_rows
+
+QUANTS = ("q8_0", "same", "f16")
+_KEY = re.compile(r"^base_model\.model\.model\.layers\.(\d+)\.(?:self_attn|mlp)\.(\w+)\.lora_([AB])\.weight$")
+
+
+def merged_gguf_for(adapter: Path, base_gguf: Path, quant: str = "q8_0") -> Path:
+    """Path of ``base_gguf`` with ``adapter`` merged into its weights (written on first use)."""
+    if quant not in QUANTS:
+        raise SelectorError(f"merged GGUF type {quant!r}: use one of {', '.join(QUANTS)}")
+    stat = base_gguf.stat()
+    key = hashlib.sha256()
+    key.update(f"{base_gguf.resolve()}\0{stat.st_size}\0{stat.st_mtime_ns}\0{quant}\0v1".encode())
+    key.update((adapter / ADAPTER_WEIGHTS).read_bytes())
+    key.update((adapter / ADAPTER_CONFIG).read_bytes())
+    out = cache_dir() / "merged" / f"{base_gguf.stem}+{adapter.name}-{quant}-{key.hexdigest()[:16]}.gguf"
+    if not out.is_file():
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_name(out.name + f".tmp{os.getpid()}")
+        try:
+            merge(adapter, base_gguf, tmp, quant)
+            os.replace(tmp, out)
+        finally:
+            tmp.unlink(missing_ok=True)
+    return out
+
+
+def _deltas(adapter: Path, base_gguf: Path) -> dict[str, np.ndarray]:
+    """GGUF tensor name -> the adapter's change to it, (n_out, n_in) float32, llama.cpp row order."""
+    from safetensors.numpy import load_file
+
+    config = json.loads((adapter / ADAPTER_CONFIG).read_text(encoding="utf-8"))
+    alpha, rank = float(config.get("lora_alpha") or 0), int(config.get("r") or 0)
+    if alpha <= 0 or rank <= 0:
+        raise SelectorError(f"selector {adapter}: lora_alpha and r must be positive to merge for llama.cpp")
+    if config.get("use_rslora") or config.get("use_dora"):
+        raise SelectorError(f"selector {adapter}: rsLoRA/DoRA adapters are not merged for llama.cpp")
+    arch, n_head, n_head_kv = _base_layout(base_gguf)
+    if arch != "llama":
+        raise SelectorError(f"selector {adapter}: merging for llama.cpp supports llama models, not {arch!r}")
+    parts: dict[tuple[int, str], dict[str, np.ndarray]] = {}
+    for key, tensor in load_file(str(adapter / ADAPTER_WEIGHTS)).items():
+        match = _KEY.match(key)
+        if not match or match.group(2) not in _MODULES:
+            raise SelectorError(f"selector {adapter}: cannot map adapter weight {key!r} to a llama.cpp tensor")
+        parts.setdefault((int(match.group(1)), match.group(2)), {})[match.group(3)] = tensor.astype(np.float32)
+    deltas: dict[str, np.ndarray] = {}
+    for (layer, module), ab in parts.items():
+        if set(ab) != {"A", "B"}:
+            raise SelectorError(f"selector {adapter}: layer {layer} {module} lacks lora_A or lora_B")
+        b = ab["B"]
+        if module in ("q_proj", "k_proj"):
+            b = _permute_rows(b, n_head if module == "q_proj" else n_head_kv)
+        deltas[f"blk.{layer}.{_MODULES[module]}.weight"] = (alpha / rank) * (b @ ab["A"])
+    return deltas
+
+
+def merge(adapter: Path, base_gguf: Path, out: Path, quant: str = "q8_0") -> None:
+    """Write ``base_gguf`` with ``adapter`` merged into its weights to ``out``."""
+    import gguf
+    from gguf import quants
+
+    deltas = _deltas(adapter, base_gguf)
+    reader = gguf.GGUFReader(str(base_gguf))
+    arch = str(reader.fields["general.architecture"].contents())
+    writer = gguf.GGUFWriter(str(out), arch)
+    for field in reader.fields.values():
+        if field.name.startswith("GGUF.") or field.name in ("general.architecture", "general.name"):
+            continue  # the writer writes the first ones itself; the name is set below
+        vtype = field.types[0]
+        sub = field.types[-1] if vtype == gguf.GGUFValueType.ARRAY else None
+        writer.add_key_value(field.name, field.contents(), vtype, sub_type=sub)
+    writer.add_string("general.name", f"{_name(reader)} + span selector {adapter.name}")
+    done = set()
+    for tensor in reader.tensors:
+        delta = deltas.get(tensor.name)
+        if delta is None:  # raw bytes (quantized) or floats, as they are
+            writer.add_tensor(tensor.name, np.asarray(tensor.data), raw_dtype=tensor.tensor_type)
+            continue
+        weights = quants.dequantize(np.asarray(tensor.data), tensor.tensor_type).reshape(delta.shape)
+        weights = weights.astype(np.float32) + delta
+        qtype = _target_type(tensor.tensor_type, quant)
+        data: Any = weights.astype(np.float16) if qtype == gguf.GGMLQuantizationType.F16 \
+            else quants.quantize(weights, qtype)
+        writer.add_tensor(tensor.name, data, raw_dtype=qtype)
+        done.add(tensor.name)
+    missing = sorted(set(deltas) - done)
+    if missing:
+        raise SelectorError(f"selector {adapter}: {base_gguf.name} has no tensor {missing[0]!r}")
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+
+def _name(reader: Any) -> str:
+    field = reader.fields.get("general.name")
+    return str(field.contents()) if field is not None else "model"
+
+
+def _target_type(base_type: Any, quant: str) -> Any:
+    import gguf
+
+    if quant == "f16":
+        return gguf.GGMLQuantizationType.F16
+    if quant == "q8_0":
+        return gguf.GGMLQuantizationType.Q8_0
+    writable = {gguf.GGMLQuantizationType.Q4_0, gguf.GGMLQuantizationType.Q4_1, gguf.GGMLQuantizationType.Q5_0,
+                gguf.GGMLQuantizationType.Q5_1, gguf.GGMLQuantizationType.Q8_0}
+    return base_type if base_type in writable else gguf.GGMLQuantizationType.Q8_0

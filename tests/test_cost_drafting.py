@@ -1,0 +1,92 @@
+"""Cost-aware drafting (engine.cost, engine.drafter.DraftPolicy): s(N) is learned from the forwards
+a runtime runs, each draft is as long as its expected gain pays for, none where no draft beats a
+plain step, and outputs never change (speculative == ar, drafted program == undrafted)."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.api import EditRequest, Engine
+from engine.cost import CostModel, best_draft_size, expected_accepted
+from engine.drafter import InputDrafter, ProgramDrafter, ProgramState
+
+BUGGY = 'def add(a, b):\n    """Return the sum of a and b."""\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n'
+DEAR = {2: 2.0, 256: 256.0}  # every token of a forward costs a full step: no draft can pay
+CHEAP = {2: 1.0, 256: 1.0}  # a verify costs what a step costs: every draft pays
+
+
+def test_cost_model_learns_ratios_from_forwards(tmp_path):
+    cost = CostModel(tmp_path / "cost.json")
+    assert cost.ratio(8) == pytest.approx(1.7)  # the prior, until a one-token step is measured
+    for _ in range(4):
+        cost.observe(1, 0.020)
+        cost.observe(8, 0.060)
+        cost.observe(64, 0.200)
+    assert cost.ratio(1) == 1.0 and cost.ratio(8) == pytest.approx(3.0) and cost.ratio(64) == pytest.approx(10.0)
+    assert cost.ratio(36) == pytest.approx(6.5)  # interpolated between the measured sizes
+    assert cost.ratio(120) == pytest.approx(10.0 + 7.0 * 56 / 56)  # the last slope, extended
+    cost.save()
+    again = CostModel(tmp_path / "cost.json")  # the next process starts from the saved table
+    assert again.ratio(8) == pytest.approx(3.0)
+    frozen = CostModel.fixed({8: 2.0})
+    frozen.observe(8, 100.0)
+    assert frozen.ratio(8) == pytest.approx(2.0)
+
+
+def test_best_draft_size_weighs_gain_against_cost():
+    assert expected_accepted(0.5, 2) == pytest.approx(0.75)
+    dear = CostModel.fixed(DEAR).ratio
+    cheap = CostModel.fixed(CHEAP).ratio
+    assert best_draft_size(0.99, 200, dear) == 0
+    assert best_draft_size(0.999, 200, cheap) == 200
+    assert 4 <= best_draft_size(0.5, 200, cheap) <= 16  # longer would add next to nothing
+    # A compute-bound backend (s(N) ~ 1 + 0.5 (N - 1)): short drafts when acceptance is middling,
+    # none when it is poor, long ones when nearly every drafted token is accepted.
+    bound = CostModel.fixed({2: 1.5, 256: 128.5}).ratio
+    assert best_draft_size(0.3, 64, bound) == 0
+    assert 1 <= best_draft_size(0.8, 64, bound) <= 8
+    assert best_draft_size(0.999, 64, bound) >= 16
+
+
+def test_a_withheld_draft_is_scored_against_what_the_model_wrote():
+    source = list(range(100))
+    drafter = InputDrafter(source, cost=CostModel.fixed({2: 1.6, 4: 2.6, 256: 128.0}))
+    drafter.policy.rejected = 5.0  # poor acceptance so far: drafting does not pay
+    assert drafter.propose([3, 4], 32) == [] and drafter.shadow is not None
+    context = [3, 4]
+    for _ in range(40):  # the model copies the source token by token: every withheld draft was right
+        context.append(context[-1] + 1)
+        draft = drafter.propose(context, 32)
+        if draft:
+            break
+    assert draft and draft[0] == context[-1] + 1, "confirmed shadow drafts should make drafting pay again"
+
+
+def test_program_drafter_drafts_nothing_where_no_draft_pays():
+    lines = [[1, 2], [3, 4], [5, 6], [7, 8]]
+    state = ProgramState(0, "", "<", False, "", ())
+    assert ProgramDrafter(lines, cost=CostModel.fixed(DEAR)).propose(state, 50) == []
+    assert ProgramDrafter(lines, cost=CostModel.fixed(CHEAP)).propose(state, 50) != []
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("table", [DEAR, CHEAP], ids=["dear", "cheap"])
+def test_outputs_do_not_depend_on_the_cost(default_engine: Engine, table: dict[int, float]):
+    runtimes = {id(m.runtime): m.runtime for m in (default_engine.loaded, default_engine.selector_model) if m}
+    learned = {key: runtime.cost for key, runtime in runtimes.items()}
+    try:
+        for runtime in runtimes.values():
+            runtime.cost = CostModel.fixed(table)
+        ar = default_engine.edit(EditRequest(BUGGY, "Fix the bug in add.", mode="ar", max_new_tokens=64))
+        spec = default_engine.edit(EditRequest(BUGGY, "Fix the bug in add.", mode="speculative", max_new_tokens=64))
+        assert spec.output_text == ar.output_text
+        programs = [default_engine.edit(EditRequest(BUGGY, "Fix the bug in add.", mode="program", max_new_tokens=64,
+                                                    draft=draft)) for draft in (False, True)]
+        assert programs[1].raw_output == programs[0].raw_output
+        if table is DEAR:
+            assert spec.breakdown.get("verify_calls", 0) == 0 and programs[1].breakdown["drafted_tokens"] == 0
+        else:
+            assert spec.breakdown.get("verify_calls", 0) >= 1 and programs[1].breakdown["drafted_tokens"] > 0
+    finally:
+        for key, runtime in runtimes.items():
+            runtime.cost = learned[key]
