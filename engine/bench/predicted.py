@@ -1,7 +1,8 @@
 """``bench predicted``: Predicted Outputs through the OpenAI-compatible endpoint, side by side.
 
 For each corpus case the model's greedy rewrite (the text modes' messages,
-:func:`engine.prompt.text_messages`) is requested four ways, in a rotating order, after a warm-up:
+:func:`engine.prompt.text_messages`, stopped at the closing code fence as the text modes stop) is
+requested four ways, in a rotating order, after a warm-up:
 
 * ``http-plain``: ``POST /v1/chat/completions`` without a prediction (a ``serve-openai``
   subprocess on loopback, driven by the official ``openai`` client);
@@ -33,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 ARMS = ("http-plain", "http-predicted", "local-plain", "local-predicted")
+STOP = ("\n```",)  # the rewrite ends at its closing fence, as in the text modes (engine.prompt.TEXT_FENCE_CLOSE)
 DECODE_HEADER = "x-copy-as-decode-decode-seconds"  # engine.openai_api.app.DECODE_HEADER (no FastAPI import here)
 
 
@@ -100,7 +102,7 @@ def _http(client: Any, messages: list[dict[str, str]], max_tokens: int, predicti
     extra = {"prediction": {"type": "content", "content": prediction}} if prediction is not None else {}
     start = time.perf_counter()
     raw = client.chat.completions.with_raw_response.create(model="bench", messages=messages, max_tokens=max_tokens,
-                                                           **extra)
+                                                           stop=list(STOP), **extra)
     r = raw.parse()
     wall = time.perf_counter() - start
     details = r.usage.completion_tokens_details
@@ -115,7 +117,7 @@ def _local(loaded: Any, messages: list[dict[str, str]], max_tokens: int, predict
     from engine.tables import tables_for
 
     start = time.perf_counter()
-    job = build_job(loaded, messages, max_tokens, (), 0.0, 1.0, None, prediction)
+    job = build_job(loaded, messages, max_tokens, STOP, 0.0, 1.0, None, prediction)
     decode = ChatDecode(loaded, tables_for(loaded), job, lambda: False)
     text = "".join(decode.deltas())
     wall = time.perf_counter() - start
