@@ -50,14 +50,14 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def _serve(backend: str, log: Path) -> Iterator[str]:
+def _serve(backend: str, log: Path, *extra: str) -> Iterator[str]:
     """``serve-openai`` on a free loopback port with the embedded model; yields its URL."""
     port = _free_port()
     env = {**os.environ, "COPY_AS_DECODE_SERVER_KEY": KEY, "OMP_NUM_THREADS": "1"}
     with open(log, "w") as out:
         proc = subprocess.Popen([sys.executable, "-m", "engine.cli", "serve-openai", "--port", str(port),
                                  "--backend", backend, "--threads", "1", "--max-waiting", str(MAX_WAITING),
-                                 "--max-body-kb", "64", "--workspace", str(ROOT)],
+                                 "--max-body-kb", "64", "--workspace", str(ROOT), *extra],
                                 stdout=out, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -330,3 +330,38 @@ def test_llamacpp_backend_prediction_is_lossless(tmp_path: Path) -> None:
     # llama.cpp's verify forwards are dear on a CPU: the cost-aware drafter may withhold drafts,
     # so only the bounds are fixed here
     assert 0 <= details.accepted_prediction_tokens <= predicted.usage.completion_tokens
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1500)
+def test_vllm_backend_passes_requests_through(tmp_path: Path, client: openai.OpenAI) -> None:
+    """On the vLLM backend the server decodes: the text is what the transformers server returns for
+    the same greedy request (the same fp32 weights), 4 concurrent requests run at once (no queue),
+    and a prediction is accepted but not drafted from (both counts 0)."""
+    import vllm_server
+
+    if not vllm_server.available():
+        if vllm_server.required():
+            pytest.fail("the vLLM venv is missing: run scripts/vllm-venv.sh (make test does)")
+        pytest.skip("no vLLM venv (.venv-vllm); scripts/vllm-venv.sh installs it (about 5 minutes)")
+    vllm_server.start(ROOT / ".pytest_cache" / "vllm")
+    server_url = vllm_server.wait()
+    expected = client.chat.completions.create(model="default", messages=MESSAGES, max_tokens=24)
+    with _serve("vllm", tmp_path / "server.log", "--server-url", server_url) as url:
+        assert _health(url)["concurrent"] is True
+        remote = openai.OpenAI(base_url=url + "/v1", api_key=KEY, max_retries=0, timeout=600)
+        got = remote.chat.completions.create(model="default", messages=MESSAGES, max_tokens=24,
+                                             prediction={"type": "content", "content": PREDICTION})
+        assert got.choices[0].message.content == expected.choices[0].message.content
+        assert got.usage.completion_tokens_details.accepted_prediction_tokens == 0
+        streamed = remote.chat.completions.create(model="default", messages=MESSAGES, max_tokens=24, stream=True)
+        assert "".join(c.choices[0].delta.content or "" for c in streamed if c.choices) == \
+            expected.choices[0].message.content
+        texts: list[str] = []
+        threads = [threading.Thread(target=lambda: texts.append(remote.chat.completions.create(
+            model="default", messages=MESSAGES, max_tokens=24).choices[0].message.content)) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert texts == [expected.choices[0].message.content] * 4
