@@ -86,7 +86,7 @@ class Program:
         return self.serialize()
 
 
-def may_end_after(last: "Op | None", n_lines: int, n_tokens: int = 0) -> bool:
+def may_end_after(last: Op | None, n_lines: int, n_tokens: int = 0) -> bool:
     """May ``</program>`` follow ``last`` (None: no op yet) over an input of ``n_lines`` lines
     (and ``n_tokens`` tokens, when token copies are on)? See the module docstring."""
     if last is None:
