@@ -172,7 +172,7 @@ def rank_lines(surprise: Sequence[LineSurprise], region: str, statistic: str = "
 # --- The focus an edit runs with ---------------------------------------------------------------
 # Chosen by measurement (results/localize/, `copy-as-decode bench localize`): see plan_focus.
 STATISTIC = "total"
-CURSOR_SCALE = 2.0
+CURSOR_SCALE = 4.0
 CURSOR_WINDOW = 3
 
 
@@ -193,7 +193,8 @@ class FocusPlan:
 def plan_focus(loaded: Any, parts: PromptParts, localize: bool = True, noop: bool = True) -> FocusPlan:
     """The focus of a program edit on ``loaded`` (``parts.focus_line``: the user's, region lines).
 
-    With ``localize`` (an in-process backend, a region of more than one line): without a focus
+    With ``localize`` (an in-process backend, a span selector: the model the signal was measured
+    on, a region of more than one line): without a focus
     the hint goes to the code line of highest surprise; with one, to the code line of highest
     surprise x cursor prior within ``CURSOR_WINDOW`` lines of it (prose lines never get the hint). The no-op deviation (``noop``) guards the
     hint only when the user gave one: a forced change on a guessed line is mostly damage.
@@ -201,7 +202,7 @@ def plan_focus(loaded: Any, parts: PromptParts, localize: bool = True, noop: boo
     from engine.prompt import focus_in_region
 
     user = focus_in_region(parts)
-    if not localize or loaded.remote or len(split_lines(parts.region)) < 2:
+    if not localize or loaded.remote or not loaded.selector or len(split_lines(parts.region)) < 2:
         return FocusPlan(user, user if noop else None, "user" if user else "none")
     surprise = line_surprise(loaded, parts)
     prose = prose_lines(parts.region, parts.language)
