@@ -213,23 +213,6 @@ def test_an_edit_that_breaks_the_syntax_is_refused_without_force(capsys, tmp_pat
     assert path.read_text() == result.output_text
 
 
-@pytest.mark.parametrize("focus", [None, 1, 2, 3])
-def test_buggy_add_gets_the_one_line_fix_with_its_docstring_kept(capsys, tmp_path: Path, default_engine,
-                                                                 focus: int | None) -> None:
-    """Issue 15's first symptom: the fix replaced the docstring and kept the bug. The cursor on any
-    line of the function, or no hint at all, must give the one-line fix."""
-    source = (Path(__file__).resolve().parents[1] / "examples" / "buggy_add.py").read_text()
-    path = tmp_path / "buggy_add.py"
-    path.write_text(source)
-    hint = [] if focus is None else ["--focus", str(focus)]
-    code, stdout, err = run(capsys, str(path), "-i", "Fix the bug in add.", "--mode", "program", *hint, "--json",
-                            "--in-place")
-    assert code == 0, err
-    summary = json.loads(stdout)
-    assert path.read_text() == source.replace("return a - b", "return a + b"), summary["program"]
-    assert summary["syntax"]["breaks"] is False
-
-
 class LoopingFakeEngine:
     """A named fake engine: its edit stops with stop_reason "loop" (the real decoders stop that
     way only on a model that loops, which the CLI test cannot count on). It records the request
