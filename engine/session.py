@@ -47,7 +47,8 @@ class Session:
     Backends implement :meth:`_forward` (append ids, return the logits asked for) and
     :meth:`_truncate` (drop cache entries past a length); this class keeps length and time."""
 
-    def __init__(self, cost: Any = None) -> None:
+    def __init__(self, cost: Any = None, align: int = 0) -> None:
+        self.align = align  # the first append runs in chunks ending at multiples of this (0: one forward)
         self.length = 0
         self.seconds: dict[str, float] = defaultdict(float)
         self.calls: dict[str, int] = defaultdict(int)
@@ -59,10 +60,10 @@ class Session:
 
     def append(self, ids: Sequence[int], kind: str, all_logits: bool = False,
                rows: Sequence[int] | None = None) -> torch.Tensor:
-        """Append ``ids`` in ONE forward. Returns float32 logits of the last position (shape V), of
-        every appended position (N x V) with ``all_logits``, or of the appended positions ``rows``
-        (len(rows) x V; the LM head runs on those rows only where the backend allows).
-        ``kind`` labels the time spent."""
+        """Append ``ids`` in ONE forward (the session's first append: in aligned chunks, see
+        :meth:`_prefill`). Returns float32 logits of the last position (shape V), of every appended
+        position (N x V) with ``all_logits``, or of the appended positions ``rows`` (len(rows) x V;
+        the LM head runs on those rows only where the backend allows). ``kind`` labels the time spent."""
         if not ids:
             raise ValueError("append needs at least one token")
         if self.closed:
@@ -71,20 +72,43 @@ class Session:
         ids = list(ids)
         wanted = list(range(len(ids))) if all_logits else (list(rows) if rows is not None else [len(ids) - 1])
         first = self.length == 0 and not self.prompt_length
-        skip = self._begin(ids, min(wanted)) if first else 0
-        self.length += skip
-        forward_start = time.perf_counter()
-        logits = self._forward(ids[skip:], [r - skip for r in wanted])
-        forward_s = time.perf_counter() - forward_start
-        self.length += len(ids) - skip
+        logits = self._prefill(ids, wanted) if first else self._timed_forward(ids, wanted)
         self.tokens.extend(ids)
-        if first:
-            self.prompt_length, self.reused = len(ids), skip
-        if self.cost is not None:
-            self.cost.observe(len(ids) - skip, forward_s)
         self.seconds[kind] += time.perf_counter() - start
         self.calls[kind] += 1
         return logits if all_logits or rows is not None else logits[-1]
+
+    def _prefill(self, ids: list[int], wanted: list[int]) -> torch.Tensor:
+        """The first append: restore what an earlier session's cache holds of ``ids`` (a multiple
+        of ``align`` tokens), then forward the rest in chunks that end at multiples of ``align``.
+        A fresh prefill runs the same chunks, so a reused prefix gives bit-identical keys, values
+        and logits (a batch of another shape would round differently: llama.cpp's and torch's
+        kernels are deterministic per shape, not across shapes)."""
+        align = self.align
+        limit = min(wanted)
+        skip = self._begin(ids, (limit // align) * align if align > 0 else limit)
+        self.length = skip
+        self.prompt_length, self.reused = len(ids), skip
+        bounds = [skip]
+        if align > 0:
+            bounds += list(range((skip // align + 1) * align, len(ids), align))
+        bounds.append(len(ids))
+        if len(bounds) == 2:  # one chunk: the rows as asked
+            return self._timed_forward(ids[skip:], [r - skip for r in wanted])
+        got: dict[int, torch.Tensor] = {}
+        for lo, hi in zip(bounds, bounds[1:]):
+            rows = sorted({r for r in wanted if lo <= r < hi})
+            out = self._timed_forward(ids[lo:hi], [r - lo for r in rows] or [hi - lo - 1])
+            got.update(zip(rows, out))
+        return torch.stack([got[r] for r in wanted])
+
+    def _timed_forward(self, ids: list[int], rows: list[int]) -> torch.Tensor:
+        start = time.perf_counter()
+        out = self._forward(ids, rows)
+        if self.cost is not None:
+            self.cost.observe(len(ids), time.perf_counter() - start)
+        self.length += len(ids)
+        return out
 
     def crop(self, length: int) -> None:
         """Forget everything after the first ``length`` tokens (rejected draft tokens)."""
@@ -109,8 +133,12 @@ class Session:
 
     def _begin(self, ids: list[int], max_reuse: int) -> int:
         """Before the first forward: restore up to ``max_reuse`` leading tokens of ``ids`` from an
-        earlier session's cache; return how many were restored (the cache now holds exactly those)."""
+        earlier session's cache, rounded down to a multiple of ``align``; return how many were
+        restored (the cache now holds exactly those)."""
         return 0
+
+    def aligned(self, n: int) -> int:
+        return (n // self.align) * self.align if self.align > 0 else n
 
     def _release(self, prompt: list[int]) -> None:
         """Hand the cache back to the runtime; its first ``len(prompt)`` entries hold ``prompt``."""

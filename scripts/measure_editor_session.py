@@ -1,0 +1,207 @@
+"""An editor session through the language server, per backend: AI fixes on one unchanged buffer.
+
+The client (pygls' LanguageClient, what pytest-lsp drives) starts ``python -m lsp_server``, opens a
+102-line function of the standard library (``textwrap.TextWrapper._wrap_chunks``) with one
+operator changed, and sends "AI fix" with the focus on that line; then undoes the edit (the buffer
+is unchanged again) and sends the same fix again; then once more with the cursor on another line.
+A warm-up fix on another file loads the model first, so every measured request has it loaded
+(the language server's steady state). Per request it prints the time to the first applied edit,
+the total, the prompt's prefill and how many prompt tokens came from the previous request's KV
+(``prefix_reused``, engine.prefix_cache). It also prints how much of the prompt two requests with
+different cursor lines share, as the prompt is ordered today and with the focus sentence after
+the code (what reordering would buy).
+
+    OMP_NUM_THREADS=1 .venv/bin/python scripts/measure_editor_session.py --backend llamacpp --threads 1
+    OMP_NUM_THREADS=1 .venv/bin/python scripts/measure_editor_session.py --backend transformers --threads 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import inspect
+import json
+import os
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types
+from pygls.lsp.client import LanguageClient
+
+from engine.corpora import load_corpus
+
+INSTRUCTION = "Fix the bug."
+
+
+def buggy_function() -> tuple[str, str, int]:
+    """(buggy source, fixed source, 0-based line of the change): one operator of a 102-line function."""
+    source = textwrap.dedent(inspect.getsource(textwrap.TextWrapper._wrap_chunks))
+    lines = source.splitlines(keepends=True)
+    for i, line in enumerate(lines):
+        if "width = self.width - len(indent)" in line:
+            lines[i] = line.replace("self.width - len(indent)", "self.width + len(indent)")
+            return "".join(lines), source, i
+    raise RuntimeError("textwrap._wrap_chunks changed: pick another line")
+
+
+class Editor:
+    """A minimal editor: open documents, apply the server's edits as they stream, undo, send AI fix."""
+
+    def __init__(self, settings: dict[str, Any]):
+        self.settings = settings
+        self.client = LanguageClient("editor-session", "0")
+        self.texts: dict[str, list[Any]] = {}
+        self.first_edit: dict[str, float] = {}
+        client = self.client
+
+        @client.feature(types.WORKSPACE_APPLY_EDIT)
+        def apply(params: types.ApplyWorkspaceEditParams) -> types.ApplyWorkspaceEditResult:
+            from lsp_server.positions import LineIndex
+
+            for change in params.edit.document_changes or []:
+                uri = change.text_document.uri
+                self.first_edit.setdefault(uri, time.monotonic())
+                for edit in change.edits:
+                    text, version = self.texts[uri]
+                    a, b = LineIndex(text).offsets_of(edit.range)
+                    self.texts[uri] = [text[:a] + edit.new_text + text[b:], version + 1]
+                    client.text_document_did_change(types.DidChangeTextDocumentParams(
+                        text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version + 1),
+                        content_changes=[types.TextDocumentContentChangePartial(range=edit.range, text=edit.new_text)]))
+            return types.ApplyWorkspaceEditResult(applied=True)
+
+        @client.feature(types.WINDOW_WORK_DONE_PROGRESS_CREATE)
+        def create(params: Any) -> None:
+            return None
+
+        @client.feature(types.CLIENT_REGISTER_CAPABILITY)
+        def register(params: Any) -> None:
+            return None
+
+        @client.feature(types.WORKSPACE_CONFIGURATION)
+        def configuration(params: types.ConfigurationParams) -> list[dict[str, Any]]:
+            return [self.settings for _ in params.items]
+
+    async def start(self, root: Path) -> None:
+        await self.client.start_io(sys.executable, "-m", "lsp_server", env={**os.environ})
+        caps = types.ClientCapabilities(
+            window=types.WindowClientCapabilities(work_done_progress=True),
+            workspace=types.WorkspaceClientCapabilities(
+                configuration=True, apply_edit=True,
+                workspace_edit=types.WorkspaceEditClientCapabilities(document_changes=True)))
+        await self.client.initialize_async(types.InitializeParams(capabilities=caps, root_uri=root.as_uri()))
+        self.client.initialized(types.InitializedParams())
+
+    def open(self, uri: str, text: str) -> None:
+        self.texts[uri] = [text, 1]
+        self.client.text_document_did_open(types.DidOpenTextDocumentParams(
+            text_document=types.TextDocumentItem(uri=uri, language_id="python", version=1, text=text)))
+
+    def replace_all(self, uri: str, text: str) -> None:
+        """Undo: the whole buffer back to ``text``."""
+        version = self.texts[uri][1] + 1
+        self.texts[uri] = [text, version]
+        self.client.text_document_did_change(types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+            content_changes=[types.TextDocumentContentChangeWholeDocument(text=text)]))
+
+    async def fix(self, uri: str, line: int) -> dict[str, Any]:
+        self.first_edit.pop(uri, None)
+        start = time.monotonic()
+        result = await self.client.workspace_execute_command_async(types.ExecuteCommandParams(
+            command="copyAsDecode.server.edit",
+            arguments=[{"uri": uri, "range": None, "instruction": INSTRUCTION, "kind": "fix",
+                        "focus": {"line": line, "character": 0}}]))
+        total = time.monotonic() - start
+        first = self.first_edit.get(uri)
+        summary = result.get("summary") or {}
+        breakdown = summary.get("breakdown") or {}
+        decode = (summary.get("timings") or {}).get("decode_s")
+        return {"first_op_s": None if first is None else round(first - start, 3), "total_s": round(total, 3),
+                "status": result.get("status"), "prompt_tokens": summary.get("prompt_tokens"),
+                "prefill_s": breakdown.get("prefill_s"), "decode_s": decode,
+                "localize_s": breakdown.get("localize_s"), "prefix_reused": breakdown.get("prefix_reused"),
+                "fixed": self.texts[uri][0]}
+
+    async def stop(self) -> None:
+        await self.client.shutdown_async(None)
+        self.client.exit(None)
+        await asyncio.sleep(0.5)
+
+
+def prompt_sharing(buggy: str, line_a: int, line_b: int) -> dict[str, Any]:
+    """Common token prefix of the program-mode prompts for two cursor lines: as ordered today, and
+    with the instruction and focus sentence moved after the code."""
+    from engine.models import load_tokenizer
+    from engine.prefix_cache import common_prefix
+    from engine.prompt import PromptParts, render, selector_messages
+
+    tok = load_tokenizer("default")
+
+    def parts(line: int) -> PromptParts:
+        return PromptParts(instruction=INSTRUCTION, region=buggy, before="", after="", first_line=1,
+                           language="python", focus_line=line + 1)
+
+    def reordered(p: PromptParts) -> list[dict[str, str]]:
+        system, user = selector_messages(p)
+        head, _, code = user["content"].partition("Input (")
+        return [system, {"role": "user", "content": "Input (" + code + "\n" + head}]
+
+    out: dict[str, Any] = {}
+    for name, build in (("today", selector_messages), ("code_first", reordered)):
+        a, b = render(tok, build(parts(line_a))), render(tok, build(parts(line_b)))
+        n = common_prefix(a, b)
+        out[name] = {"prompt_tokens": len(b), "shared": n, "share": round(n / len(b), 3)}
+    return out
+
+
+async def session(args: argparse.Namespace) -> dict[str, Any]:
+    buggy, fixed, line = buggy_function()
+    other_line = min(len(buggy.splitlines()) - 1, line + 30)
+    settings = {"backend": args.backend, "threads": args.threads, "mode": args.mode, "maxNewTokens": 512,
+                "applyMode": "stream"}
+    root = Path(tempfile.mkdtemp())
+    editor = Editor(settings)
+    await editor.start(root)
+    warm = load_corpus("humanevalfix-python")[0]
+    editor.open((root / "warm.py").as_uri(), warm.input)
+    warm_run = await editor.fix((root / "warm.py").as_uri(), 0)  # loads the model
+    uri = (root / "wrap.py").as_uri()
+    editor.open(uri, buggy)
+    runs = {}
+    for name, focus in (("first fix", line), ("same fix again", line), ("cursor moved 30 lines", other_line)):
+        editor.replace_all(uri, buggy)
+        run = await editor.fix(uri, focus)
+        run["fixed"] = run["fixed"] == fixed
+        runs[name] = run
+        print(f"{args.backend:12s} {name:22s} first op {run['first_op_s']}s  total {run['total_s']}s  "
+              f"prefill {run['prefill_s']}s  decode {run['decode_s']}s  localize {run['localize_s']}  "
+              f"reused {run['prefix_reused']}/{run['prompt_tokens']}  status {run['status']}  fixed {run['fixed']}",
+              flush=True)
+    await editor.stop()
+    first, again = runs["first fix"]["first_op_s"], runs["same fix again"]["first_op_s"]
+    return {"backend": args.backend, "threads": args.threads, "mode": args.mode, "function_lines": len(buggy.splitlines()),
+            "warm_up_total_s": warm_run["total_s"], "runs": runs,
+            "second_over_first_first_op": round(again / first, 3) if first and again else None,
+            "prompt_sharing_between_cursor_lines": prompt_sharing(buggy, line, other_line)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--backend", default="llamacpp", choices=("transformers", "llamacpp"))
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--mode", default="program")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+    report = asyncio.run(session(args))
+    print(json.dumps({k: v for k, v in report.items() if k != "runs"}, indent=1))
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=1), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
