@@ -79,3 +79,19 @@ def test_prose_lines_are_never_candidates() -> None:
     assert prose_lines("def f(:\n    # c\n", "python") == {2}  # does not parse: comments only
     scores = _surprise([1.0, 9.0, 3.0])
     assert rank_lines(scores, "a\nb\nc\n", "mean", exclude={2}) == [3, 1]
+
+
+def test_localize_benchmark_counts_hits() -> None:
+    """bench localize's tally on hand-made per-line scores: the signal ranks line 3 first, the
+    near cursor sits on line 1; the gold changes line 3 in one case and line 1 in the other."""
+    from engine.bench.localize import summarize
+
+    scores = [[3, 1.0, 1.0, 3.0], [0, 0.0, 0.0, 0.0], [3, 3.0, 3.0, 9.0], [3, 2.0, 2.0, 6.0], [3, 0.5, 0.5, 1.5]]
+    model = {"selector": {"seconds": 0.5, "prompt_tokens": 40, "region_tokens": 12, "scores": scores}}
+    records = [{"id": "a", "lines": 5, "changed": 3, "sites": [3], "near": 1, "models": model},
+               {"id": "b", "lines": 5, "changed": 1, "sites": [1, 4], "near": 1, "models": model}]
+    table = summarize(records, {"a": REGION, "b": REGION}, "python")["selector"]["rankings"]
+    assert table["total"] == {"cases": 2, "top1": 1, "top3": 2, "top1_any": 1, "top3_any": 2}
+    assert table["cursor"]["top1"] == 1 and table["cursor"]["top3"] == 2  # lines 1, 3, 4 by distance (2 is blank)
+    assert table["last"]["top1"] == 0  # line 5 (print) is last
+    assert table["total x cursor/1"]["top1"] == 1
