@@ -8,7 +8,8 @@ what an accepted one saves. :class:`CostModel` learns ``s(N)`` from the forwards
 already runs (every :meth:`engine.session.Session.append` reports its size and seconds), per
 runtime (model, backend, thread count, adapter), and keeps it on disk so the next process starts
 from it. :func:`best_draft_size` then picks the draft size that maximizes the expected tokens per
-unit of cost given the acceptance seen so far, or 0 when no draft beats a plain step.
+unit of cost given the fraction of drafted tokens accepted so far, or 0 when no draft beats a
+plain step.
 """
 
 from __future__ import annotations
@@ -150,23 +151,23 @@ def cost_path(*identity: object) -> Path:
     return cache_dir() / "cost" / f"{digest}.json"
 
 
-def expected_accepted(p: float, n: int) -> float:
-    """Expected accepted tokens of an n-token draft when each is accepted with probability p
-    given the ones before it were: p + p^2 + ... + p^n."""
-    if p >= 1.0:
-        return float(n)
-    return p * (1.0 - p ** n) / (1.0 - p)
+def expected_accepted(f: float, n: int) -> float:
+    """Expected accepted tokens of an n-token draft when a fraction ``f`` of drafted tokens is
+    accepted. Linear in n: drafts copied from the input are mostly all-or-nothing (aligned, they
+    run to the next edit; misaligned, they fail at once), so the fraction does not fall with the
+    position in the draft the way a per-token geometric model would have it."""
+    return f * n
 
 
-def best_draft_size(p: float, available: int, ratio: Callable[[int], float]) -> int:
+def best_draft_size(f: float, available: int, ratio: Callable[[int], float]) -> int:
     """The draft size in 0..available that maximizes (expected accepted + 1) / s(size + 1): tokens
     per unit of cost. 0 (a plain step, 1 token for s(1) = 1) when no draft does better."""
     best_n, best = 0, 1.0
-    sizes = [n for n in range(1, min(available, 16) + 1)]
+    sizes = list(range(1, min(available, 16) + 1))
     while sizes and sizes[-1] < available:  # then a geometric grid (the value is smooth there)
         sizes.append(min(available, sizes[-1] + max(1, sizes[-1] // 8)))
     for n in sizes:
-        value = (expected_accepted(p, n) + 1.0) / ratio(n + 1)
+        value = (expected_accepted(f, n) + 1.0) / ratio(n + 1)
         if value > best * (1.0 + _BETTER):
             best_n, best = n, value
     return best_n

@@ -65,44 +65,43 @@ def _occurrences(src: Sequence[int], tail: list[int]) -> Iterator[int]:
 class DraftPolicy:
     """How long a draft should be: the size in 0..available that maximizes
     (expected accepted + 1) / s(size + 1) (:func:`engine.cost.best_draft_size`), with ``s`` from
-    the runtime's cost model and each drafted token accepted with probability ``p`` given the ones
-    before it were. ``p`` is this edit's acceptance, recent drafts weighing most, from a prior of
-    PRIOR_ACCEPTED : PRIOR_REJECTED. Without a cost model every draft keeps its size.
+    the runtime's cost model and a fraction ``f`` of drafted tokens accepted. ``f`` is this edit's
+    (recent drafts weigh most), from a prior of PRIOR_ACCEPTED of PRIOR_PROPOSED. Without a cost
+    model every draft keeps its size.
 
     A withheld draft still teaches: where the drafter later sees what the model wrote instead
     (``shadow``), it scores the draft as if it had been verified; elsewhere each withheld step
     fades the evidence back toward the prior, so a backend where drafting stopped paying tries a
-    small draft again now and then."""
+    draft again now and then."""
 
     PRIOR_ACCEPTED = 4.0
-    PRIOR_REJECTED = 1.0
+    PRIOR_PROPOSED = 5.0
     DECAY = 0.7  # weight of the evidence so far at each new outcome
     FADE = 0.9  # per withheld step without evidence
 
     cost: CostModel | None = None
     accepted: float = 0.0
-    rejected: float = 0.0
+    proposed: float = 0.0
     decisions: dict[int, int] = field(default_factory=dict)  # chosen size -> times (0: withheld)
 
     @property
-    def p(self) -> float:
-        ok = self.accepted + self.PRIOR_ACCEPTED
-        return ok / (ok + self.rejected + self.PRIOR_REJECTED)
+    def f(self) -> float:
+        return (self.accepted + self.PRIOR_ACCEPTED) / (self.proposed + self.PRIOR_PROPOSED)
 
     def size(self, available: int) -> int:
         if self.cost is None or available <= 0:
             return max(0, available)
-        n = best_draft_size(self.p, min(available, MAX_DRAFT), self.cost.ratio)
+        n = best_draft_size(self.f, min(available, MAX_DRAFT), self.cost.ratio)
         self.decisions[n] = self.decisions.get(n, 0) + 1
         return n
 
     def observe(self, proposed: int, accepted: int) -> None:
         self.accepted = self.accepted * self.DECAY + accepted
-        self.rejected = self.rejected * self.DECAY + (1.0 if accepted < proposed else 0.0)
+        self.proposed = self.proposed * self.DECAY + proposed
 
     def fade(self) -> None:
         self.accepted *= self.FADE
-        self.rejected *= self.FADE
+        self.proposed *= self.FADE
 
 
 class InputDrafter:

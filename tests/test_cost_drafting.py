@@ -34,24 +34,27 @@ def test_cost_model_learns_ratios_from_forwards(tmp_path):
 
 
 def test_best_draft_size_weighs_gain_against_cost():
-    assert expected_accepted(0.5, 2) == pytest.approx(0.75)
+    assert expected_accepted(0.5, 2) == pytest.approx(1.0)
     dear = CostModel.fixed(DEAR).ratio
     cheap = CostModel.fixed(CHEAP).ratio
     assert best_draft_size(0.99, 200, dear) == 0
-    assert best_draft_size(0.999, 200, cheap) == 200
-    assert 4 <= best_draft_size(0.5, 200, cheap) <= 16  # longer would add next to nothing
-    # A compute-bound backend (s(N) ~ 1 + 0.5 (N - 1)): short drafts when acceptance is middling,
-    # none when it is poor, long ones when nearly every drafted token is accepted.
+    assert best_draft_size(0.5, 200, cheap) == 200
+    # A compute-bound backend (s(N) ~ 1 + 0.5 (N - 1), each drafted token half a step): drafts pay
+    # once more than half of the drafted tokens are accepted, and then the longer the better.
     bound = CostModel.fixed({2: 1.5, 256: 128.5}).ratio
     assert best_draft_size(0.3, 64, bound) == 0
-    assert 1 <= best_draft_size(0.8, 64, bound) <= 8
-    assert best_draft_size(0.999, 64, bound) >= 16
+    assert best_draft_size(0.8, 64, bound) == 64
+    # A memory-bound backend (s(N) concave: a token's cost falls with the size): even a poor
+    # acceptance pays for a long draft, a very poor one for none.
+    concave = CostModel.fixed({2: 1.3, 8: 2.0, 64: 4.0, 256: 12.0}).ratio
+    assert best_draft_size(0.02, 256, concave) == 0
+    assert best_draft_size(0.1, 256, concave) == 256
 
 
 def test_a_withheld_draft_is_scored_against_what_the_model_wrote():
     source = list(range(100))
     drafter = InputDrafter(source, cost=CostModel.fixed({2: 1.6, 4: 2.6, 256: 128.0}))
-    drafter.policy.rejected = 5.0  # poor acceptance so far: drafting does not pay
+    drafter.policy.proposed = 20.0  # nothing accepted of 20 drafted tokens so far: drafting does not pay
     assert drafter.propose([3, 4], 32) == [] and drafter.shadow is not None
     context = [3, 4]
     for _ in range(40):  # the model copies the source token by token: every withheld draft was right
