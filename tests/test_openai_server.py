@@ -259,7 +259,11 @@ def test_full_queue_answers_429(base_url: str) -> None:
     body = {"model": "default", "messages": LONG, "max_tokens": 2000, "stream": True}
     waiting: list[int] = []
     with httpx.stream("POST", base_url + "/v1/chat/completions", json=body, headers=headers, timeout=120) as hold:
-        next(hold.iter_lines())  # the long decode holds the model
+        next(hold.iter_lines())
+        deadline = time.time() + 30
+        while _health(base_url)["running"] != 1 and time.time() < deadline:
+            time.sleep(0.05)
+        assert _health(base_url)["running"] == 1  # the long decode holds the model
 
         def wait_in_line() -> None:
             r = httpx.post(base_url + "/v1/chat/completions", headers=headers, timeout=300,
