@@ -59,11 +59,18 @@ def test_plan_focus_on_the_example(default_engine) -> None:
     assert (plan.hint, plan.noop_line, plan.source) == (3, None, "localized") and plan.seconds > 0
     for focus in (1, 2, 3):
         plan = plan_focus(loaded, PromptParts(instruction=parts.instruction, region=text, focus_line=focus))
-        assert abs(plan.hint - focus) <= CURSOR_WINDOW and plan.noop_line == plan.hint
+        assert abs(plan.hint - focus) <= CURSOR_WINDOW
         assert plan.source == ("user" if plan.hint == focus else "moved")
+        # the no-op deviation guards the hint only where the localizer kept the user's cursor
+        assert plan.noop_line == (plan.hint if plan.source == "user" else None)
+        assert plan_focus(loaded, PromptParts(instruction=parts.instruction, region=text, focus_line=focus),
+                          noop=False).noop_line is None
         off = plan_focus(loaded, PromptParts(instruction=parts.instruction, region=text, focus_line=focus),
                          localize=False, noop=False)
         assert (off.hint, off.noop_line, off.source, off.seconds) == (focus, None, "user", 0.0)
+        kept = plan_focus(loaded, PromptParts(instruction=parts.instruction, region=text, focus_line=focus),
+                          localize=False)
+        assert (kept.hint, kept.noop_line) == (focus, focus)  # without the localizer: today's rule
     assert plan_focus(loaded, parts, localize=False).hint is None
 
 
