@@ -259,7 +259,8 @@ def test_full_queue_answers_429(base_url: str) -> None:
     body = {"model": "default", "messages": LONG, "max_tokens": 2000, "stream": True}
     waiting: list[int] = []
     with httpx.stream("POST", base_url + "/v1/chat/completions", json=body, headers=headers, timeout=120) as hold:
-        next(hold.iter_lines())
+        lines = hold.iter_lines()  # kept: a dropped iterator closes the stream (a disconnect)
+        next(lines)
         deadline = time.time() + 30
         while _health(base_url)["running"] != 1 and time.time() < deadline:
             time.sleep(0.05)
