@@ -21,8 +21,10 @@ from __future__ import annotations
 import ast
 import math
 import warnings
+import weakref
+from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -55,6 +57,10 @@ class Surprise:
     prompt_tokens: int
     region_tokens: int
     seconds: float
+
+
+_SURPRISES: weakref.WeakKeyDictionary[Any, OrderedDict[tuple[int, ...], Surprise]] = weakref.WeakKeyDictionary()
+_SURPRISES_KEPT = 4  # per runtime: the last few prompts' surprises
 
 
 class LocalizeError(ValueError):
@@ -98,6 +104,17 @@ def line_surprise(loaded: Any, parts: PromptParts) -> Surprise:
     import time
 
     ids, lines = prompt_with_lines(loaded.tokenizer, parts)
+    # An editor asks again on an unchanged buffer: the same prompt gives the same surprise (the
+    # prefill is bit-identical, engine.session), and this forward's rows cannot come from a KV
+    # cache. Kept with the runtime's prompt caches, and off when they are (prefix_cache_tokens=0).
+    prefixes = getattr(loaded.runtime, "prefixes", None)
+    memo = _SURPRISES.setdefault(loaded.runtime, OrderedDict())
+    key = tuple(ids)
+    if prefixes is None or not prefixes.enabled:
+        memo.clear()
+    elif key in memo:
+        memo.move_to_end(key)
+        return replace(memo[key], seconds=0.0)
     positions = sorted(p for line in lines for p in line)
     start = time.perf_counter()
     session = loaded.session()
@@ -117,7 +134,12 @@ def line_surprise(loaded: Any, parts: PromptParts) -> Surprise:
         values = [nll[p] for p in members]
         out.append(LineSurprise(number, len(values), sum(values) / len(values) if values else 0.0,
                                 max(values, default=0.0), sum(values)))
-    return Surprise(out, len(ids), len(positions), seconds)
+    result = Surprise(out, len(ids), len(positions), seconds)
+    if prefixes is not None and prefixes.enabled:
+        memo[key] = result
+        while len(memo) > _SURPRISES_KEPT:
+            memo.popitem(last=False)
+    return result
 
 
 COMMENT_PREFIXES = ("#", "//", "/*", "*", "*/", "<!--")

@@ -47,6 +47,8 @@ def _second_prefill_reuses(engine: Engine, mode: str) -> None:
     # The same prompt again: all of it but the last chunk comes from the first edit's cache.
     assert second.breakdown["prefix_reused"] > second.prompt_tokens - PREFILL_ALIGN
     assert second.breakdown["prefix_reused"] % PREFILL_ALIGN == 0
+    if mode == "program":  # the localizer's forward (all region rows) is remembered per prompt instead
+        assert first.breakdown.get("localize_s", 0) > 0 and "localize_s" not in second.breakdown
 
 
 @pytest.mark.parametrize("mode", ["ar", "speculative", "program"])
@@ -95,6 +97,13 @@ def test_setting_turns_reuse_off(default_engine: Engine):
             assert session.reused == 0
             session.close()
         assert runtime.prefixes.tokens_held() == 0
+        program_runtime = default_engine.model_for("program").runtime
+        program_budget, program_runtime.prefixes.max_tokens = program_runtime.prefixes.max_tokens, 0
+        try:
+            request = EditRequest(BUGGY, "Fix the bug in add.", mode="program", max_new_tokens=32)
+            assert all(default_engine.edit(request).breakdown.get("localize_s", 0) > 0 for _ in range(2))
+        finally:
+            program_runtime.prefixes.max_tokens = program_budget
     finally:
         runtime.prefixes.max_tokens = budget
 

@@ -148,7 +148,9 @@ def _load(args: argparse.Namespace, console: Any) -> Any:
     from engine.backends import BackendOptions
 
     set_threads(args.threads)
-    options = BackendOptions(threads=args.threads, server_url=args.server_url)
+    # Every measured edit is a first edit: no prompt KV (or localizer result) carried from one arm
+    # or case to the next (engine.prefix_cache; the editor session measures reuse).
+    options = BackendOptions(threads=args.threads, server_url=args.server_url, prefix_cache_tokens=0)
     return get_engine(args.model, args.device, args.dtype, progress=lambda m: console.print(f"[dim]{m}[/dim]"),
                       selector=getattr(args, "selector", "auto"), backend=args.backend, options=options)
 
