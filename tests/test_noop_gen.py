@@ -104,11 +104,13 @@ def _noop_gens_over(program, region: str, focus: int) -> int:
 @pytest.mark.parametrize("instruction", ["Fix bugs in chmod.", "Write line 4 again exactly as it is."])
 def test_program_mode_never_writes_the_focus_line_back_and_stays_lossless(default_engine, instruction: str) -> None:
     """The second instruction asks for the no-op outright: the decoder must still change line 4,
-    deviating once, and the drafted decode must equal the undrafted one."""
+    deviating once, and the drafted decode must equal the undrafted one. The localizer is off: it
+    may move the hint off line 4, and then nothing is guarded (engine.localize.plan_focus, tested
+    in tests/test_localize.py); here the mechanism itself is under test."""
     from engine.api import EditRequest
 
     runs = [default_engine.edit(EditRequest(CHMOD, instruction, mode="program", focus_line=4, max_new_tokens=80,
-                                            draft=draft)) for draft in (False, True)]
+                                            draft=draft, localize=False)) for draft in (False, True)]
     for run in runs:
         assert run.stop_reason == "done"
         assert _noop_gens_over(run.program, CHMOD, 4) == 0
