@@ -7,10 +7,12 @@ transformers ``DynamicCache``, a llama.cpp context) with the tokens it holds; a 
 the entry sharing the longest token prefix with its first append, crops it to that prefix and
 forwards only the rest. An entry is taken only when at least half of it is shared (MIN_SHARE):
 a prompt that shares just the system prompt with an entry (the localizer's before the program
-prompt of the same edit) would otherwise crop away what the next edit's same prompt needs. The store is bounded by a token budget (``max_tokens``, 0 turns reuse
-off) and a number of entries; an entry is taken out while a session uses it, so two concurrent
-sessions never share one. Outputs do not change: the reused keys and values are those the same
-tokens produced before (a split prefill differs from one forward only in float rounding).
+prompt of the same edit) would otherwise crop away what the next edit's same prompt needs.
+The store is bounded by a token budget (``max_tokens``, 0 turns reuse off) and a number of
+entries; an entry is taken out while a session uses it, so two concurrent sessions never share
+one. Outputs do not change: prefills run in aligned chunks and a reused prefix is cut to a chunk
+boundary (:meth:`engine.session.Session._prefill`), so the reused keys and values are bit for
+bit those a fresh prefill computes.
 """
 
 from __future__ import annotations

@@ -48,8 +48,8 @@ def run_arm(engine: Engine, family: str, case: Any, arm: str) -> dict[str, Any]:
         else:
             draft = "undrafted" not in arm
             if family == "forced":
-                request = EditRequest(case.input, case.instruction, mode="forced", program=line_oracle(case.input, case.gold),
-                                      max_new_tokens=1 << 16, draft=draft)
+                request = EditRequest(case.input, case.instruction, mode="forced",
+                                      program=line_oracle(case.input, case.gold), max_new_tokens=1 << 16, draft=draft)
             else:
                 cap = int(1.5 * len(encode(loaded.tokenizer, case.input))) + 64
                 request = EditRequest(case.input, case.instruction, mode=mode, max_new_tokens=cap, draft=draft)
@@ -107,7 +107,8 @@ def main() -> None:
                "drafted": int(t["drafted"]), "accepted": int(t["accepted"]), "verify_calls": int(t["verify_calls"])}
         report["arms"][arm] = row
         vs_u = f"{row['vs_program_undrafted']:.2f}x" if row["vs_program_undrafted"] else ""
-        print(f"{arm:26s} {t['decode_s']:9.2f} {row['vs_ar']:6.2f}x {vs_u:>13s} {row['drafted']:8d} {row['accepted']:9d}")
+        print(f"{arm:26s} {t['decode_s']:9.2f} {row['vs_ar']:6.2f}x {vs_u:>13s} {row['drafted']:8d} "
+              f"{row['accepted']:9d}")
     for name, mode in (("text model", "ar"), ("program model", "program")):
         cost = engine.model_for(mode).runtime.cost
         report[f"s(N) {name}"] = cost.table()

@@ -184,7 +184,8 @@ async def session(args: argparse.Namespace) -> dict[str, Any]:
               flush=True)
     await editor.stop()
     first, again = runs["first fix"]["first_op_s"], runs["same fix again"]["first_op_s"]
-    return {"backend": args.backend, "threads": args.threads, "mode": args.mode, "function_lines": len(buggy.splitlines()),
+    return {"backend": args.backend, "threads": args.threads, "mode": args.mode,
+            "function_lines": len(buggy.splitlines()),
             "warm_up_total_s": warm_run["total_s"], "runs": runs,
             "second_over_first_first_op": round(again / first, 3) if first and again else None,
             "prompt_sharing_between_cursor_lines": prompt_sharing(buggy, line, other_line)}

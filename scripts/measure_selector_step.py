@@ -74,8 +74,8 @@ def main() -> None:
         runtime.close()
     if args.json:
         with open(args.json, "w", encoding="utf-8") as fh:
-            json.dump({"threads": args.threads, "steps": len(forced), "rounds": args.rounds, "prompt_tokens": len(prompt),
-                       "runtimes": report}, fh, indent=1)
+            json.dump({"threads": args.threads, "steps": len(forced), "rounds": args.rounds,
+                       "prompt_tokens": len(prompt), "runtimes": report}, fh, indent=1)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,9 @@
 """The span-selector adapter as a llama.cpp LoRA (GGUF), converted from the shipped safetensors.
 
+Program mode on llama.cpp runs the selector merged into the weights instead
+(:mod:`engine.selector.gguf_merge`: a runtime LoRA made each step 17-36% dearer); this file stays
+for ``LlamaCppRuntime.with_adapter`` and for measuring the two side by side.
+
 llama.cpp reads LoRA adapters in its own GGUF layout (what llama.cpp's ``convert_lora_to_gguf``
 writes): ``general.type = "adapter"``, ``adapter.type = "lora"``, ``adapter.lora.alpha``, and per
 adapted weight ``<gguf tensor>.lora_a`` (r x n_in) and ``.lora_b`` (n_out x r), applied as
