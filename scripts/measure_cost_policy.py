@@ -65,17 +65,17 @@ def run_arm(engine: Engine, family: str, case: Any, arm: str) -> dict[str, Any]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--backend", default="llamacpp", choices=("transformers", "llamacpp"))
-    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=1, help="0: the backend's default")
     ap.add_argument("--family", default="forced", choices=("forced", "free"))
     ap.add_argument("--corpus", default="humanevalfix-python")
     ap.add_argument("--limit", type=int, default=10)
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
-    if args.backend == "transformers":
+    if args.backend == "transformers" and args.threads:
         import torch
 
         torch.set_num_threads(args.threads)
-    engine = Engine.load("default", backend=args.backend, options=BackendOptions(threads=args.threads))
+    engine = Engine.load("default", backend=args.backend, options=BackendOptions(threads=args.threads or None))
     engine.warm_up()
     arms = FORCED if args.family == "forced" else FREE
     cases = load_corpus(args.corpus)[:args.limit]
