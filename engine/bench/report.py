@@ -342,7 +342,7 @@ def _focus_targets(data: dict[str, Any], none: dict[str, Any] | None, near: dict
                         f"{near['pass']} vs {ar['pass']}"))
     if corpus == "humanevalfix-python" and near and near.get("exact") is not None:
         out.append((f"free program-near exact match >= 8% ({where})", near["exact"] / n >= 0.08,
-                    f"{near['exact']}/{n} = {near['exact'] / n:.0%}"))
+                    f"{near['exact']}/{n} = {near['exact'] / n:.1%}"))
     if corpus == "humanevalfix-python" and none and "pass" in none:
         out.append((f"free program (no hint) pass@1 >= 12/164 ({where})", none["pass"] / n >= 12 / 164,
                     f"{none['pass']}/{n} = {none['pass'] / n:.1%} (12/164 = 7.3%)"))
