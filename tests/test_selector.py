@@ -333,3 +333,46 @@ def test_heldout_focus_settings() -> None:
     assert len({case_key(c) for c in _cases()}) == 3  # same source, different inputs: different keys
     with pytest.raises(ValueError):
         eval_focus(_cases()[0], "cursor")
+
+
+def test_train_selector_recipe_on_a_tiny_qwen25(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 15 part 6: the recipe is for the user's own model. synth (two cases) -> record -> train
+    -> evaluate -> load with selector = PATH, on a random-weight model of the Qwen2.5 architecture
+    (the 1.5B config shrunk) with the real Qwen2.5 tokenizer from the shared folder. A few steps:
+    it proves the code path, not quality."""
+    import json as _json
+
+    import engine.synth
+    from transformers import AutoConfig, AutoTokenizer, Qwen2ForCausalLM
+
+    from engine.api import EditRequest, Engine
+    from engine.cli import main
+    from engine.corpora import shared_dir
+    from engine.synth import SynthDataset
+
+    folder = shared_dir() / "tokenizers" / "qwen2.5"
+    if not (folder / "tokenizer.json").is_file():
+        pytest.skip(f"the shared Qwen2.5 tokenizer is not at {folder}")
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    config = AutoConfig.from_pretrained(folder / "configs" / "Qwen2.5-1.5B-Instruct", hidden_size=32,
+                                        intermediate_size=64, num_hidden_layers=2, layer_types=["full_attention"] * 2,
+                                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
+                                        vocab_size=len(tokenizer), tie_word_embeddings=True)
+    assert config.model_type == "qwen2"
+    torch.manual_seed(0)
+    model_dir = tmp_path / "qwen-tiny"
+    Qwen2ForCausalLM(config).eval().save_pretrained(model_dir)
+    tokenizer.save_pretrained(model_dir)
+    cases = _cases()
+    dataset = SynthDataset(train=cases[:2], heldout=cases[2:], stats={})
+    monkeypatch.setattr(engine.synth, "build_dataset", lambda n_train, n_heldout, seed=0, **kw: dataset)
+    out = tmp_path / "adapter"
+    assert main(["train-selector", "--model", str(model_dir), "--out", str(out), "--work-dir", str(tmp_path / "work"),
+                 "--steps", "2", "--warmup-steps", "1", "--rank", "4", "--alpha", "8", "--threads", "1",
+                 "--eval-cases", "1", "--eval-max-new-tokens", "8", "--max-tokens", "4096"]) == 0
+    info = _json.loads((out / "training.json").read_text())
+    assert len(info["losses"]) == 2 and [r["focus"] for r in info["evaluation"]["rows"]] == ["none", "near", "oracle"]
+    engine = Engine.load(str(model_dir), selector=str(out), backend="transformers")
+    assert engine.selector is not None and engine.default_mode() == "program"
+    result = engine.edit(EditRequest(cases[0].input, "Fix the bug", mode="program", max_new_tokens=8, language="python"))
+    assert result.stop_reason in ("done", "max_tokens") and result.region_input == cases[0].input
