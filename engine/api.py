@@ -64,7 +64,7 @@ class EditRequest:
     verify it in the step's forward (lossless: the same program, fewer forwards).
     ``temperature`` > 0 samples (seeded by ``seed``) instead of greedy; ``logit_bias`` adds to the
     logits of the given token ids before the grammar mask (program mode).
-    ``localize`` (program mode, in-process backends): without a focus, point the hint at the
+    ``localize`` (program mode, with a span selector): without a focus, point the hint at the
     region line the model finds least natural; with one, at the likeliest line near it
     (engine/localize.py). ``noop_deviation`` (program mode): a gen that writes the user's focus line
     back unchanged deviates (engine/noop_gen.py). Both on by default; off to measure without them.

@@ -117,13 +117,18 @@ def line_surprise(loaded: Any, parts: PromptParts) -> Surprise:
         return replace(memo[key], seconds=0.0)
     positions = sorted(p for line in lines for p in line)
     start = time.perf_counter()
-    session = loaded.session()
-    try:
-        logits = session.append(ids, "prefill", rows=[p - 1 for p in positions]) if positions else None
-    finally:
-        session.close()
-    seconds = time.perf_counter() - start
     nll: dict[int, float] = {}
+    logits = None
+    if loaded.remote and positions:  # a server returns the prompt tokens' log-probabilities, not logits
+        logprobs = loaded.runtime.prompt_logprobs(ids)
+        nll = {p: -float(logprobs[p]) for p in positions}
+    elif positions:
+        session = loaded.session()
+        try:
+            logits = session.append(ids, "prefill", rows=[p - 1 for p in positions])
+        finally:
+            session.close()
+    seconds = time.perf_counter() - start
     if logits is not None:
         logp = torch.log_softmax(logits.float(), dim=-1)
         targets = torch.tensor([ids[p] for p in positions])
@@ -215,20 +220,26 @@ class FocusPlan:
 def plan_focus(loaded: Any, parts: PromptParts, localize: bool = True, noop: bool = True) -> FocusPlan:
     """The focus of a program edit on ``loaded`` (``parts.focus_line``: the user's, region lines).
 
-    With ``localize`` (an in-process backend, a span selector: the model the signal was measured
-    on, a region of more than one line): without a focus
-    the hint goes to the code line of highest surprise; with one, to the code line of highest
-    surprise x cursor prior within ``CURSOR_WINDOW`` lines of it (prose lines never get the hint). The no-op deviation (``noop``) guards the
-    hint only when the user gave it and the localizer kept it (without the localizer: the user's
-    focus): a forced change on a guessed line is mostly damage. Measured on the first 40
-    HumanEvalFix-Python cases with the near cursor (docs/issue15-focus.md): the deviation at every
-    user focus gave 5 passes, 3 exact, 17 wrong-line edits, 18 collateral lines; only where the
-    localizer agrees 5, 3, 8, 9; never 3, 2, 4, 3.
+    With ``localize`` (a model with a span selector, the model the signal was measured on, and a
+    region of more than one line):
+
+    * no focus: the hint goes to the code line of highest surprise (``localized``);
+    * a focus on a code line: the hint stays there (``user``); the localizer only decides whether
+      the no-op deviation guards it: when its own best line near the cursor (surprise x cursor
+      prior within ``CURSOR_WINDOW`` lines) is the cursor's line;
+    * a focus on a blank line, a comment or a docstring: the hint moves to that best code line
+      (``moved``), unguarded.
+
+    Measured (docs/issue15-focus.md): moving a cursor that sits on code to a likelier line lost
+    exact matches where the cursor was right (synthetic held-out, focus on the bug: 10/40 against
+    22/40 kept); guarding every user focus made wrong-line edits (HumanEvalFix-Python, near
+    cursor: 17/40 against 8/40 guarding only where the localizer agrees, for the same 5 passes).
+    Without ``localize``: the hint is the user's focus, guarded when ``noop``.
     """
     from engine.prompt import focus_in_region
 
     user = focus_in_region(parts)
-    if not localize or loaded.remote or not loaded.selector or len(split_lines(parts.region)) < 2:
+    if not localize or not loaded.selector or len(split_lines(parts.region)) < 2:
         return FocusPlan(user, user if noop else None, "user" if user else "none")
     surprise = line_surprise(loaded, parts)
     prose = prose_lines(parts.region, parts.language)
@@ -237,6 +248,9 @@ def plan_focus(loaded: Any, parts: PromptParts, localize: bool = True, noop: boo
         return FocusPlan(ranked[0] if ranked else None, None, "localized" if ranked else "none", surprise.seconds)
     ranked = rank_lines(surprise.lines, parts.region, STATISTIC, cursor=user, scale=CURSOR_SCALE,
                         window=CURSOR_WINDOW, exclude=prose)
-    hint = ranked[0] if ranked else user
-    agree = hint == user  # the localizer keeps the user's cursor: only then does the no-op deviation guard it
-    return FocusPlan(hint, hint if noop and agree else None, "user" if agree else "moved", surprise.seconds)
+    best = ranked[0] if ranked else user
+    on_code = user in rank_lines(surprise.lines, parts.region, STATISTIC, exclude=prose)
+    if not on_code:
+        return FocusPlan(best, None, "moved" if best != user else "user", surprise.seconds)
+    agree = best == user  # the localizer's best line near the cursor is the cursor's: guard it
+    return FocusPlan(user, user if noop and agree else None, "user", surprise.seconds)

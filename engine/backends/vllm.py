@@ -88,6 +88,29 @@ class VllmRuntime:
             finish = choice.get("finish_reason")
             yield ids, finish if isinstance(finish, str) else None
 
+    def prompt_logprobs(self, prompt_ids: list[int]) -> list[float | None]:
+        """The log-probability of each prompt token given the ones before it (None for the first):
+        what the localizer's per-line surprise needs (engine/localize.py). One request that decodes
+        one token; the server computes every prompt row's logits for it, as the in-process
+        localizer's forward does (vLLM reads no prefix cache for such a request)."""
+        body = {"model": self.request_model, "prompt": prompt_ids, "max_tokens": 1, "temperature": 0.0,
+                "prompt_logprobs": 0}
+        reply = self.client.post_json("/v1/completions", body)
+        choices = reply.get("choices") if isinstance(reply, dict) else None
+        rows = choices[0].get("prompt_logprobs") if isinstance(choices, list) and choices and isinstance(
+            choices[0], dict) else None
+        if not isinstance(rows, list) or len(rows) != len(prompt_ids):
+            raise RemoteError(f"{self.client.display}: the server returned no prompt log-probabilities "
+                              "for the prompt (prompt_logprobs)")
+        out: list[float | None] = []
+        for token, row in zip(prompt_ids, rows):
+            entry = row.get(str(token)) if isinstance(row, dict) else None
+            value = entry.get("logprob") if isinstance(entry, dict) else None
+            out.append(float(value) if isinstance(value, (int, float)) else None)
+        if any(v is None for v in out[1:]):
+            raise RemoteError(f"{self.client.display}: the server's prompt log-probabilities miss prompt tokens")
+        return out
+
     def prefix_cache(self) -> dict[str, float]:
         """The server's prefix-cache counters (``/metrics``): queries and hits, in tokens."""
         text = self.client.get_text("/metrics")
