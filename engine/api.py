@@ -183,6 +183,13 @@ class Engine:
     def name(self) -> str:
         return self.loaded.name
 
+    def close(self) -> None:
+        """Give back what the backends hold beyond the weights (kept prompt caches, llama.cpp
+        contexts, batches and adapters), after any running edit (the engine's lock)."""
+        with self._lock:
+            for loaded in {id(m.runtime): m for m in (self.loaded, self.selector_model) if m is not None}.values():
+                loaded.close()
+
     def stream(self, request: EditRequest, cancelled: Callable[[], bool] = never_cancelled) -> Iterator[Event]:
         """Events of one edit, as they happen. ``cancelled`` is polled before every model step;
         once it returns True the edit stops within one step with ``stop_reason == "cancelled"``

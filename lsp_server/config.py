@@ -88,6 +88,9 @@ class Settings:
     threads: int = 0  # llama.cpp CPU threads (0: llama.cpp's default)
     context_size: int = 4096  # llama.cpp context (tokens)
     batch_size: int = 512  # llama.cpp batch (tokens per decode call)
+    gpu_layers: int = 0  # layers llama.cpp offloads to a GPU (Metal/CUDA builds; -1: all)
+    # KV of recent prompts kept to reuse their common prefix in the next edit (engine.prefix_cache); 0: off.
+    prefix_cache_tokens: int = 8192
     # The vLLM server (user-level only, like trustRemoteCode: a workspace cannot redirect edits).
     server_url: str = ""
     served_model: str = ""  # the name the server serves ("": the only one it serves)
@@ -100,7 +103,8 @@ class Settings:
 
         return BackendOptions(threads=self.threads or None, context=self.context_size, batch=self.batch_size,
                               server_url=self.server_url or None, served_model=self.served_model or None,
-                              api_key_env=self.api_key_env)
+                              api_key_env=self.api_key_env, gpu_layers=self.gpu_layers,
+                              prefix_cache_tokens=self.prefix_cache_tokens)
 
     def lsp_dict(self) -> dict[str, Any]:
         """The settings as camelCase JSON (what ``copyAsDecode.server.settings`` returns)."""
@@ -150,12 +154,14 @@ def _check(name: str, value: Any) -> Any:
         raise ConfigError(f"{key} {value!r} is not a device; use auto, cpu, cuda, cuda:N or mps")
     if name == "dtype" and value not in DTYPES:
         raise ConfigError(f"{key} {value!r} is not a dtype; use auto, float32, bfloat16 or float16")
-    if name in ("max_new_tokens", "context_lines", "whole_document_lines", "threads", "context_size", "batch_size"):
+    if name in ("max_new_tokens", "context_lines", "whole_document_lines", "threads", "context_size", "batch_size",
+                "gpu_layers", "prefix_cache_tokens"):
         if isinstance(value, bool) or not isinstance(value, int):
             raise ConfigError(f"{key} must be an integer, got {value!r}")
         low, high = {"max_new_tokens": (1, 65536), "context_lines": (0, 10000),
                      "whole_document_lines": (1, 100000), "threads": (0, 512), "context_size": (256, 1 << 20),
-                     "batch_size": (1, 1 << 16)}[name]
+                     "batch_size": (1, 1 << 16), "gpu_layers": (-1, 4096),
+                     "prefix_cache_tokens": (0, 1 << 22)}[name]
         if not low <= value <= high:
             raise ConfigError(f"{key} must be between {low} and {high}, got {value}")
     if name == "trust_remote_code" and not isinstance(value, bool):

@@ -106,8 +106,21 @@ class ModelPool:
         self._engines[key] = engine
         self._engines.move_to_end(key)
         while len(self._engines) > self.capacity:
-            self._engines.popitem(last=False)
+            _key, evicted = self._engines.popitem(last=False)
+            # Off the event loop: closing waits for an edit the evicted engine may still be running.
+            threading.Thread(target=_close, args=(evicted,), name="close engine", daemon=True).start()
         future.set_result(engine)
+
+    def close_all(self) -> None:
+        """Close every loaded engine (the server shuts down; running edits were cancelled)."""
+        while self._engines:
+            _close(self._engines.popitem(last=False)[1])
+
+
+def _close(engine: Any) -> None:
+    close = getattr(engine, "close", None)
+    if close is not None:
+        close()
 
 
 class Superseded(Exception):

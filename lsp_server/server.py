@@ -458,5 +458,6 @@ def create_server(pool: ModelPool | None = None) -> CopyAsDecodeServer:
             job.cancel("cancelled")
         if ls.watcher is not None:
             ls.watcher.stop()
+        ls.pool.close_all()
 
     return server

@@ -390,3 +390,19 @@ async def test_edit_queue_newer_request_cancels_older():
     assert cancelled == ["superseded"]
     assert queue.is_latest("file:///a", "t3") and not queue.is_latest("file:///a", "t1")
     assert queue.cancel_all("file:///b") == 1 and cancelled[-1] == "cancelled"
+
+
+def test_backend_settings_reach_the_backend_options(tmp_path: Path):
+    """gpuLayers and prefixCacheTokens are workspace settings that end in the engine's
+    BackendOptions (the model key, so a change loads the model again); the default prompt cache
+    is the engine's own default, and out-of-range values are refused with the key named."""
+    from engine.prefix_cache import DEFAULT_PREFIX_TOKENS
+
+    assert config.Settings().backend_options().prefix_cache_tokens == DEFAULT_PREFIX_TOKENS
+    (tmp_path / ".copy-as-decode.toml").write_text("gpu_layers = -1\nprefix_cache_tokens = 0\n")
+    settings, warnings = config.WorkspaceConfig([tmp_path]).settings_for(tmp_path / "m.py")
+    assert not warnings
+    options = settings.backend_options()
+    assert (options.gpu_layers, options.prefix_cache_tokens) == (-1, 0)
+    with pytest.raises(config.ConfigError, match="gpuLayers must be between -1 and 4096"):
+        config.parse_layer({"gpuLayers": -2}, "file", strict=True)

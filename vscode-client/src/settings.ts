@@ -33,6 +33,8 @@ export const SERVER_KEYS = [
   "threads",
   "contextSize",
   "batchSize",
+  "gpuLayers",
+  "prefixCacheTokens",
 ] as const;
 
 /**
