@@ -3,7 +3,7 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup run test analyze
+.PHONY: setup run test lint analyze
 setup:
 	@scripts/bootstrap.sh
 
@@ -14,6 +14,10 @@ setup:
 run: setup
 	$(VENV)/bin/copy-as-decode edit examples/buggy_add.py --instruction "Fix the bug in add." \
 		--mode program --focus 3 --compare speculative,ar --max-new-tokens 96
+
+# The linter (configuration in pyproject.toml, [tool.ruff]); CI runs it before the tests.
+lint: setup
+	$(VENV)/bin/ruff check engine lsp_server tests scripts
 
 analyze: setup
 	$(VENV)/bin/copy-as-decode analyze --corpus all --tokenizer default

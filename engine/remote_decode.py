@@ -183,7 +183,7 @@ class RemoteProgramDecoder:
         finish = None
         stream = self.runtime.stream_completion(self.fed, budget, self.cancelled, **extra)
         try:
-            for ids, finish in stream:
+            for ids, _finish in stream:
                 closed = False
                 for tok in ids:
                     if tok in self.tables.stop_ids:
@@ -320,7 +320,7 @@ def decode_text_remote(loaded: LoadedModel, tables: ModelTables, region: str, pr
     out: list[int] = []
     stop_reason, finish = "done", None
     extra = {"stop": [TEXT_FENCE_CLOSE], "stop_token_ids": sorted(tables.stop_ids), **(sampling or {})}
-    for ids, finish in runtime.stream_completion(list(prompt_ids), max_new_tokens, cancelled, **extra):
+    for ids, finish in runtime.stream_completion(list(prompt_ids), max_new_tokens, cancelled, **extra):  # noqa: B007 - read after the loop
         new = [t for t in ids if t not in tables.stop_ids]
         out.extend(new)
         detok.push(new)

@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
                   "elapsed_s": round(time.perf_counter() - t0, 1)}
         out = args.out / f"bench_kernel_gpu_{name.lower()}.json"
         out.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
-        print(f"  N      AR ms   prefill ms   s(N)")
+        print("  N      AR ms   prefill ms   s(N)")
         for p in data["points"]:
             print(f"  {p['N']:<5} {p['ar_s'] * 1e3:9.2f} {p['prefill_s'] * 1e3:11.2f} {p['speedup']:7.2f}")
         print(f"wrote {out}", flush=True)

@@ -1,7 +1,7 @@
 """LSP latency, side by side in one run: time from the code action to the first applied edit, and the
 total, per mode (ar, speculative, program), default model on the CPU, three HumanEvalFix files.
 Usage: OMP_NUM_THREADS=1 .venv/bin/python scripts/measure_lsp_latency.py (one warm-up round first)."""
-import asyncio, json, os, sys, time, tempfile
+import asyncio, os, sys, time, tempfile
 from pathlib import Path
 from lsprotocol import types
 from pygls.lsp.client import LanguageClient

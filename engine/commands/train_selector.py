@@ -192,7 +192,7 @@ def _record(args: argparse.Namespace, loaded: Any, dataset: Any) -> tuple[Any, f
     t0 = time.perf_counter()
     reporter = _Reporter("recording", len(dataset.train), every=50)
     try:
-        recorded = record_examples(loaded, dataset.train, args.max_tokens, on_case=lambda i: reporter.update(i))
+        recorded = record_examples(loaded, dataset.train, args.max_tokens, on_case=reporter.update)
     finally:
         reporter.close()
     write_examples(path, recorded, meta)
@@ -295,7 +295,7 @@ def _evaluate(args: argparse.Namespace, out: Path) -> int:
     for arm, eng, focus in arms:
         reporter = _Reporter(arm, len(cases), every=10)
         try:
-            row = evaluate(eng, cases, arm, focus, args.eval_max_new_tokens, on_case=lambda i: reporter.update(i))
+            row = evaluate(eng, cases, arm, focus, args.eval_max_new_tokens, on_case=reporter.update)
         finally:
             reporter.close()
         print(f"{arm}: exact {row.exact}/{row.cases}, valid {row.valid}, token-limit {row.token_limit}",

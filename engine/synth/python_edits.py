@@ -458,7 +458,7 @@ def rename_identifier(f: _Func, rng: random.Random) -> list[Site]:
             continue
         first_line = f.line_of(min(positions))
 
-        def build(old=old, positions=sorted(positions)) -> Edit | None:
+        def build(old=old, positions=sorted(positions)) -> Edit | None:  # noqa: B008 - binds this iteration's values
             new = _new_name(old, taken, rng)
             if new is None or any(f.text[p:p + len(old)] != old for p in positions):
                 return None
