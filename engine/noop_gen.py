@@ -24,11 +24,11 @@ it gave 13 exact matches of 30 instead of 9.
 
 Which focus (issue 15): an editor's cursor is near the bug, not always on it, and a forced change
 on a correct line is collateral damage. The decoder gets the line to guard from
-:func:`engine.localize.plan_focus`: the user's focus when the localizer keeps it there (or runs
-without the localizer), never a line the localizer chose or moved the cursor to. On the first 40
-HumanEvalFix-Python cases with the near cursor (offset -3..+3): guarding every user focus gave 5
-passes, 3 exact, 17 wrong-line edits and 18 collateral lines; guarding only where the localizer
-agrees 5, 3, 8 and 9; no deviation at all 3, 2, 4 and 3.
+:func:`engine.localize.plan_focus`: the user's focus when the localizer's best line near it is
+that line (or without the localizer), never a line the localizer chose itself. On the first 40
+HumanEvalFix-Python cases with the near cursor (offset -3..+3): guarding every user focus gave 17
+wrong-line edits and 18 collateral lines for 5 passes; gated by the localizer 8 and 12 for 6
+passes; no deviation at all 4 and 3 for 3 passes (docs/issue15-focus.md).
 """
 
 from __future__ import annotations
