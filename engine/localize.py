@@ -117,13 +117,18 @@ def line_surprise(loaded: Any, parts: PromptParts) -> Surprise:
         return replace(memo[key], seconds=0.0)
     positions = sorted(p for line in lines for p in line)
     start = time.perf_counter()
-    session = loaded.session()
-    try:
-        logits = session.append(ids, "prefill", rows=[p - 1 for p in positions]) if positions else None
-    finally:
-        session.close()
-    seconds = time.perf_counter() - start
     nll: dict[int, float] = {}
+    logits = None
+    if loaded.remote and positions:  # a server returns the prompt tokens' log-probabilities, not logits
+        logprobs = loaded.runtime.prompt_logprobs(ids)
+        nll = {p: -float(logprobs[p]) for p in positions}
+    elif positions:
+        session = loaded.session()
+        try:
+            logits = session.append(ids, "prefill", rows=[p - 1 for p in positions])
+        finally:
+            session.close()
+    seconds = time.perf_counter() - start
     if logits is not None:
         logp = torch.log_softmax(logits.float(), dim=-1)
         targets = torch.tensor([ids[p] for p in positions])
@@ -234,7 +239,7 @@ def plan_focus(loaded: Any, parts: PromptParts, localize: bool = True, noop: boo
     from engine.prompt import focus_in_region
 
     user = focus_in_region(parts)
-    if not localize or loaded.remote or not loaded.selector or len(split_lines(parts.region)) < 2:
+    if not localize or not loaded.selector or len(split_lines(parts.region)) < 2:
         return FocusPlan(user, user if noop else None, "user" if user else "none")
     surprise = line_surprise(loaded, parts)
     prose = prose_lines(parts.region, parts.language)
