@@ -230,7 +230,7 @@ def plan_focus(loaded: Any, parts: PromptParts, localize: bool = True, noop: boo
     * a focus on a blank line, a comment or a docstring: the hint moves to that best code line
       (``moved``), unguarded.
 
-    Measured (docs/issue15-focus.md): moving a cursor that sits on code to a likelier line lost
+    Measured (results/BENCHMARKS.md, "What users get"): moving a cursor that sits on code to a likelier line lost
     exact matches where the cursor was right (synthetic held-out, focus on the bug: 10/40 against
     22/40 kept); guarding every user focus made wrong-line edits (HumanEvalFix-Python, near
     cursor: 17/40 against 8/40 guarding only where the localizer agrees, for the same 5 passes).

@@ -28,7 +28,7 @@ on a correct line is collateral damage. The decoder gets the line to guard from
 that line (or without the localizer), never a line the localizer chose itself. On the first 40
 HumanEvalFix-Python cases with the near cursor (offset -3..+3): guarding every user focus gave 17
 wrong-line edits and 18 collateral lines for 5 passes; gated by the localizer 8 and 12 for 6
-passes; no deviation at all 4 and 3 for 3 passes (docs/issue15-focus.md).
+passes; no deviation at all 4 and 3 for 3 passes (results/BENCHMARKS.md, "What users get").
 """
 
 from __future__ import annotations
