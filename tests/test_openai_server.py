@@ -299,6 +299,8 @@ def test_edit_endpoint_answers_the_clis_json(base_url: str, default_engine: Engi
     assert answer["output_text"] == local.output_text
     assert (answer["program"], answer["tokens"], answer["stop_reason"]) == \
         (expected["program"], expected["tokens"], expected["stop_reason"])
+    # the request's language reaches the syntax verdict, as the CLI's does
+    assert answer["syntax"]["language"] == "python" and answer["syntax"]["parsed_before"] is True
     events = []
     with httpx.stream("POST", base_url + "/v1/edits/copy-as-decode", json={**body, "stream": True}, headers=headers,
                       timeout=300) as response:

@@ -41,8 +41,8 @@ def event_json(event: Event, request: EditRequest) -> dict[str, Any]:
 
 def result_json(result: EditResult, request: EditRequest) -> dict[str, Any]:
     """``edit --json``'s summary (``refused`` says why the CLI would not write it) plus the text."""
-    _status, message, damage = refusal(result, request.instruction, request.max_new_tokens)
-    return {**json_summary(result, {}, damage, message, []), "output_text": result.output_text}
+    _status, message, damage = refusal(result, request.instruction, request.max_new_tokens, request.language)
+    return {**json_summary(result, {}, damage, message, [], request.language), "output_text": result.output_text}
 
 
 class EditRun:
