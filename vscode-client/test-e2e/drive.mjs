@@ -192,7 +192,12 @@ async function waitForEdit(page, path, original, timeoutMs, seen = { states: [],
     if (s.state === "editing" || s.state === "loading") {
       sawBusy = true;
       idleSince = 0;
-    } else if (sawBusy && s.state === "ready" && idleSince === 0) {
+    } else if (text !== original) {
+      // The edit ran between two polls (a repeated request reuses its prompt and can finish in
+      // under 500 ms): the file it wrote is the evidence, and it must still stay stable below.
+      sawBusy = true;
+    }
+    if (sawBusy && s.state === "ready" && idleSince === 0) {
       idleSince = Date.now();
     }
     if (idleSince && Date.now() - idleSince > 3_000 && Date.now() - lastChange > 3_000) {
