@@ -52,7 +52,12 @@ def run_edit(loaded: LoadedModel, request, cancelled: Callable[[], bool],
         style = request.program_prompt
         if style == "auto":
             style = "selector" if loaded.selector else "few-shot"
-        messages = selector_messages(parts) if style == "selector" else program_messages(parts)
+        if style == "selector":
+            from engine.selector.adapter import prompt_layout
+
+            messages = selector_messages(parts, prompt_layout(loaded.selector))
+        else:
+            messages = program_messages(parts)
         prompt_ids = render(loaded.tokenizer, messages)
     else:
         prompt_ids = render(loaded.tokenizer, text_messages(parts), assistant_prefix=parts.fence())

@@ -4,9 +4,10 @@ Buggy lines are often the least natural ones: a model that read the instruction 
 in add") finds ``return a - b`` more surprising than the docstring above it. The signal is the
 negative log-likelihood of each region line's code tokens (the ``K| `` line numbers aside) in
 the program-mode prompt *without* a focus hint, so it is exactly the prefill a hintless program
-edit runs; the selector prompt shows the hint before the region, so a hinted edit then prefills
-the region again after the hint (the system and instruction prefix is reused from the prefix
-cache where the backend has one): one extra forward over the region.
+edit runs. The selector prompt shows the hint after the region (engine.prompt.HINT_AFTER), so
+this forward is also the hinted prompt's prefix: where the backend keeps a prefix cache, the
+edit that follows prefills only the hint (adapters trained on the older hint-before layout
+prefill the region again: one extra forward).
 
 Scores per line (1-based): ``mean`` (NLL per token), ``max`` (the worst token), ``total``.
 :func:`rank_lines` orders candidate lines (non-blank, and not prose: :func:`prose_lines`) by a

@@ -100,14 +100,31 @@ def focus_sentence(parts: PromptParts) -> str:
     return "" if focus is None else f"The problem is at or near line {focus}.\n"
 
 
-def selector_messages(parts: PromptParts) -> list[dict[str, str]]:
+# Where the selector prompt shows the focus hint. ``hint-after`` (adapters trained since stop 19):
+# after the numbered region, so everything up to the region's last line is the same with or
+# without a hint and wherever the cursor is: the localizer's hintless forward is the hinted
+# prompt's prefix (reused from the prefix cache, engine/prefix_cache.py), and a second AI fix
+# after a cursor move reuses the whole region. ``hint-before``: the layout older adapters were
+# trained on (before the region), still used for them (engine.selector.adapter.prompt_layout).
+HINT_AFTER = "hint-after"
+HINT_BEFORE = "hint-before"
+SELECTOR_LAYOUTS = (HINT_AFTER, HINT_BEFORE)
+
+
+def selector_messages(parts: PromptParts, layout: str = HINT_AFTER) -> list[dict[str, str]]:
     """Chat messages for a model with a trained span-selector adapter: no worked example (the
-    adapter learned the format), so the prompt is about a third of the few-shot one."""
-    return [
-        {"role": "system", "content": SELECTOR_RULES},
-        {"role": "user", "content": f"{_context_block(parts)}Instruction: {parts.instruction}\n{focus_sentence(parts)}\n"
-                                     f"Input ({len(split_lines(parts.region))} lines):\n{numbered(parts.region)}"},
-    ]
+    adapter learned the format), so the prompt is about a third of the few-shot one. ``layout``
+    must be the one the adapter was trained on (see HINT_AFTER)."""
+    if layout not in SELECTOR_LAYOUTS:
+        raise ValueError(f"unknown selector prompt layout {layout!r}; choose from {', '.join(SELECTOR_LAYOUTS)}")
+    head = f"{_context_block(parts)}Instruction: {parts.instruction}\n"
+    body = f"Input ({len(split_lines(parts.region))} lines):\n{numbered(parts.region)}"
+    if layout == HINT_BEFORE:
+        content = f"{head}{focus_sentence(parts)}\n{body}"
+    else:
+        hint = focus_sentence(parts)
+        content = f"{head}\n{body}" + (f"\n{hint}" if hint else "")
+    return [{"role": "system", "content": SELECTOR_RULES}, {"role": "user", "content": content}]
 
 
 def text_messages(parts: PromptParts) -> list[dict[str, str]]:

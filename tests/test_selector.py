@@ -164,6 +164,50 @@ def test_adapter_round_trip_merges_into_a_copy(tmp_path: Path) -> None:
     assert load_selector(loaded, "none") is None
 
 
+def test_adapter_records_the_prompt_layout_it_was_trained_on(tmp_path: Path) -> None:
+    from engine.prompt import HINT_AFTER, HINT_BEFORE
+    from engine.selector.adapter import SELECTOR_INFO, prompt_layout
+
+    peft_model = lora_model(tiny_llama(), TrainConfig(rank=4, alpha=8))
+    save_adapter(peft_model, tmp_path / "new", "tiny", dtype=torch.float32)
+    assert prompt_layout(str(tmp_path / "new")) == HINT_AFTER  # what recording (no adapter) uses
+    assert prompt_layout(None) == HINT_AFTER
+    legacy = tmp_path / "legacy"  # an adapter written before selector.json existed
+    legacy.mkdir()
+    assert prompt_layout(str(legacy)) == HINT_BEFORE
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / SELECTOR_INFO).write_text('{"prompt_layout": "sideways"}')
+    with pytest.raises(SelectorError, match="sideways"):
+        prompt_layout(str(bad))
+
+
+def test_hint_after_layout_keeps_the_region_a_shared_prefix() -> None:
+    """The hint after the region: a hintless prompt (the localizer's forward) and prompts with the
+    cursor anywhere share every token up to the region's last line (reused from the prefix cache)."""
+    from engine.models import load_tokenizer
+    from engine.prefix_cache import common_prefix
+    from engine.prompt import HINT_AFTER, HINT_BEFORE, PromptParts, render, selector_messages
+
+    tokenizer = load_tokenizer("default")
+    region = "".join(f"    x{i} = f(x{i - 1})\n" for i in range(1, 40))
+    parts = PromptParts(instruction="Fix the bug.", region=region)
+    hintless = render(tokenizer, selector_messages(parts, HINT_AFTER))
+    assert hintless == render(tokenizer, selector_messages(parts, HINT_BEFORE))  # same without a hint
+    for layout in (HINT_AFTER, HINT_BEFORE):
+        a, b = (render(tokenizer, selector_messages(PromptParts("Fix the bug.", region, focus_line=k), layout))
+                for k in (3, 30))
+        shared = min(common_prefix(hintless, a), common_prefix(a, b))
+        if layout == HINT_AFTER:  # all but the end of the turn (and the last line's newline)
+            assert shared >= len(hintless) - 6, (shared, len(hintless))
+        else:  # the hint before the region: the region is prefilled again
+            assert shared < len(hintless) // 4, (shared, len(hintless))
+    content = selector_messages(PromptParts("Fix it.", "a\nb\n", focus_line=2), HINT_AFTER)[1]["content"]
+    assert content.endswith("2| b\n\nThe problem is at or near line 2.\n")
+    with pytest.raises(ValueError, match="layout"):
+        selector_messages(parts, "sideways")
+
+
 def test_adapter_for_another_model_is_refused(tmp_path: Path) -> None:
     peft_model = lora_model(tiny_llama(), TrainConfig(rank=4, alpha=8))
     save_adapter(peft_model, tmp_path, "tiny", dtype=torch.float32)

@@ -12,6 +12,7 @@ Everything not adapted (embeddings, tied LM head, norms) is shared between the t
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import os
 import warnings
@@ -19,10 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from engine.models import DEFAULT_MODEL, LoadedModel, ModelLoadError
+from engine.prompt import HINT_AFTER, HINT_BEFORE, SELECTOR_LAYOUTS
 
 SHIPPED_ADAPTER_DIR = Path(__file__).resolve().parent / "smollm2-135m"
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
 ADAPTER_CONFIG = "adapter_config.json"
+SELECTOR_INFO = "selector.json"  # {"prompt_layout": ...}: which selector prompt the adapter was trained on
 MAX_ADAPTER_BYTES = 10_000_000  # the issue's limit: the adapter is committed to the repository
 SELECTOR_CHOICES = ("auto", "none")
 _PEFT_PREFIX = "base_model.model."
@@ -96,7 +99,29 @@ def save_adapter(peft_model: Any, folder: Path, base_model_name: str, dtype: Any
     config.base_model_name_or_path = base_model_name  # not the local cache path of whoever trained it
     config.inference_mode = True
     config.save_pretrained(str(folder))
+    (folder / SELECTOR_INFO).write_text(json.dumps({"prompt_layout": HINT_AFTER}) + "\n", encoding="utf-8")
     return size
+
+
+@functools.lru_cache(maxsize=16)
+def prompt_layout(selector: str | None) -> str:
+    """The selector prompt layout (engine.prompt.HINT_AFTER / HINT_BEFORE) for the adapter folder
+    ``selector``: what its ``selector.json`` records; ``hint-before`` for adapters written before
+    that file existed (they were trained on it); ``hint-after`` for no adapter (recording the
+    training data of a new one)."""
+    if selector is None:
+        return HINT_AFTER
+    path = Path(selector) / SELECTOR_INFO
+    if not path.is_file():
+        return HINT_BEFORE
+    try:
+        layout = json.loads(path.read_text(encoding="utf-8")).get("prompt_layout")
+    except (OSError, ValueError, AttributeError) as exc:
+        raise SelectorError(f"selector {selector}: cannot read {SELECTOR_INFO}: {exc}") from exc
+    if layout not in SELECTOR_LAYOUTS:
+        raise SelectorError(f"selector {selector}: {SELECTOR_INFO} names an unknown prompt layout {layout!r} "
+                            f"(known: {', '.join(SELECTOR_LAYOUTS)})")
+    return layout
 
 
 def _lora_config(folder: Path) -> Any:
