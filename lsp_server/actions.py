@@ -59,11 +59,7 @@ class EditArgs:
                  '"focus": Position | null}')
         if isinstance(raw, (list, tuple)) and len(raw) == 1:
             raw = raw[0]
-        if not isinstance(raw, Mapping):
-            raise ValueError(f"{COMMAND_EDIT} takes one argument object {shape}, got {raw!r}")
-        uri = raw.get("uri")
-        if not isinstance(uri, str) or not uri:
-            raise ValueError(f"{COMMAND_EDIT}: 'uri' must be the document's URI; expected {shape}")
+        uri = uri_argument(raw, COMMAND_EDIT, shape, required=True) or ""  # required: never None
         rng = raw.get("range")
         parsed_range = None
         if rng is not None:
@@ -89,6 +85,26 @@ class EditArgs:
         if kind == "fix" and not (instruction or "").strip():
             instruction = DEFAULT_FIX_INSTRUCTION
         return cls(uri, parsed_range, instruction.strip() if instruction else None, kind, parsed_focus)
+
+
+def uri_argument(raw: Any, command: str, shape: str = '{"uri": str | null}', required: bool = False) -> str | None:
+    """The document URI in the one argument object of ``command`` (``raw``: the command's argument
+    list as the client sent it, or the object itself). None when there is no argument or its
+    ``uri`` is missing or null, unless ``required``. Raises ValueError that shows ``shape``."""
+    if isinstance(raw, (list, tuple)):
+        if not raw and not required:
+            return None
+        if len(raw) == 1:
+            raw = raw[0]
+    if not isinstance(raw, Mapping):
+        raise ValueError(f"{command} takes one argument object {shape}, got {raw!r}")
+    uri = raw.get("uri")
+    if uri is None and not required:
+        return None
+    if not isinstance(uri, str) or not uri:
+        what = "the document's URI" + ("" if required else " or null")
+        raise ValueError(f"{command}: 'uri' must be {what}, got {uri!r}; expected {shape}")
+    return uri
 
 
 def fix_instruction(diagnostics: Sequence[types.Diagnostic]) -> str:

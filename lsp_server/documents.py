@@ -11,9 +11,11 @@ its own echoes from the user's typing.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 from lsprotocol import types
+from pygls.uris import to_fs_path
 
 from lsp_server.positions import DEFAULT, Encoding, apply_change
 
@@ -24,6 +26,13 @@ class Document:
     text: str
     version: int | None
     language_id: str = ""
+
+
+def path_of(uri: str) -> Path | None:
+    """The file a ``file:`` URI names (pygls' decoding: percent-escapes, drive letters, UNC);
+    None for other schemes (``untitled:``, notebook cells), whose settings are the workspace's."""
+    path = to_fs_path(uri)
+    return Path(path) if path else None
 
 
 ChangeListener = Callable[[Document], None]

@@ -19,14 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from lsprotocol import types
+from pygls.capabilities import get_capability
 from pygls.lsp.server import LanguageServer
-from pygls.uris import to_fs_path
 
 from lsp_server import __version__
 from lsp_server.actions import (COMMAND_CANCEL, COMMAND_EDIT, COMMAND_SETTINGS, EditArgs, code_actions,
-                                focus_line, region_lines)
+                                focus_line, region_lines, uri_argument)
 from lsp_server.config import SECTION, ConfigWatcher, Settings, WorkspaceConfig
-from lsp_server.documents import DocumentStore
+from lsp_server.documents import DocumentStore, path_of
 from lsp_server.edits import minimal_replacement, text_edit, workspace_edit
 from lsp_server.jobs import APPLY_TIMEOUT_S, COMMAND_APPLY_PENDING, EditJob, JobContext, Outcome, PendingEdit
 from lsp_server.models import EditQueue, ModelKey, ModelPool
@@ -52,22 +52,21 @@ class CopyAsDecodeServer(LanguageServer):
         self._init_warnings: list[str] = []
 
     # -- client capabilities -----------------------------------------------------------------
-    def _cap(self, *path: str) -> Any:
-        node: Any = self.client_capabilities
-        for name in path:
-            node = getattr(node, name, None) if node is not None else None
-        return node
+    def supports(self, field: str) -> bool:
+        """Whether the client advertised the capability at dotted ``field``
+        ("window.work_done_progress"; a missing or null level counts as no)."""
+        return bool(get_capability(self.client_capabilities, field))
 
     @property
     def supports_pull(self) -> bool:
-        return bool(self._cap("workspace", "configuration"))
+        return self.supports("workspace.configuration")
 
     @property
     def supports_review(self) -> bool:
         """Can the client show an edit annotated ``needsConfirmation`` and apply it on the user's
         word (VS Code's refactor preview)? Annotated edits need ``documentChanges`` too."""
-        return bool(self._cap("workspace", "workspace_edit", "change_annotation_support")
-                    and self._cap("workspace", "workspace_edit", "document_changes"))
+        return (self.supports("workspace.workspace_edit.change_annotation_support")
+                and self.supports("workspace.workspace_edit.document_changes"))
 
     # -- messages ----------------------------------------------------------------------------
     def status(self, state: str, message: str) -> None:
@@ -85,10 +84,6 @@ class CopyAsDecodeServer(LanguageServer):
             self.show(warning, types.MessageType.Warning)
 
     # -- settings ----------------------------------------------------------------------------
-    def _path_of(self, uri: str) -> Path | None:
-        path = to_fs_path(uri) if uri.startswith("file:") else None
-        return Path(path) if path else None
-
     async def pull_settings(self, scope: str | None) -> list[str]:
         """workspace/configuration for ``scope`` (a document or folder URI; None: global)."""
         if not self.supports_pull:
@@ -103,11 +98,11 @@ class CopyAsDecodeServer(LanguageServer):
 
     async def settings_for(self, uri: str, pull: bool = True) -> tuple[Settings, list[str]]:
         warnings = await self.pull_settings(uri) if pull else []
-        settings, more = self.config.settings_for(self._path_of(uri), uri if uri in self.config.pulled else None)
+        settings, more = self.config.settings_for(path_of(uri), uri if uri in self.config.pulled else None)
         return settings, warnings + more
 
     def watch_config_for(self, uri: str) -> None:
-        path = self._path_of(uri)
+        path = path_of(uri)
         if path is None or self.watcher is None:
             return
         root = self.config.root_for(path)
@@ -142,7 +137,7 @@ class CopyAsDecodeServer(LanguageServer):
             return
         keys = set()
         for uri in self.documents.uris():
-            settings, _ = self.config.settings_for(self._path_of(uri), uri if uri in self.config.pulled else None)
+            settings, _ = self.config.settings_for(path_of(uri), uri if uri in self.config.pulled else None)
             keys.add(ModelKey.of(settings))
         for key in keys:
             if not self.pool.loaded(key):
@@ -161,7 +156,7 @@ class CopyAsDecodeServer(LanguageServer):
             return await self.pool.get(key)
         self.status("loading", f"loading {key.describe()}")
         token = None
-        if self._cap("window", "work_done_progress"):
+        if self.supports("window.work_done_progress"):
             token = f"copy-as-decode/load/{id(key)}-{asyncio.get_running_loop().time()}"
             try:
                 await asyncio.wait_for(self.work_done_progress.create_async(token), 10)
@@ -254,8 +249,8 @@ class CopyAsDecodeServer(LanguageServer):
                     return stopped_early()
                 lines = self._region(doc.text, args, settings)
                 ctx = JobContext(server=self, documents=self.documents, encoding=self.encoding,
-                                 document_changes=bool(self._cap("workspace", "workspace_edit", "document_changes")),
-                                 progress=bool(self._cap("window", "work_done_progress")),
+                                 document_changes=self.supports("workspace.workspace_edit.document_changes"),
+                                 progress=self.supports("window.work_done_progress"),
                                  annotations=self.supports_review)
                 job = EditJob(ctx, args.uri, lines, args.instruction, settings, stop,
                               focus_line=focus_line(doc.text, args.focus, self.encoding))
@@ -288,7 +283,10 @@ class CopyAsDecodeServer(LanguageServer):
     async def apply_pending(self, raw: Any) -> dict:
         """``copyAsDecode.server.applyPending``: apply the edit held for review, if the document
         is still exactly what it was computed on."""
-        uri = raw[0].get("uri") if raw and isinstance(raw[0], dict) else None
+        try:
+            uri = uri_argument(raw, COMMAND_APPLY_PENDING)
+        except ValueError as exc:
+            return self._fail(str(exc))
         if uri is None and len(self.pending) == 1:
             uri = next(iter(self.pending))
         pending = self.pending.pop(uri, None) if uri else None
@@ -302,7 +300,7 @@ class CopyAsDecodeServer(LanguageServer):
         if replacement is None:
             return self._report(Outcome("unchanged", "AI edit: nothing to apply"))
         edit = workspace_edit(pending.uri, doc.version, text_edit(doc.text, replacement, self.encoding),
-                              bool(self._cap("workspace", "workspace_edit", "document_changes")))
+                              self.supports("workspace.workspace_edit.document_changes"))
         try:
             answer = await asyncio.wait_for(self.workspace_apply_edit_async(
                 types.ApplyWorkspaceEditParams(edit=edit, label="AI edit")), APPLY_TIMEOUT_S)
@@ -356,9 +354,9 @@ def create_server(pool: ModelPool | None = None) -> CopyAsDecodeServer:
     def initialize(ls: CopyAsDecodeServer, params: types.InitializeParams) -> None:
         ls.encoding = negotiate(params.capabilities)
         ls.documents.encoding = ls.encoding
-        roots = [Path(p) for p in (to_fs_path(f.uri) for f in params.workspace_folders or []) if p]
-        if not roots and params.root_uri and (root := to_fs_path(params.root_uri)):
-            roots = [Path(root)]
+        roots = [p for p in (path_of(f.uri) for f in params.workspace_folders or []) if p]
+        if not roots and params.root_uri and (root := path_of(params.root_uri)):
+            roots = [root]
         ls.config = WorkspaceConfig(roots)
         ls._init_warnings = ls.config.set_user(params.initialization_options)
 
@@ -370,7 +368,7 @@ def create_server(pool: ModelPool | None = None) -> CopyAsDecodeServer:
         for root in ls.config.roots:
             ls.watcher.watch(root)
         ls.warn(ls._init_warnings)
-        if ls._cap("workspace", "did_change_configuration", "dynamic_registration"):
+        if ls.supports("workspace.did_change_configuration.dynamic_registration"):
             try:
                 await ls.client_register_capability_async(types.RegistrationParams(registrations=[
                     types.Registration(id="copy-as-decode-config", method=types.WORKSPACE_DID_CHANGE_CONFIGURATION,
@@ -381,8 +379,8 @@ def create_server(pool: ModelPool | None = None) -> CopyAsDecodeServer:
 
     @server.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
     def did_change_folders(ls: CopyAsDecodeServer, params: types.DidChangeWorkspaceFoldersParams) -> None:
-        removed = {Path(p).resolve() for p in (to_fs_path(f.uri) for f in params.event.removed) if p}
-        added = [Path(p).resolve() for p in (to_fs_path(f.uri) for f in params.event.added) if p]
+        removed = {p.resolve() for p in (path_of(f.uri) for f in params.event.removed) if p}
+        added = [p.resolve() for p in (path_of(f.uri) for f in params.event.added) if p]
         ls.config.roots = [r for r in ls.config.roots if r not in removed] + added
         for root in added:
             if ls.watcher is not None:
@@ -416,7 +414,7 @@ def create_server(pool: ModelPool | None = None) -> CopyAsDecodeServer:
         doc = ls.documents.get(params.text_document.uri)
         if doc is None:
             return None
-        settings, _ = ls.config.settings_for(ls._path_of(doc.uri))
+        settings, _ = ls.config.settings_for(path_of(doc.uri))
         return code_actions(doc.uri, doc.text, params, ls.encoding, settings.whole_document_lines)
 
     @server.feature(types.WINDOW_WORK_DONE_PROGRESS_CANCEL)
@@ -431,7 +429,10 @@ def create_server(pool: ModelPool | None = None) -> CopyAsDecodeServer:
 
     @server.command(COMMAND_CANCEL)
     def cancel(ls: CopyAsDecodeServer, *args: Any) -> dict:
-        uri = args[0].get("uri") if args and isinstance(args[0], dict) else None
+        try:
+            uri = uri_argument(args, COMMAND_CANCEL)
+        except ValueError as exc:
+            return ls._fail(str(exc))
         count = 0
         for job in list(ls.running.values()):
             if uri is None or job.uri == uri:
@@ -447,7 +448,10 @@ def create_server(pool: ModelPool | None = None) -> CopyAsDecodeServer:
 
     @server.command(COMMAND_SETTINGS)
     async def settings(ls: CopyAsDecodeServer, *args: Any) -> dict:
-        uri = args[0].get("uri") if args and isinstance(args[0], dict) else ""
+        try:
+            uri = uri_argument(args, COMMAND_SETTINGS)
+        except ValueError as exc:
+            return ls._fail(str(exc))
         effective, warnings = await ls.settings_for(uri) if uri else ls.config.settings_for(None)
         return {"settings": effective.lsp_dict(), "warnings": warnings, "loadedModels": ls.pool.names()}
 

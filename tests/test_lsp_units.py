@@ -257,6 +257,44 @@ def test_edit_args_contract():
         actions.EditArgs.parse({"uri": "file:///a.py", "kind": "rewrite"})
 
 
+def test_uri_argument_of_the_commands():
+    """The ``{"uri": str | null}`` argument of cancel, applyPending and settings (and the edit's uri)."""
+    uri = "file:///a.py"
+    assert actions.uri_argument([{"uri": uri}], "cmd") == uri and actions.uri_argument({"uri": uri}, "cmd") == uri
+    for absent in ([], [{}], [{"uri": None}], {"uri": None}):
+        assert actions.uri_argument(absent, "cmd") is None
+    with pytest.raises(ValueError, match=r'cmd takes one argument object \{"uri": str \| null\}, got \'file'):
+        actions.uri_argument([uri], "cmd")  # a bare string is not the argument object
+    with pytest.raises(ValueError, match="'uri' must be the document's URI or null, got 5"):
+        actions.uri_argument([{"uri": 5}], "cmd")
+    with pytest.raises(ValueError, match="'uri' must be the document's URI, got None"):
+        actions.uri_argument([{"uri": None}], "cmd", required=True)
+    with pytest.raises(ValueError, match="takes one argument object"):
+        actions.uri_argument([{"uri": uri}, {"uri": uri}], "cmd")
+
+
+def test_path_of_a_uri():
+    from lsp_server.documents import path_of
+
+    assert path_of(Path("/tmp/a b/\u00e9.py").as_uri()) == Path("/tmp/a b/\u00e9.py")
+    assert path_of("file:///tmp/a%20b/x.py") == Path("/tmp/a b/x.py")
+    assert path_of("untitled:Untitled-1") is None and path_of("") is None
+
+
+def test_client_capabilities_through_pygls():
+    from lsp_server.server import create_server
+
+    server = create_server()
+    server.protocol.client_capabilities = types.ClientCapabilities(window=types.WindowClientCapabilities())
+    assert not server.supports("window.work_done_progress") and not server.supports_review
+    server.protocol.client_capabilities = types.ClientCapabilities(
+        window=types.WindowClientCapabilities(work_done_progress=True),
+        workspace=types.WorkspaceClientCapabilities(workspace_edit=types.WorkspaceEditClientCapabilities(
+            document_changes=True, change_annotation_support=types.ChangeAnnotationsSupportOptions())))
+    assert server.supports("window.work_done_progress") and server.supports_review
+    assert not server.supports_pull and not server.supports("workspace.did_change_configuration.dynamic_registration")
+
+
 # --- settings ---------------------------------------------------------------------------------
 
 def test_settings_validation_and_unknown_keys():
