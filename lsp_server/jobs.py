@@ -44,10 +44,11 @@ from lsprotocol import types
 from engine.api import EditError, EditRequest
 from engine.events import EditFinished, EditResult, EditStarted, OpResolved
 from engine.guards import assess_edit, destructive_reason
-from engine.syntax import check_edit, document_language
+from engine.syntax import check_edit
 from lsp_server.documents import Document, DocumentStore
 from lsp_server.edits import LiveRegion, preview_workspace_edit, text_edit, unified_diff, workspace_edit
 from lsp_server.positions import Encoding
+from lsp_server.request import edit_request
 
 if TYPE_CHECKING:
     from lsp_server.config import Settings
@@ -155,7 +156,7 @@ class EditJob:
         self.expected = ""
         self.edits_applied = 0
         self.first_edit_s: float | None = None
-        self.language = ""  # the document's, for the syntax check (set when the job runs)
+        self.language = ""  # the request's (the document's), for the syntax check (set when the job runs)
 
     # -- cancellation ------------------------------------------------------------------------
     def cancel(self, reason: str = "cancelled") -> None:
@@ -285,19 +286,14 @@ class EditJob:
         doc = self.ctx.documents.get(self.uri)
         if doc is None:
             return Outcome("error", "the document is not open in the editor")
-        text = doc.text
-        self.language = document_language(self.uri, doc.language_id)
-        s = self.settings
-        request = EditRequest(text=text, instruction=self.instruction, lines=self.lines,
-                              mode=engine.resolve_mode(s.mode), max_new_tokens=s.max_new_tokens,
-                              context_lines=s.context_lines, focus_line=self.focus_line,
-                              program_prompt=s.prompt_style)  # type: ignore[arg-type]  # config checks it
         try:
-            request.validate()
+            request = edit_request(doc, self.instruction, self.lines, self.settings,
+                                   mode=engine.resolve_mode(self.settings.mode), focus_line=self.focus_line)
         except EditError as exc:
             return Outcome("error", str(exc))
-        live = LiveRegion(text, self.lines)
-        self.expected = text
+        self.language = request.language
+        live = LiveRegion(doc.text, self.lines)
+        self.expected = doc.text
         stop_listening = self.ctx.documents.listen(self.uri, self._on_change)
         try:
             return await self._run(engine, request, live)

@@ -26,11 +26,12 @@ from lsp_server import __version__
 from lsp_server.actions import (COMMAND_CANCEL, COMMAND_EDIT, COMMAND_SETTINGS, EditArgs, code_actions,
                                 focus_line, region_lines, uri_argument)
 from lsp_server.config import SECTION, ConfigWatcher, Settings, WorkspaceConfig
-from lsp_server.documents import DocumentStore, path_of
+from lsp_server.documents import Document, DocumentStore, path_of
 from lsp_server.edits import minimal_replacement, text_edit, workspace_edit
 from lsp_server.jobs import APPLY_TIMEOUT_S, COMMAND_APPLY_PENDING, EditJob, JobContext, Outcome, PendingEdit
 from lsp_server.models import EditQueue, ModelKey, ModelPool
 from lsp_server.positions import LineIndex, negotiate
+from lsp_server.request import edit_request
 
 log = logging.getLogger(__name__)
 STATUS = "copyAsDecode/status"
@@ -235,7 +236,7 @@ class CopyAsDecodeServer(LanguageServer):
                 doc = self.documents.get(args.uri)
                 if doc is None:
                     return self._fail("the document was closed before the edit started")
-                problem = self._check_request(doc.text, args, settings)
+                problem = self._check_request(doc, args, settings)
                 if problem:
                     return self._fail(problem)
                 try:
@@ -328,14 +329,14 @@ class CopyAsDecodeServer(LanguageServer):
         start, end = LineIndex(text).offsets_of(args.range, self.encoding)
         return region_lines(text, (start, end), (), settings.whole_document_lines)
 
-    def _check_request(self, text: str, args: EditArgs, settings: Settings) -> str | None:
-        """Why the engine would refuse this request (size limits, range), before loading a model."""
-        from engine.api import EditError, EditRequest
+    def _check_request(self, doc: Document, args: EditArgs, settings: Settings) -> str | None:
+        """Why the engine would refuse this request (size limits, range), before loading a model
+        (the job builds the same request again, with the loaded engine's mode, when it runs)."""
+        from engine.api import EditError
 
         try:
-            EditRequest(text=text, instruction=args.instruction or "", lines=self._region(text, args, settings),
-                        mode=settings.mode, max_new_tokens=settings.max_new_tokens,
-                        context_lines=settings.context_lines).validate()
+            edit_request(doc, args.instruction or "", self._region(doc.text, args, settings), settings,
+                         focus_line=focus_line(doc.text, args.focus, self.encoding))
         except EditError as exc:
             return str(exc)
         return None

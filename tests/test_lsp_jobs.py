@@ -447,6 +447,82 @@ async def test_prompt_style_setting_reaches_the_edit_request(tmp_path, style):
     assert outcome.status == "done" and engine.request.program_prompt == style
 
 
+class RecordingEngine(FakeEngine):
+    """A FakeEngine the CLI can load too; it records every request and leaves the text as it is
+    (so the job sends the editor nothing)."""
+
+    requests: list = []
+
+    def __init__(self):
+        super().__init__([], "")
+
+    @classmethod
+    def load(cls, model, **kwargs):
+        return cls()
+
+    def model_for(self, mode):
+        from types import SimpleNamespace
+
+        return SimpleNamespace(runtime=SimpleNamespace(describe=lambda: "a recording fake"))
+
+    def stream(self, request, cancelled=None):
+        from engine.lines import split_lines
+
+        self.requests.append(request)
+        a, b = request.region_bounds()
+        region = "".join(split_lines(request.text)[a:b])
+        yield EditStarted(mode=request.mode, model="fake", input_lines=b - a, prompt_tokens=10)
+        yield EditFinished(EditResult(
+            mode=request.mode, model="fake", input_text=request.text, output_text=request.text, region=request.lines,
+            region_input=region, region_output=region, program=Program(()), raw_output="", tokens=TokenCounts(),
+            prompt_tokens=10, stop_reason="done"))
+
+
+@pytest.mark.parametrize("name,language_id,language", [
+    ("doc.py", "python", "python"), ("app.jsx", "javascriptreact", "jsx"), ("view.tsx", "typescriptreact", "tsx"),
+    ("run.sh", "shellscript", "bash"), ("run.sh", "sh", "bash"), ("main.go", "go", "go"), ("notes.txt", "plaintext", "")])
+async def test_the_request_is_the_clis_for_the_same_file(tmp_path, monkeypatch, capsys, name, language_id, language):
+    """Issue 15: the editor's request for a buffer equals the CLI's for the same file, its
+    language (the prompt's fence tag and the syntax check) included: the editor's languageId
+    (VS Code's, Neovim's filetype) maps to the fence name the CLI takes from the suffix."""
+    import engine.commands.edit as edit_command
+    from engine.cli import main
+    from lsp_server.config import load_workspace_settings
+
+    text = "a = 1\nb = 2\nc = 3\n"
+    path = tmp_path / name
+    path.write_text(text)
+    (tmp_path / ".copy-as-decode.toml").write_text('mode = "ar"\nmax_new_tokens = 40\ncontext_lines = 1\n')
+    monkeypatch.setattr(edit_command, "Engine", RecordingEngine)
+    RecordingEngine.requests = []
+    code = main(["edit", str(path), "-i", "Make it upper case", "--lines", "2-3", "--focus", "2", "--json"])
+    assert code == 0, capsys.readouterr().err
+    cli_request = RecordingEngine.requests[-1]
+
+    store = DocumentStore("utf-16")
+    store.open(types.TextDocumentItem(uri=path.as_uri(), language_id=language_id, version=1, text=text))
+    settings, warnings = load_workspace_settings(path)  # as the server reads the workspace's settings
+    assert not warnings
+    ctx = JobContext(server=None, documents=store, encoding="utf-16", document_changes=True, progress=False)
+    engine = RecordingEngine()
+    outcome = await EditJob(ctx, path.as_uri(), (2, 3), "Make it upper case", settings, focus_line=2).run(engine)
+    assert outcome.status == "unchanged", outcome
+    assert engine.requests[-1].language == language == cli_request.language
+    assert engine.requests[-1] == cli_request
+
+
+async def test_an_unsaved_buffer_takes_its_language_from_the_editor():
+    """No suffix (VS Code's untitled buffers): the languageId alone names the language, for the
+    prompt and for the syntax check of the result."""
+    store = DocumentStore("utf-16")
+    store.open(types.TextDocumentItem(uri="untitled:Untitled-1", language_id="python", version=1, text="x = 1\n"))
+    ctx = JobContext(server=None, documents=store, encoding="utf-16", document_changes=True, progress=False)
+    engine = RecordingEngine()
+    job = EditJob(ctx, "untitled:Untitled-1", None, "Make it upper case", Settings(mode="ar"))
+    outcome = await job.run(engine)
+    assert outcome.status == "unchanged" and engine.requests[-1].language == job.language == "python"
+
+
 def test_prompt_styles_are_the_engines():
     """The setting's values (also VS Code's enum, tests/test_vscode_client.py) are exactly the
     values EditRequest.program_prompt takes."""

@@ -15,6 +15,7 @@ its own document, and the workspace's config files pick its settings (root: ``ar
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 import time
@@ -258,10 +259,13 @@ async def execute(client: LanguageClient, argument: dict, timeout: float = 240) 
     return outcome
 
 
-def expected(engine, text: str, instruction: str, lines=None, mode="ar", max_new_tokens=48, context_lines=3):
-    """(text the editor must end with, the engine's result and events) for the same request."""
+def expected(engine, text: str, instruction: str, lines=None, mode="ar", max_new_tokens=48, context_lines=3,
+             language="python"):
+    """(text the editor must end with, the engine's result and events) for the same request
+    (``language``: the documents are .py files the editor opens as languageId "python")."""
     events = list(engine.stream(EditRequest(text=text, instruction=instruction, lines=lines, mode=mode,
-                                            max_new_tokens=max_new_tokens, context_lines=context_lines)))
+                                            max_new_tokens=max_new_tokens, context_lines=context_lines,
+                                            language=language)))
     result = events[-1].result
     final = result.output_text if result.stop_reason == "done" else text
     return match_eol(final, uses_crlf(text)), result, events[1:-1]
@@ -626,6 +630,36 @@ async def test_unsaved_buffer_is_edited_not_the_file(client: LanguageClient, wor
     want, _, _ = expected(engine, buffer, "Fix the bug")
     assert client.editor.text(uri) == want
     assert (workspace / "unsaved.py").read_text() == on_disk
+
+
+async def test_the_editor_makes_the_clis_edit(client: LanguageClient, workspace: Path, engine, monkeypatch, capsys):
+    """Issue 15: the same file, settings and instruction give the same edit in the editor as with
+    ``copy-as-decode edit`` (the CLI here runs in-process on the reference engine): the request
+    carries the document's language, so the prompt (its code fences: the prompt's token count) and
+    the syntax verdict agree."""
+    if not client.profile.startswith("visual"):
+        pytest.skip("reliability cases run under the VS Code profile")
+    import engine.commands.edit as edit_command
+    from engine.cli import main
+
+    text = 'def add(a, b):\n    """Return the sum of a and b."""\n    return a - b\n'
+    uri = uri_of(workspace, "parity.py", text)
+    client.editor.open(uri, text)
+    outcome = await execute(client, {"uri": uri, "range": None, "instruction": "Fix the bug", "kind": "fix"})
+    monkeypatch.setattr(edit_command.Engine, "load", lambda *args, **kwargs: engine)
+    out = workspace / "parity.out.py"
+    capsys.readouterr()
+    code = await asyncio.to_thread(main, ["edit", str(workspace / "parity.py"), "-i", "Fix the bug",
+                                          "--output", str(out), "--json"])
+    cli = json.loads(capsys.readouterr().out)
+    editor_summary = outcome["summary"]
+    for key in ("mode", "region", "prompt_tokens", "program", "stop_reason", "changed"):
+        assert editor_summary[key] == cli[key], (key, outcome, cli)
+    assert cli["syntax"]["language"] == "python"
+    if outcome["syntax"] is not None:  # the verdict of a finished edit (done, or held for review)
+        assert outcome["syntax"] == cli["syntax"]
+    if code == 0 and outcome["status"] == "done":
+        assert client.editor.text(uri) == out.read_text()
 
 
 async def test_rejected_apply_edit_stops(client: LanguageClient, workspace: Path):

@@ -295,6 +295,20 @@ def test_client_capabilities_through_pygls():
     assert not server.supports_pull and not server.supports("workspace.did_change_configuration.dynamic_registration")
 
 
+def test_document_language_maps_editor_ids_to_the_engines_fence_names():
+    from engine.prompt import LANGUAGE_BY_SUFFIX
+    from lsp_server.request import EDITOR_LANGUAGES, document_language
+
+    assert set(EDITOR_LANGUAGES.values()) <= set(LANGUAGE_BY_SUFFIX.values())  # names the CLI sends too
+    assert document_language("file:///a/b.py", "python") == "python"
+    assert document_language("file:///a/App.jsx", "javascriptreact") == "jsx"
+    assert document_language("file:///a/x.mjs", "javascript") == "javascript"  # a suffix the CLI does not know
+    assert document_language("untitled:Untitled-1", "python") == "python"  # no suffix at all
+    assert document_language("file:///a/b.py", "plaintext") == "python"  # an id the engine has no name for
+    assert document_language("file:///a/b%20c.RS", "") == "rust"  # the suffix, decoded, any case
+    assert document_language("file:///a/notes.txt", "plaintext") == ""
+
+
 # --- settings ---------------------------------------------------------------------------------
 
 def test_settings_validation_and_unknown_keys():

@@ -111,7 +111,8 @@ def engine_output(text: str, instruction: str, settings: dict, focus_line: int) 
         engine = Engine.load("default")
         result = engine.edit(EditRequest(text=text, instruction=instruction, mode="ar",
                                          max_new_tokens=settings["maxNewTokens"],
-                                         context_lines=settings["contextLines"], focus_line=focus_line))
+                                         context_lines=settings["contextLines"], focus_line=focus_line,
+                                         language="python"))  # find_max.py: the server sends its language
     finally:
         torch.set_num_threads(threads)
     assert result.stop_reason == "done" and result.changed, "the case no longer exercises an edit"

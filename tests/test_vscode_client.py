@@ -268,12 +268,13 @@ def expected_fix(default_engine) -> str:
     """What the engine itself answers for the request the server makes for "AI fix" (whole
     document: the cursor is in a short file; no diagnostics: "Fix the bug"; the caret's line as
     the focus, from the palette and the quick-fix menu alike; the workspace's mode and token
-    budget). It must be a finished edit that changes the file: otherwise the server (rightly)
+    budget; the document's language, python). It must be a finished edit that changes the file: otherwise the server (rightly)
     leaves the document alone and the test could not tell an edit landed."""
     from engine.api import EditRequest
 
     result = default_engine.edit(EditRequest(text=BUGGY, instruction=INSTRUCTION, lines=None, mode=MODE,
-                                             max_new_tokens=MAX_NEW_TOKENS, focus_line=FOCUS_LINE))
+                                             max_new_tokens=MAX_NEW_TOKENS, focus_line=FOCUS_LINE,
+                                             language="python"))  # VS Code's languageId for the .py files
     assert result.stop_reason == "done" and result.output_text != BUGGY, (
         f"the engine's own answer ({MODE}, {MAX_NEW_TOKENS} tokens) is not a finished change: "
         f"stop_reason={result.stop_reason!r}, output={result.output_text!r}; the end-to-end test needs one "

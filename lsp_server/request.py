@@ -1,0 +1,56 @@
+"""The LSP inputs of an edit (the open document, the region, the user's settings) -> the engine's
+:class:`engine.api.EditRequest`, built and validated in this one place.
+
+The server builds it once before loading a model (so a request the engine would refuse fails
+fast) and the job builds it again when it runs (the document may have changed while the model
+loaded, and the mode ``auto`` is resolved by the loaded engine); both go through
+:func:`edit_request`, so the editor sends what the CLI sends for the same file: the same fields,
+and the same ``language`` (the code fences of the prompt, and the syntax check of the result).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pygls.uris import urlparse
+
+from engine.api import EditRequest, language_for
+
+if TYPE_CHECKING:
+    from lsp_server.config import Settings
+    from lsp_server.documents import Document
+
+# The editors' language identifiers (VS Code's languageId, Neovim's filetype) -> the engine's fence
+# language (engine.prompt.LANGUAGE_BY_SUFFIX: what the CLI derives from a file's suffix). An id not
+# listed here falls back to the document's suffix, so an editor never sends a language the CLI
+# would not send for the same file.
+EDITOR_LANGUAGES = {
+    "python": "python", "javascript": "javascript", "typescript": "typescript", "go": "go", "rust": "rust",
+    "java": "java", "c": "c", "cpp": "cpp", "ruby": "ruby", "lua": "lua",
+    "javascriptreact": "jsx", "typescriptreact": "tsx",  # VS Code and Neovim alike
+    "shellscript": "bash",  # VS Code
+    "sh": "bash", "bash": "bash",  # Neovim's filetypes for shell scripts
+}
+
+
+def document_language(uri: str, language_id: str = "") -> str:
+    """The engine's language for a document: from the editor's ``language_id`` (the user may have
+    picked it, and an unsaved buffer has no suffix), else from the URI's suffix as the CLI reads
+    a file name (:func:`engine.api.language_for`); empty when neither is known."""
+    return EDITOR_LANGUAGES.get(language_id) or language_for(urlparse(uri)[2])
+
+
+def edit_request(doc: "Document", instruction: str, lines: tuple[int, int] | None, settings: "Settings",
+                 mode: str | None = None, focus_line: int | None = None) -> EditRequest:
+    """The validated request for editing ``doc`` (its current text, its language) under ``settings``.
+
+    ``lines``: engine lines (1-based, inclusive; None: the whole document, see
+    :func:`lsp_server.actions.region_lines`); ``mode``: the mode to run (default: the setting,
+    which may be ``auto``); ``focus_line``: 1-based document line the user pointed at.
+    Raises :class:`engine.api.EditError` saying why the engine would refuse it."""
+    request = EditRequest(text=doc.text, instruction=instruction, lines=lines, mode=mode or settings.mode,  # type: ignore[arg-type]
+                          max_new_tokens=settings.max_new_tokens, context_lines=settings.context_lines,
+                          language=document_language(doc.uri, doc.language_id), focus_line=focus_line,
+                          program_prompt=settings.prompt_style)  # type: ignore[arg-type]  # config checks it
+    request.validate()
+    return request
