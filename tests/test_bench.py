@@ -255,6 +255,19 @@ def test_bench_edits_free(cached_engine) -> None:
     assert case["arms"]["ar"]["test"] in ("pass", "fail", "timeout")
     assert set(case["arms"]["program"]["collateral"]) == {"changed", "deleted", "first", "lines"}
     assert {"wrong_line", "tail_deleted", "syntax_broken"} <= set(case["arms"]["program-near"])
+    # every measured edit is a first edit (engine.bench.edits.forget_prompts): the near arm runs the
+    # localizer again though the program arm just ran it on the same hintless prompt, and ar
+    # reuses nothing; within an edit the localizer's forward is the program prompt's prefix
+    per = case["arms"]
+    assert per["program"]["breakdown"]["localize_s"] > 0 and per["program-near"]["breakdown"]["localize_s"] > 0
+    assert per["ar"]["breakdown"].get("prefix_reused", 0) == 0
+    from engine.prompt import HINT_AFTER
+    from engine.selector.adapter import prompt_layout
+
+    if prompt_layout(cached_engine.model_for("program").selector) == HINT_AFTER:  # adapters that show the hint last
+        assert per["program"]["breakdown"]["prefix_reused"] > 0
+    assert all(per[a]["edit_s"] >= per[a]["decode_s"] for a in arms)
+    assert all(data["arms"][a]["edit_speedup_vs_ar"] > 0 for a in arms)
 
 
 # --- quality measures on hand-made edits ----------------------------------------------------------

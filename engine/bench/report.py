@@ -31,11 +31,11 @@ def edits_table(data: dict[str, Any]) -> Any:
 
     free = data["family"] == "free"
     table = Table(title=f"{data['corpus']}: {data['family']} family, {data['cases']} cases, {data['model']} on "
-                        f"{data['device']} (decode phase)", title_justify="left", box=box.SIMPLE_HEAD,
+                        f"{data['device']} (decode phase; edit: the whole edit)", title_justify="left", box=box.SIMPLE_HEAD,
                   pad_edge=False, collapse_padding=True)
     n = data["cases"]
     if free:  # the quality columns and the decode-time ratio, within an 80-column terminal
-        cols = ["arm", "focus", "s", "vs ar", "pass", "exact", "valid", "lim/loop", "collat.", "wrong", "syntax",
+        cols = ["arm", "focus", "s", "vs ar", "edit", "pass", "exact", "valid", "lim/loop", "collat.", "wrong", "syntax",
                 "tail"]
     else:
         cols = ["arm", "total s", "median s", "pooled", "median", "fwds", "predicted", "== gold"]
@@ -44,7 +44,7 @@ def edits_table(data: dict[str, Any]) -> Any:
     for arm, s in data["arms"].items():
         if free:
             row = [arm, _focus(s), _f(s["total_s"], 1), _f(s["speedup_vs_ar"], 2, "x"),
-                   _of(s.get("pass"), n), _of(s.get("exact"), n), _of(s.get("valid_programs"), n),
+                   _f(s.get("edit_speedup_vs_ar"), 2, "x"), _of(s.get("pass"), n), _of(s.get("exact"), n), _of(s.get("valid_programs"), n),
                    f"{s['stopped_at_limit']}/{s.get('stopped_loop', 0)}", _f(s.get("collateral_lines")),
                    _f(s.get("wrong_line")), _f(s.get("syntax_broken")), _f(s.get("tail_deletions"))]
         else:

@@ -142,15 +142,17 @@ def _plot_path(args: argparse.Namespace) -> Path | None:
     return args.json.with_suffix(".png") if args.json else None
 
 
-def _load(args: argparse.Namespace, console: Any) -> Any:
+def _load(args: argparse.Namespace, console: Any, reuse_prompts: bool = False) -> Any:
     from engine.bench.harness import get_engine, set_threads
 
     from engine.backends import BackendOptions
 
     set_threads(args.threads)
-    # Every measured edit is a first edit: no prompt KV (or localizer result) carried from one arm
-    # or case to the next (engine.prefix_cache; the editor session measures reuse).
-    options = BackendOptions(threads=args.threads, server_url=args.server_url, prefix_cache_tokens=0)
+    # ``reuse_prompts`` (bench edits): prompt reuse stays on within an edit (the localizer's forward
+    # is the program prompt's prefix) and engine.bench.edits.forget_prompts makes every measured
+    # edit a first edit. Elsewhere (kernel, localize) every forward is measured from scratch.
+    extra = {} if reuse_prompts else {"prefix_cache_tokens": 0}
+    options = BackendOptions(threads=args.threads, server_url=args.server_url, **extra)
     return get_engine(args.model, args.device, args.dtype, progress=lambda m: console.print(f"[dim]{m}[/dim]"),
                       selector=getattr(args, "selector", "auto"), backend=args.backend, options=options)
 
@@ -225,7 +227,7 @@ def run_edits(args: argparse.Namespace) -> int:
     try:
         load_corpus(args.corpus)
         kernel = KernelCurve.load(args.kernel) if args.kernel else None
-        engine = _load(args, console)
+        engine = _load(args, console, reuse_prompts=True)
     except (CorpusError, ModelLoadError, OSError, ValueError, KeyError) as exc:
         print(f"copy-as-decode bench edits: {exc}", file=sys.stderr)
         return 2
