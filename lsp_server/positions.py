@@ -28,15 +28,15 @@ _LINE_BREAK = re.compile(r"\r\n|\n|\r")
 
 def negotiate(capabilities: types.ClientCapabilities | None) -> Encoding:
     """The client's first supported choice from ``general.positionEncodings``; UTF-16 otherwise
-    (the only encoding every client must support). pygls makes the same choice and advertises it
-    in the server capabilities, so both sides agree."""
-    general = capabilities.general if capabilities is not None else None
-    offered = general.position_encodings if general is not None else None
-    for kind in offered or ():
-        value = getattr(kind, "value", kind)
-        if value in SUPPORTED:
-            return value  # type: ignore[return-value]
-    return DEFAULT
+    (the only encoding every client must support). The choice is pygls' own, the one it
+    advertises in the server capabilities, so both sides agree."""
+    from pygls.capabilities import ServerCapabilitiesBuilder
+
+    if capabilities is None:
+        return DEFAULT
+    chosen = ServerCapabilitiesBuilder.choose_position_encoding(capabilities)
+    value = getattr(chosen, "value", chosen)
+    return value if value in SUPPORTED else DEFAULT  # type: ignore[return-value]
 
 
 def units(text: str, encoding: Encoding) -> int:
