@@ -12,7 +12,6 @@ Everything not adapted (embeddings, tied LM head, norms) is shared between the t
 from __future__ import annotations
 
 import copy
-import functools
 import json
 import os
 import warnings
@@ -103,7 +102,6 @@ def save_adapter(peft_model: Any, folder: Path, base_model_name: str, dtype: Any
     return size
 
 
-@functools.lru_cache(maxsize=16)
 def prompt_layout(selector: str | None) -> str:
     """The selector prompt layout (engine.prompt.HINT_AFTER / HINT_BEFORE) for the adapter folder
     ``selector``: what its ``selector.json`` records; ``hint-before`` for adapters written before

@@ -60,8 +60,17 @@ def _placement(data: dict[str, Any]) -> str:
             "and around line K\", never \"rewrite line K\"")
 
 
-def render_card(info: dict[str, Any]) -> str:
-    """CARD.md from the run's record (``training.json``: data, recipe, timings, evaluation)."""
+LAYOUTS = {
+    "hint-after": "the focus sentence (\"The problem is at or near line K.\") follows the numbered input, so a "
+                  "hintless prompt, the localizer's forward and a hint on any line share the whole input as a "
+                  "prompt prefix (engine/prompt.py)",
+    "hint-before": "the focus sentence precedes the numbered input (adapters trained before selector.json existed)",
+}
+
+
+def render_card(info: dict[str, Any], layout: str | None = None) -> str:
+    """CARD.md from the run's record (``training.json``: data, recipe, timings, evaluation) and
+    the adapter's prompt layout (selector.json)."""
     data, recipe, timing = info["data"], info["recipe"], info["timing"]
     out = [f"# Span selector for {info['base_model']}", "",
            "A LoRA adapter that makes the embedded model write edit programs (`<copy lines=\"I-J\"/>` and "
@@ -102,6 +111,7 @@ def render_card(info: dict[str, Any]) -> str:
             "Loss: next-token cross-entropy on model-chosen positions only (prompt, forced literals and "
             "spliced copy tokens are label -100). One sequence per micro-batch, AdamW, linear warm-up then "
             "cosine decay; LoRA dropout 0; the example order is a seeded function of the step.", "",
+            *([f"Prompt layout: `{layout}`: {LAYOUTS.get(layout, '?')}.", ""] if layout else []),
             "## Training", "",
             f"- device: {timing['device']}, torch threads: {timing['threads']}",
             f"- recording the sequences through the program decoder: {_minutes(timing['record_s'])}",
@@ -141,6 +151,8 @@ def render_card(info: dict[str, Any]) -> str:
 
 
 def write_card(folder: Path, info: dict[str, Any]) -> Path:
+    from engine.selector.adapter import prompt_layout
+
     path = Path(folder) / "CARD.md"
-    path.write_text(render_card(info), encoding="utf-8")
+    path.write_text(render_card(info, prompt_layout(str(folder))), encoding="utf-8")
     return path
