@@ -274,6 +274,10 @@ def test_a_loop_stop_is_not_written_and_focus_and_selector_reach_the_engine(caps
     assert LoopingFakeEngine.loads[-1]["selector"] == "none"
     code, _, _ = run(capsys, str(path), "-i", "Fix the bug")
     assert LoopingFakeEngine.loads[-1]["selector"] == "auto" and LoopingFakeEngine.requests[-1].focus_line is None
+    assert LoopingFakeEngine.requests[-1].program_prompt == "auto"
+    (tmp_path / ".copy-as-decode.toml").write_text('promptStyle = "few-shot"\n')  # the workspace setting
+    run(capsys, str(path), "-i", "Fix the bug")
+    assert LoopingFakeEngine.requests[-1].program_prompt == "few-shot"
 
 
 @pytest.mark.parametrize("argv,message", [(["--focus", "4"], "--focus 4 is outside the file's 3 lines"),

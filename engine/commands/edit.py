@@ -176,7 +176,8 @@ def run(args: argparse.Namespace) -> int:
         request = EditRequest(text=text, instruction=args.instruction, lines=lines,
                               language=language_for(str(args.file)), mode=args.mode or settings.mode,
                               max_new_tokens=args.max_new_tokens or settings.max_new_tokens,
-                              context_lines=settings.context_lines, focus_line=args.focus)
+                              context_lines=settings.context_lines, focus_line=args.focus,
+                              program_prompt=settings.prompt_style)  # type: ignore[arg-type]  # config checks it
         request.validate()
         check_focus(args.focus, text, lines)
         model = args.model or settings.model
