@@ -70,6 +70,7 @@ from typing import Any, Iterable, Sequence
 
 from engine.corpora import EditCase, shared_dir
 from engine.lines import split_lines
+from engine.models import ModelLoadError, load_tokenizer
 from engine.oracle import line_oracle, token_oracle
 from engine.program import GEN_CLOSE, GEN_OPEN, PROGRAM_CLOSE, PROGRAM_OPEN, CopyLines, CopyTokens, Gen, Program
 from engine.resolve import resolve
@@ -113,8 +114,6 @@ def load_analysis_tokenizer(spec: str) -> tuple[Any, str]:
     Raises :class:`engine.models.ModelLoadError` (or :class:`engine.corpora.CorpusError` when the
     shared folder itself is missing) with a message that says what to fix.
     """
-    from engine.models import ModelLoadError, load_tokenizer
-
     if spec == "default":
         return load_tokenizer("default"), "default (SmolLM2-135M-Instruct, embedded GGUF)"
     if spec == "qwen2.5":

@@ -17,28 +17,18 @@ import threading
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterator, Literal
 
+from engine.errors import EditError
 from engine.events import EditFinished, EditResult, Event
+from engine.languages import language_for as language_for  # re-exported: the front doors import it from here
 from engine.lines import split_lines
 from engine.models import DEFAULT_MODEL, LoadedModel, load_model
 from engine.program import Program
+from engine.selector.adapter import load_selector
 
 Mode = Literal["auto", "program", "speculative", "ar", "pld", "forced"]
 MODES: tuple[str, ...] = ("auto", "program", "speculative", "ar", "pld", "forced")
 MAX_INPUT_CHARS = 200_000
 MAX_INPUT_LINES = 5_000
-
-
-class EditError(ValueError):
-    """A request the engine refuses (bad range, input too large, bad mode); the message says why."""
-
-
-def language_for(path: str) -> str:
-    """Fence language for a file name (empty when unknown)."""
-    from pathlib import PurePath
-
-    from engine.prompt import LANGUAGE_BY_SUFFIX
-
-    return LANGUAGE_BY_SUFFIX.get(PurePath(path).suffix.lower(), "")
 
 
 def never_cancelled() -> bool:
@@ -136,8 +126,6 @@ class Engine:
         """``selector``: ``auto`` (the shipped adapter with the embedded default model), ``none``
         (base model in program mode too) or an adapter folder. ``backend``/``options``: see
         :mod:`engine.backends` (``auto``: llama.cpp for a .gguf when installed, else transformers)."""
-        from engine.selector.adapter import load_selector
-
         loaded = load_model(model, device=device, dtype=dtype, progress=progress,
                             trust_remote_code=trust_remote_code, backend=backend, options=options)
         return cls(loaded, load_selector(loaded, selector, progress))
@@ -194,6 +182,8 @@ class Engine:
         """Events of one edit, as they happen. ``cancelled`` is polled before every model step;
         once it returns True the edit stops within one step with ``stop_reason == "cancelled"``
         and ``output_text`` equal to the input (nothing half-done is returned)."""
+        # Lazy: engine.decode loads torch and the decoders; the language server imports this
+        # module when it starts, long before a model loads.
         from engine.decode import run_edit
 
         request.validate()

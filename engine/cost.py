@@ -23,6 +23,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from engine.models import cache_dir
+
 # Forwards are grouped by size into buckets (powers of two); each keeps an average (size, seconds).
 _BUCKETS = 13  # 1 .. 4096
 _EMA = 0.2  # weight of a new observation once a bucket has a few
@@ -145,8 +147,6 @@ class CostModel:
 
 def cost_path(*identity: object) -> Path:
     """Where the cost table of a runtime with this identity lives (user cache, never the repo)."""
-    from engine.models import cache_dir
-
     digest = hashlib.sha256("\0".join(str(part) for part in identity).encode("utf-8")).hexdigest()[:16]
     return cache_dir() / "cost" / f"{digest}.json"
 

@@ -7,12 +7,17 @@ import time
 from dataclasses import replace
 from typing import Callable, Iterator
 
+from engine.errors import EditError
 from engine.events import EditFinished, EditResult, EditStarted, Event, OpResolved
 from engine.lines import split_lines
+from engine.localize import plan_focus
 from engine.models import LoadedModel
+from engine.outcome import DecodeOutcome
 from engine.program import CopyTokens
-from engine.program_decoder import DecodeOutcome, FeedRecorder, check_program, decode_program
+from engine.program_decoder import FeedRecorder, check_program, decode_program
 from engine.prompt import PromptParts, program_messages, render, selector_messages, text_messages
+from engine.remote_decode import RemoteProgramDecoder, decode_text_remote
+from engine.selector.adapter import prompt_layout
 from engine.tables import tables_for
 from engine.text_decoder import decode_text
 from engine.tokens import encode, token_pieces
@@ -34,13 +39,9 @@ def run_edit(loaded: LoadedModel, request, cancelled: Callable[[], bool],
     tables = tables_for(loaded)
     plan = None
     if request.mode == "program":  # where the problem is: the user's focus, or the localizer's (engine/localize.py)
-        from engine.localize import plan_focus
-
         plan = plan_focus(loaded, parts, localize=request.localize, noop=request.noop_deviation)
         parts = replace(parts, focus_line=plan.hint)
     if loaded.remote and (request.mode == "forced" or request.token_copies):
-        from engine.api import EditError
-
         raise EditError(f"{loaded.runtime.describe()} runs program, speculative, ar and pld edits; forced mode "
                         "and token copies need an in-process backend (transformers or llamacpp)")
     token_copies = request.token_copies
@@ -53,8 +54,6 @@ def run_edit(loaded: LoadedModel, request, cancelled: Callable[[], bool],
         if style == "auto":
             style = "selector" if loaded.selector else "few-shot"
         if style == "selector":
-            from engine.selector.adapter import prompt_layout
-
             messages = selector_messages(parts, prompt_layout(loaded.selector))
         else:
             messages = program_messages(parts)
@@ -64,8 +63,6 @@ def run_edit(loaded: LoadedModel, request, cancelled: Callable[[], bool],
     yield EditStarted(mode=request.mode, model=loaded.name, input_lines=len(split_lines(region)),
                       prompt_tokens=len(prompt_ids))
     if loaded.remote:
-        from engine.remote_decode import RemoteProgramDecoder, decode_text_remote
-
         sampling = {"temperature": request.temperature, "seed": request.seed} if request.temperature > 0 else {}
         if request.mode == "program":
             decoder = RemoteProgramDecoder(loaded, tables, region, prompt_ids, request.max_new_tokens, cancelled,

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
 from engine.lines import split_lines
-from engine.program import Gen, Op
+from engine.program import Gen, Op, unescape_body
 
 MAX_PERIOD = 400          # longest repeated unit (characters) looked for
 WINDOW = 4096             # characters of the output tail examined per call
@@ -256,8 +256,6 @@ class ProgramLoopWatch:
         self.warning: str | None = None
 
     def degenerate(self, resolved: str, scanner: Any, ops: list) -> bool:
-        from engine.program import unescape_body
-
         text = resolved + (unescape_body(scanner.body) if scanner.in_gen else "")
         seen = (*due(text), len(ops))
         if seen == self.seen:

@@ -17,15 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from engine.backends import BackendOptions, resolve_backend
+from engine.errors import ModelLoadError as ModelLoadError  # re-exported: older code imports it from here
+
 DEFAULT_MODEL = "default"
 _DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 # v2: tied embeddings saved under their canonical name (model.embed_tokens.weight), so other
 # loaders (vLLM) read the folder too; a folder converted before is converted again.
 COMPLETE_MARKER = ".complete-v2"
-
-
-class ModelLoadError(RuntimeError):
-    """A model that cannot be loaded; the message names the model and the reason."""
 
 
 @dataclass
@@ -44,6 +43,8 @@ class LoadedModel:
 
     def __post_init__(self) -> None:
         if self.runtime is None:
+            # Lazy, like every backend module imported in this file: each imports torch, and
+            # imports this module back (it builds LoadedModel), a real cycle.
             from engine.backends.transformers_backend import TransformersRuntime
 
             self.runtime = TransformersRuntime(self.model, self.device)
@@ -227,13 +228,12 @@ def load_model(name: str = DEFAULT_MODEL, device: str | None = None, dtype: str 
                backend: str = "transformers", options: Any = None) -> LoadedModel:
     """Load a causal LM for decoding on ``backend`` (see :mod:`engine.backends`; ``options`` are its
     :class:`engine.backends.BackendOptions`). Raises :class:`ModelLoadError` with one clear message."""
-    from engine.backends import BackendOptions, resolve_backend
-
     options = options or BackendOptions()
     try:
         chosen = resolve_backend(backend, name, gguf_file_of(name))
     except ValueError as exc:
         raise ModelLoadError(str(exc)) from None
+    # The backend modules load lazily (see LoadedModel.__post_init__): torch, and a real cycle.
     if chosen == "llamacpp":
         from engine.backends.llamacpp import load_llamacpp
 
@@ -250,7 +250,7 @@ def _load_transformers(name: str, device: str | None, dtype: str | None,
                        prefix_tokens: int) -> LoadedModel:
     from transformers import AutoModelForCausalLM
 
-    from engine.backends.transformers_backend import TransformersRuntime
+    from engine.backends.transformers_backend import TransformersRuntime  # lazy: torch, and a real cycle
 
     device_name = choose_device(device)
     torch_dtype = choose_dtype(device_name, dtype)

@@ -39,6 +39,7 @@ from engine.grammar import RangeConstraint
 from engine.lines import line_offsets, split_lines
 from engine.models import LoadedModel
 from engine.noop_gen import NoOpGenGuard
+from engine.outcome import DecodeOutcome
 from engine.program import GEN_CLOSE, CopyLines, CopyTokens, Gen, Op, Program
 from engine.resolve import check_ending, resolve, resolve_op
 from engine.scanner import ProgramScanner
@@ -86,17 +87,6 @@ def longest_allowed_token(tables: ModelTables, rest: bytes, bitmask, banned: set
         if tok is not None and tok not in banned and bit_is_set(bitmask, tok):
             return tok
     return None
-
-
-@dataclass
-class DecodeOutcome:
-    program: Program
-    region_output: str
-    raw_output: str
-    tokens: TokenCounts
-    stop_reason: str
-    breakdown: dict
-    warnings: list[str]
 
 
 @dataclass

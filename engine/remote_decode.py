@@ -33,8 +33,9 @@ from engine.grammar import body_rule_after, gen_body_ebnf, int_between_ebnf
 from engine.guards import LoopGuard, ProgramLoopWatch
 from engine.lines import split_lines
 from engine.models import LoadedModel
+from engine.outcome import DecodeOutcome
 from engine.program import GEN_CLOSE, CopyLines, Op, Program, may_end_after, merge_adjacent
-from engine.program_decoder import DecodeOutcome, accept_forced_literal, starts_op
+from engine.program_decoder import accept_forced_literal, starts_op
 from engine.prompt import TEXT_FENCE_CLOSE
 from engine.resolve import resolve_op
 from engine.scanner import ProgramScanner

@@ -25,7 +25,9 @@ import warnings
 from dataclasses import dataclass
 from functools import cache
 
-# Fence language (``engine.api.language_for``) -> the parser that serves it.
+from engine.languages import language_for
+
+# Fence language (``engine.languages.language_for``) -> the parser that serves it.
 PARSER_FOR = {"python": "python", "javascript": "javascript", "jsx": "javascript"}
 
 
@@ -117,8 +119,6 @@ LSP_LANGUAGE_IDS = {"javascriptreact": "jsx"}
 def document_language(path: str, language_id: str = "") -> str:
     """The language of a document from its path's suffix (as the CLI reads it), else from the
     editor's languageId (an unsaved buffer has no suffix)."""
-    from engine.api import language_for
-
     return language_for(path) or LSP_LANGUAGE_IDS.get(language_id, language_id)
 
 

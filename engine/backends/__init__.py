@@ -23,7 +23,7 @@ import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.api import EditError
+from engine.errors import EditError
 from engine.prefix_cache import DEFAULT_PREFIX_TOKENS
 
 BACKENDS: tuple[str, ...] = ("auto", "transformers", "llamacpp", "vllm")

@@ -31,6 +31,8 @@ import torch
 
 from engine.backends import BackendError, BackendOptions
 from engine.cost import CostModel, cost_path
+from engine.errors import ModelLoadError
+from engine.models import COMPLETE_MARKER, DEFAULT_MODEL, LoadedModel, cache_dir, gguf_file_of
 from engine.prefix_cache import PrefixStore
 from engine.session import Forward, ForwardLog, Session
 
@@ -39,8 +41,6 @@ def _lib() -> Any:
     try:
         import llama_cpp
     except ImportError:
-        from engine.models import ModelLoadError
-
         raise ModelLoadError(
             "backend 'llamacpp' needs llama-cpp-python: pip install 'copy-as-decode[llamacpp]' "
             "(it compiles llama.cpp, about 14 minutes on 2 cores; `make test` installs it)") from None
@@ -74,8 +74,6 @@ class LlamaCppModel:
         self.path, self.options = path, options
         self.ptr = lib.llama_model_load_from_file(str(path).encode("utf-8"), params)
         if not self.ptr:
-            from engine.models import ModelLoadError
-
             raise ModelLoadError(f"model {str(path)!r}: llama.cpp cannot load this GGUF file")
         self.vocab = lib.llama_model_get_vocab(self.ptr)
         self.n_vocab = int(lib.llama_vocab_n_tokens(self.vocab))
@@ -389,8 +387,6 @@ def _model(path: Path, options: BackendOptions) -> LlamaCppModel:
 def load_llamacpp(name: str, options: BackendOptions, progress: Callable[[str], None] | None) -> Any:
     """A :class:`engine.models.LoadedModel` on llama.cpp for a ``.gguf`` (or the embedded default).
     The tokenizer is the GGUF's own, read by transformers (the grammar tables need it)."""
-    from engine.models import LoadedModel, ModelLoadError, gguf_file_of
-
     path = gguf_file_of(name)
     if path is None:
         raise ModelLoadError(f"model {name!r}: backend 'llamacpp' runs .gguf files only")
@@ -410,8 +406,6 @@ def _gguf_tokenizer(name: str, path: Path) -> Any:
     """The GGUF's tokenizer (the de-quantized default model's saved copy when it exists: the same
     tokenizer, faster to read)."""
     from transformers import AutoTokenizer
-
-    from engine.models import COMPLETE_MARKER, DEFAULT_MODEL, ModelLoadError, cache_dir
 
     folder = cache_dir() / "SmolLM2-135M-Instruct"
     try:

@@ -22,7 +22,10 @@ from typing import Any, Callable, Iterator
 
 from engine.backends import BackendError, BackendOptions
 from engine.backends.http_client import CompletionsClient, RemoteError
+from engine.errors import ModelLoadError
+from engine.models import LoadedModel, load_tokenizer
 from engine.session import ForwardLog
+from engine.tokens import encode
 
 _PROBE = "def probe(x):\n    return x + 1  # <copy lines=\"1-2\"/> é\n"
 
@@ -60,8 +63,6 @@ class VllmRuntime:
     def with_selector(self, loaded: Any, folder: Path) -> Any:
         """The program-mode model: the server's LoRA module named ``selector`` (serve it with
         ``--enable-lora --lora-modules selector=FOLDER``), else None (the base model)."""
-        from engine.models import LoadedModel
-
         if "selector" not in served_names(self.client):
             return None
         runtime = VllmRuntime(self.client, self.served_model, self.tokenizer, self.max_model_len, lora="selector")
@@ -142,9 +143,6 @@ def load_vllm(name: str, options: BackendOptions, progress: Callable[[str], None
               trust_remote_code: bool = False) -> Any:
     """Connect to the server, pick the served model, load the local tokenizer and check that it
     matches the server's. Raises :class:`engine.models.ModelLoadError` with one clear message."""
-    from engine.models import LoadedModel, ModelLoadError, load_tokenizer
-    from engine.tokens import encode
-
     if not options.server_url:
         raise ModelLoadError("backend 'vllm' needs the server's URL: set copyAsDecode.serverUrl in your user "
                              "settings (or --server-url), e.g. http://127.0.0.1:8000")
