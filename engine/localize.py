@@ -60,7 +60,7 @@ class Surprise:
     seconds: float
 
 
-_SURPRISES: weakref.WeakKeyDictionary[Any, OrderedDict[tuple[int, ...], Surprise]] = weakref.WeakKeyDictionary()
+_SURPRISES: weakref.WeakKeyDictionary[Any, OrderedDict[tuple[Any, ...], Surprise]] = weakref.WeakKeyDictionary()
 _SURPRISES_KEPT = 4  # per runtime: the last few prompts' surprises
 
 
@@ -99,18 +99,22 @@ def prompt_with_lines(tokenizer: Any, parts: PromptParts) -> tuple[list[int], li
     return ids, lines
 
 
-def line_surprise(loaded: Any, parts: PromptParts) -> Surprise:
+def line_surprise(loaded: Any, parts: PromptParts, only: frozenset[int] | None = None) -> Surprise:
     """Per-line NLL of ``parts.region`` in the hintless selector prompt, one forward on ``loaded``
-    (the prompt's logits at the rows before each region code token only)."""
+    (the prompt's logits at the rows before each region code token only). ``only``: score just
+    these lines (the others come back with ``tokens == 0``, never ranked): the LM head then runs
+    on a few rows instead of every region token's, and the forward costs about a plain prefill."""
     import time
 
     ids, lines = prompt_with_lines(loaded.tokenizer, parts)
+    if only is not None:
+        lines = [members if number in only else [] for number, members in enumerate(lines, start=1)]
     # An editor asks again on an unchanged buffer: the same prompt gives the same surprise (the
     # prefill is bit-identical, engine.session), and this forward's rows cannot come from a KV
     # cache. Kept with the runtime's prompt caches, and off when they are (prefix_cache_tokens=0).
     prefixes = getattr(loaded.runtime, "prefixes", None)
     memo = _SURPRISES.setdefault(loaded.runtime, OrderedDict())
-    key = tuple(ids)
+    key = (tuple(ids), only)
     if prefixes is None or not prefixes.enabled:
         memo.clear()
     elif key in memo:
@@ -240,7 +244,9 @@ def plan_focus(loaded: Any, parts: PromptParts, localize: bool = True, noop: boo
     user = focus_in_region(parts)
     if not localize or not loaded.selector or len(split_lines(parts.region)) < 2:
         return FocusPlan(user, user if noop else None, "user" if user else "none")
-    surprise = line_surprise(loaded, parts)
+    # With a cursor only the lines near it are ever ranked: score just those (a few LM-head rows)
+    near = None if user is None else frozenset(range(user - CURSOR_WINDOW, user + CURSOR_WINDOW + 1))
+    surprise = line_surprise(loaded, parts, near)
     prose = prose_lines(parts.region, parts.language)
     if user is None:
         ranked = rank_lines(surprise.lines, parts.region, STATISTIC, exclude=prose)

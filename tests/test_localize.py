@@ -106,3 +106,23 @@ def test_localize_benchmark_counts_hits() -> None:
     assert table["cursor"]["top1"] == 1 and table["cursor"]["top3"] == 2  # lines 1, 3, 4 by distance (2 is blank)
     assert table["last"]["top1"] == 0  # line 5 (print) is last
     assert table["total x cursor/1"]["top1"] == 1
+
+
+def test_a_cursor_scores_only_the_lines_near_it(default_engine) -> None:
+    """With a cursor the localizer ranks lines within CURSOR_WINDOW of it only, so it scores just
+    those: the same values as the full forward, on a fraction of the LM-head rows."""
+    from engine.localize import _SURPRISES, line_surprise
+    from engine.prompt import PromptParts
+
+    loaded = default_engine.model_for("program")
+    region = "".join(f"def f{i}(x):\n    return x * {i} + {i % 3}\n" for i in range(12))
+    parts = PromptParts(instruction="Fix the bug.", region=region, language="python")
+    _SURPRISES.pop(loaded.runtime, None)
+    full = line_surprise(loaded, parts)
+    near = line_surprise(loaded, parts, frozenset(range(9, 16)))
+    assert near.region_tokens < full.region_tokens / 2 and near.seconds > 0  # its own forward, not the full one's
+    for a, b in zip(full.lines, near.lines):
+        if 9 <= a.line <= 15:
+            assert (a.tokens, round(a.total, 3)) == (b.tokens, round(b.total, 3)), a.line
+        else:
+            assert b.tokens == 0, b.line
