@@ -8,8 +8,8 @@ A warm-up fix on another file loads the model first, so every measured request h
 (the language server's steady state). Per request it prints the time to the first applied edit,
 the total, the prompt's prefill and how many prompt tokens came from the previous request's KV
 (``prefix_reused``, engine.prefix_cache). It also prints how much of the prompt two requests with
-different cursor lines share, as the prompt is ordered today and with the focus sentence after
-the code (what reordering would buy).
+different cursor lines share in each selector prompt layout (the focus sentence before or after
+the code: engine.prompt.HINT_BEFORE / HINT_AFTER).
 
     OMP_NUM_THREADS=1 .venv/bin/python scripts/measure_editor_session.py --backend llamacpp --threads 1
     OMP_NUM_THREADS=1 .venv/bin/python scripts/measure_editor_session.py --backend transformers --threads 1
@@ -134,11 +134,12 @@ class Editor:
 
 
 def prompt_sharing(buggy: str, line_a: int, line_b: int) -> dict[str, Any]:
-    """Common token prefix of the program-mode prompts for two cursor lines: as ordered today, and
-    with the instruction and focus sentence moved after the code."""
+    """Common token prefix of the program-mode prompts for two cursor lines, in each selector
+    prompt layout (engine.prompt: the focus sentence before the code, as older adapters were
+    trained, and after it, as adapters trained since are)."""
     from engine.models import load_tokenizer
     from engine.prefix_cache import common_prefix
-    from engine.prompt import PromptParts, render, selector_messages
+    from engine.prompt import HINT_AFTER, HINT_BEFORE, PromptParts, render, selector_messages
 
     tok = load_tokenizer("default")
 
@@ -146,16 +147,11 @@ def prompt_sharing(buggy: str, line_a: int, line_b: int) -> dict[str, Any]:
         return PromptParts(instruction=INSTRUCTION, region=buggy, before="", after="", first_line=1,
                            language="python", focus_line=line + 1)
 
-    def reordered(p: PromptParts) -> list[dict[str, str]]:
-        system, user = selector_messages(p)
-        head, _, code = user["content"].partition("Input (")
-        return [system, {"role": "user", "content": "Input (" + code + "\n" + head}]
-
     out: dict[str, Any] = {}
-    for name, build in (("today", selector_messages), ("code_first", reordered)):
-        a, b = render(tok, build(parts(line_a))), render(tok, build(parts(line_b)))
+    for layout in (HINT_BEFORE, HINT_AFTER):
+        a, b = (render(tok, selector_messages(parts(line), layout)) for line in (line_a, line_b))
         n = common_prefix(a, b)
-        out[name] = {"prompt_tokens": len(b), "shared": n, "share": round(n / len(b), 3)}
+        out[layout] = {"prompt_tokens": len(b), "shared": n, "share": round(n / len(b), 3)}
     return out
 
 
