@@ -7,6 +7,9 @@ overridden ``vim.ui.select``, waits for the edit and writes the buffer out. The 
 what the engine resolves for the same request in this process (with the diagnostic's line as the
 focus, as the server passes it). Under ``applyMode = "preview"`` Neovim 0.7 (no
 changeAnnotationSupport) gets a message and the edit waits for ``copyAsDecode.server.applyPending``.
+In the first test's session the script then opens examples/buggy_add.py as well, puts the cursor on
+its docstring (line 2, one line above the buggy ``return a - b``; no diagnostic) and runs "AI fix"
+again: that buffer must hold the fix itself (``return a + b``, def line and docstring kept).
 """
 
 from __future__ import annotations
@@ -33,6 +36,10 @@ CASE_ID = "Python/158"
 # (sorted(words)[0] -> max(words)) in ~15 tokens.
 FALLBACK = ("def find_max(words):\n    return sorted(words)[0]\n", "Fix bugs in find_max.")
 SETTINGS = {"mode": "ar", "maxNewTokens": 64, "contextLines": 3}
+# The cursor next to the bug: examples/buggy_add.py, cursor on line 2 (the docstring), bug on line 3.
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "buggy_add.py"
+NEAR_FIXED = 'def add(a, b):\n    """Return the sum of a and b."""\n    return a + b\n'
+NEAR_LINE = 2
 NO_NVIM = "nvim is not installed (make test installs Debian's neovim as root; or: apt-get install neovim)"
 
 
@@ -49,8 +56,11 @@ def buggy_case() -> tuple[str, str]:
     return FALLBACK
 
 
-def run_neovim(tmp_path: Path, settings: dict, apply_pending: bool = False) -> tuple[str, int, dict, str]:
-    """Run the headless Neovim script on the HumanEvalFix case; (text, bug line, log, buffer)."""
+def run_neovim(tmp_path: Path, settings: dict, apply_pending: bool = False,
+               near: bool = False) -> tuple[str, int, dict, str]:
+    """Run the headless Neovim script on the HumanEvalFix case; (text, bug line, log, buffer).
+    ``near``: then AI fix on examples/buggy_add.py in the same session, the cursor on line 2
+    (its buffer lands in tmp_path/near.txt, what the action sent in log["near"])."""
     text, bug_message = buggy_case()
     source = tmp_path / "project" / "find_max.py"
     source.parent.mkdir()
@@ -72,6 +82,11 @@ def run_neovim(tmp_path: Path, settings: dict, apply_pending: bool = False) -> t
         "CAD_BUG_LINE": str(bug_line), "CAD_BUG_MESSAGE": bug_message, "CAD_TIMEOUT_MS": "240000",
         "CAD_APPLY_PENDING": "1" if apply_pending else "0",
     })
+    if near:
+        near_source = tmp_path / "project" / EXAMPLE.name
+        near_source.write_text(EXAMPLE.read_text())
+        env.update({"CAD_NEAR_FILE": str(near_source), "CAD_NEAR_LINE": str(NEAR_LINE),
+                    "CAD_NEAR_OUT": str(tmp_path / "near.txt")})
     for key in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME"):
         Path(env[key]).mkdir(parents=True, exist_ok=True)
     proc = subprocess.Popen(
@@ -121,9 +136,16 @@ def engine_output(text: str, instruction: str, settings: dict, focus_line: int) 
 
 @pytest.mark.skipif(NVIM is None, reason=NO_NVIM)
 def test_neovim_ai_fix_code_action(tmp_path: Path):
-    text, bug_line, log, buffer = run_neovim(tmp_path, SETTINGS)
+    text, bug_line, log, buffer = run_neovim(tmp_path, SETTINGS, near=True)
     want = engine_output(text, log["instruction"], SETTINGS, focus_line=bug_line + 1)
     assert buffer == want, f"Neovim's buffer differs from the engine's output; log: {log}"
+    # Same session, examples/buggy_add.py with the cursor on the docstring (no diagnostic).
+    assert EXAMPLE.read_text() == NEAR_FIXED.replace("a + b", "a - b"), "the example no longer has its bug"
+    assert log["near"]["instruction"] == "Fix the bug" and log["near"]["focus"]["line"] == NEAR_LINE - 1, log["near"]
+    near_buffer = (tmp_path / "near.txt").read_text()
+    assert near_buffer == NEAR_FIXED, (
+        f"AI fix with the cursor on line {NEAR_LINE}, next to the bug, did not give the fix "
+        f"(`return a + b`, def line and docstring kept): {near_buffer!r}; log: {log}")
 
 
 @pytest.mark.skipif(NVIM is None, reason=NO_NVIM)

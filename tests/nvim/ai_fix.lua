@@ -4,6 +4,8 @@
 -- Inputs come from the environment (see tests/test_neovim.py); exits with :qa! or :cquit 1.
 -- With CAD_APPLY_PENDING=1 the edit is expected to wait for review (applyMode preview, or a
 -- destructive edit): the script records the buffer, then runs copyAsDecode.server.applyPending.
+-- With CAD_NEAR_FILE set, the same session then opens that file too, puts the cursor on line
+-- CAD_NEAR_LINE (1-based; no diagnostic), runs "AI fix" again and writes that buffer to CAD_NEAR_OUT.
 local env = vim.env
 local file, out, log_path = env.CAD_FILE, env.CAD_OUT, env.CAD_LOG
 local cmd = vim.fn.json_decode(env.CAD_CMD)
@@ -63,42 +65,53 @@ local ok, err = pcall(function()
   } })
   vim.api.nvim_win_set_cursor(0, { bug_line + 1, 4 })
 
-  local picked = nil
-  vim.ui.select = function(items, _, on_choice)
-    for i, item in ipairs(items) do
-      local action = item[2]
-      log.titles = log.titles or {}
-      table.insert(log.titles, action.title)
-      if action.title == 'AI fix' then
-        picked = action
-        return on_choice(item, i)
+  -- Run the "AI fix" code action at the cursor of the current window (as a user picks it from
+  -- vim.lsp.buf.code_action's menu) and wait for the edit: true, the picked action's command
+  -- argument; or false, why not.
+  local function ai_fix()
+    local picked = nil
+    local titles = {}
+    vim.ui.select = function(items, _, on_choice)
+      for i, item in ipairs(items) do
+        local action = item[2]
+        table.insert(titles, action.title)
+        if action.title == 'AI fix' then
+          picked = action
+          return on_choice(item, i)
+        end
       end
+      on_choice(nil, nil)
     end
-    on_choice(nil, nil)
-  end
-  vim.lsp.buf.code_action({ only = { 'quickfix' } })
-  if not vim.wait(10000, function() return picked ~= nil end, 50) then
-    return fail('no "AI fix" code action was offered')
-  end
-  log.instruction = picked.command.arguments[1].instruction
-
-  local function finished()
-    local editing = false
-    for _, s in ipairs(log.statuses) do
-      if s.state == 'editing' then editing = true
-      elseif editing and (s.state == 'ready' or s.state == 'error') then return true end
+    local seen = #log.statuses  -- statuses before this edit do not count
+    vim.lsp.buf.code_action({ only = { 'quickfix' } })
+    if not vim.wait(10000, function() return picked ~= nil end, 50) then
+      return false, 'no "AI fix" code action was offered (offered: ' .. table.concat(titles, ', ') .. ')'
     end
-    return false
+    log.titles = log.titles or titles
+    local function finished()
+      local editing = false
+      for i = seen + 1, #log.statuses do
+        local state = log.statuses[i].state
+        if state == 'editing' then editing = true
+        elseif editing and (state == 'ready' or state == 'error') then return true end
+      end
+      return false
+    end
+    if not vim.wait(timeout_ms, finished, 50) then
+      return false, 'the edit did not finish in time'
+    end
+    return true, picked.command.arguments[1]
   end
-  if not vim.wait(timeout_ms, finished, 50) then
-    return fail('the edit did not finish in time')
-  end
-  local function buffer_text()
-    local lines = vim.api.nvim_buf_get_lines(bufnr, 0, -1, true)
+  local function buffer_text(buf)
+    local lines = vim.api.nvim_buf_get_lines(buf or bufnr, 0, -1, true)
     local text = table.concat(lines, '\n')
-    if vim.api.nvim_buf_get_option(bufnr, 'eol') then text = text .. '\n' end
+    if vim.api.nvim_buf_get_option(buf or bufnr, 'eol') then text = text .. '\n' end
     return text
   end
+
+  local fixed, argument = ai_fix()
+  if not fixed then return fail(argument) end
+  log.instruction = argument.instruction
   if env.CAD_APPLY_PENDING == '1' then
     log.before_apply = buffer_text()
     local answered = false
@@ -120,6 +133,18 @@ local ok, err = pcall(function()
   local fh = assert(io.open(out, 'wb'))
   fh:write(text)
   fh:close()
+  if env.CAD_NEAR_FILE then
+    vim.cmd('hide edit ' .. vim.fn.fnameescape(env.CAD_NEAR_FILE))  -- the first buffer stays unwritten
+    local near_buf = vim.api.nvim_get_current_buf()
+    vim.lsp.buf_attach_client(near_buf, client_id)
+    vim.api.nvim_win_set_cursor(0, { tonumber(env.CAD_NEAR_LINE), 4 })
+    local near_fixed, near_argument = ai_fix()
+    if not near_fixed then return fail('next to the bug: ' .. near_argument) end
+    log.near = { instruction = near_argument.instruction, focus = near_argument.focus }
+    local near_fh = assert(io.open(env.CAD_NEAR_OUT, 'wb'))
+    near_fh:write(buffer_text(near_buf))
+    near_fh:close()
+  end
   write_log()
   vim.lsp.stop_client(client_id)
   vim.wait(2000, function() return vim.lsp.get_client_by_id(client_id) == nil end, 50)
