@@ -28,23 +28,22 @@ from __future__ import annotations
 import time
 from bisect import bisect_right
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, NamedTuple, Sequence
 
 import torch
 
 from engine.drafter import DraftText, ProgramDrafter, ProgramState
-from engine.events import OpResolved, TokenCounts
-from engine.guards import ProgramLoopWatch
+from engine.events import OpResolved
 from engine.grammar import RangeConstraint
 from engine.lines import line_offsets, split_lines
 from engine.models import LoadedModel
 from engine.noop_gen import NoOpGenGuard
 from engine.outcome import DecodeOutcome
-from engine.program import GEN_CLOSE, CopyLines, CopyTokens, Gen, Op, Program
-from engine.resolve import check_ending, resolve, resolve_op
-from engine.scanner import ProgramScanner
+from engine.program import CopyLines, CopyTokens, Gen, Op, Program
+from engine.program_writer import ProgramWriter, WrittenState, accept_forced_literal
+from engine.resolve import check_ending, resolve
 from engine.tables import ModelTables, bit_is_set, unpack_allowed
-from engine.tokens import IncrementalDetokenizer, encode, token_pieces
+from engine.tokens import encode, token_pieces
 
 
 class ProgramTeacher:
@@ -66,18 +65,6 @@ class ProgramTeacher:
         if tok is None:
             raise RuntimeError(f"forced program: no allowed token continues {self.target[self.pos:self.pos + 20]!r}")
         return tok
-
-
-def accept_forced_literal(matcher: Any, scanner: ProgramScanner) -> str:
-    """The literal the grammar fixes next, cut at a copy close (a splice point), accepted by the
-    matcher; "" when the next token is the model's choice. Both program decoders feed it this way."""
-    literal = matcher.find_jump_forward_string()
-    if literal:
-        cut = scanner.copy_close_offset(literal)
-        literal = literal[:cut] if cut else literal
-        if not matcher.accept_string(literal):
-            raise RuntimeError(f"grammar refused its own forced literal {literal!r}")
-    return literal
 
 
 def longest_allowed_token(tables: ModelTables, rest: bytes, bitmask, banned: set[int]) -> int | None:
@@ -122,6 +109,17 @@ def decode_program(loaded: LoadedModel, tables: ModelTables, region: str, prompt
     return decoder.run()
 
 
+class RollbackPoint(NamedTuple):
+    """What :meth:`ProgramDecoder.rollback` restores: the decoder just before a token, as if
+    nothing after it had happened (the cache is cropped to the mark's ``kv_length`` besides)."""
+
+    grammar_steps: int  # tokens and forced strings the grammar matcher had accepted
+    written: WrittenState  # the program text, ops, events, counts and lookahead
+    ranges: tuple[int, bool, bool]  # the range rule's state (RangeConstraint.snapshot)
+    teacher_pos: int | None  # byte offset in the teacher's program (forced mode), else None
+    gen_tokens: int  # tokens written in the current gen body so far
+
+
 @dataclass
 class _Mark:
     """Decoder state just before a drafted token: what verification checks, and where to roll back
@@ -133,8 +131,7 @@ class _Mark:
     bitmask: Any
     banned: set[int]
     in_gen: bool
-    state: tuple
-    lookahead: "_Lookahead | None"  # pending when the token is chosen
+    state: RollbackPoint
     track: "tuple | None" = None  # (gen, rest, line start) while a gen body spells the input (engine.noop_gen)
 
 
@@ -185,20 +182,12 @@ class ProgramDecoder:
         self.recorder = recorder
 
         self.session = loaded.session()
-        self.detok = IncrementalDetokenizer(self.tokenizer)
-        self.scanner = ProgramScanner()
-        self.ops: list[Op] = []
-        self.resolved = ""
-        self.consumed = 0
-        self.generated = self.forced = self.copied = 0
+        self.writer = ProgramWriter(self.tokenizer, region, self.lines, max_new_tokens, self.started, self.pieces)
         self.steps = 0  # grammar steps accepted (tokens and forced strings), for rollback
         self.gen_ids: list[int] = []  # tokens written inside the current gen body
         self.pending: list[int] = []  # tokens for the next forward
         self.pending_chosen: list[bool] = []
-        self.events: list[OpResolved] = []  # resolved ops not yet handed out
-        self.lookahead: _Lookahead | None = None
         self.drafted = self.draft_accepted = 0
-        self.loops = ProgramLoopWatch(region)
         # A gen that only writes the focus line back is a no-op (engine.noop_gen); greedy decoding
         # deviates from it. A teacher's program is given, and sampling draws its own way.
         self.noop = (NoOpGenGuard(self.lines, tables.vocab_texts, focus_line)
@@ -226,7 +215,7 @@ class ProgramDecoder:
             if self.cancelled():
                 stop_reason = "cancelled"
                 break
-            if self.generated + self.forced >= self.max_new_tokens:
+            if self.writer.generated + self.writer.forced >= self.max_new_tokens:
                 stop_reason = "max_tokens"
                 break
             # The span below holds take_forced's own timed part: set the total, do not add twice.
@@ -237,8 +226,8 @@ class ProgramDecoder:
                 token = self.choose(logits, banned)
             else:
                 token, known = known, None
-            n_ops = len(self.ops)
-            if self.lookahead is not None and starts_op(self.lookahead.text + self.tables.vocab_texts[token]):
+            n_ops = len(self.writer.ops)
+            if self.writer.meant_op(self.tables.vocab_texts[token]):
                 self.close_gen_instead()
                 self.deviate_from_noop_gen(n_ops)
                 self.grammar_s = grammar_before + time.perf_counter() - t
@@ -267,11 +256,10 @@ class ProgramDecoder:
 
     def degenerate(self) -> bool:
         """Has the output started repeating itself (engine.guards.ProgramLoopWatch)?"""
-        return self.loops.degenerate(self.resolved, self.scanner, self.ops)
+        return self.writer.degenerate()
 
     def flush(self) -> Iterator[OpResolved]:
-        events, self.events = self.events, []
-        yield from events
+        return self.writer.flush()
 
     def outcome(self, stop_reason: str) -> DecodeOutcome:
         breakdown = self.session.breakdown()
@@ -280,19 +268,11 @@ class ProgramDecoder:
             breakdown["draft_s"] = round(self.draft_s, 6)
             breakdown["drafted_tokens"] = self.drafted
             breakdown["draft_accepted"] = self.draft_accepted
-        breakdown["decode_steps"] = self.generated
+        breakdown["decode_steps"] = self.writer.generated
         if self.noop_deviations:
             breakdown["noop_gen_deviations"] = self.noop_deviations
             breakdown["noop_gen_gap_max"] = round(self.noop_gap_max, 3)
-        warnings: list[str] = [self.loops.warning] if self.loops.warning else []
-        output = self.resolved
-        if stop_reason == "max_tokens":
-            output = self.resolved + "".join(self.lines[self.consumed:])
-            warnings.append(f"the program hit the limit of {self.max_new_tokens} new tokens before </program>; "
-                            f"the rest of the input after line {self.consumed} was kept unchanged")
-        return DecodeOutcome(program=Program(tuple(self.ops)), region_output=output, raw_output=self.scanner.text,
-                             tokens=TokenCounts(self.generated, self.copied, self.forced), stop_reason=stop_reason,
-                             breakdown=breakdown, warnings=warnings)
+        return self.writer.outcome(stop_reason, breakdown)
 
     # -- one step -------------------------------------------------------------------------------
 
@@ -301,10 +281,10 @@ class ProgramDecoder:
         (and, under a teacher, the tokens that would straddle a splice point)."""
         self.matcher.fill_next_token_bitmask(self.bitmask)
         banned: set[int] = set()
-        if not self.scanner.in_gen:
+        if not self.writer.scanner.in_gen:
             if self.teacher is not None:  # (the free path masks crossing tokens on the logits directly)
                 banned.update(self.crossing)
-            tag = self.scanner.tag
+            tag = self.writer.scanner.tag
             if tag in ("", "<") or tag.startswith("<copy "):
                 banned.update(self.ranges.banned(tag, unpack_allowed(self.bitmask, self.loaded.vocab_size)))
         return banned
@@ -312,7 +292,7 @@ class ProgramDecoder:
     def choose(self, logits: torch.Tensor, banned: set[int], bitmask: Any = None, in_gen: bool | None = None) -> int:
         """The model's (or the teacher's) choice under the mask filled last (or the one given)."""
         bitmask = self.bitmask if bitmask is None else bitmask
-        in_gen = self.scanner.in_gen if in_gen is None else in_gen
+        in_gen = self.writer.scanner.in_gen if in_gen is None else in_gen
         if self.teacher is not None:
             return self.teacher.choose(bitmask, banned)
         scores = logits if self.bias is None else logits + self.bias
@@ -322,13 +302,13 @@ class ProgramDecoder:
 
     def noop_track(self) -> tuple | None:
         """(gen, rest of the input, at a line start) while the gen body spells the input verbatim."""
-        if self.noop is None or not self.scanner.in_gen:
+        if self.noop is None or not self.writer.scanner.in_gen:
             return None
-        body = self.scanner.body
-        rest = self.noop.rest(self.consumed, body)
+        body = self.writer.scanner.body
+        rest = self.noop.rest(self.writer.consumed, body)
         if rest is None:
             return None
-        return (len(self.ops), self.consumed), rest, body == "" or body.endswith("\n")
+        return (len(self.writer.ops), self.writer.consumed), rest, body == "" or body.endswith("\n")
 
     def note_deviation(self, logits: torch.Tensor, token: int, banned: set[int] | None) -> None:
         """Before writing ``token`` on a verbatim gen body: note where the model could leave it.
@@ -340,7 +320,7 @@ class ProgramDecoder:
         if banned is None:
             banned = self.mask()
         mark = _Mark(token=token, row=-1, kv_length=self.position, bitmask=None, banned=banned, in_gen=True,
-                     state=self.save(), lookahead=self.lookahead, track=track)
+                     state=self.save(), track=track)
         self._note(mark, logits, self.bitmask)
 
     def _note(self, mark: _Mark, logits: torch.Tensor, bitmask: Any) -> None:
@@ -352,9 +332,9 @@ class ProgramDecoder:
 
     def finished_noop_gen(self, n_ops: int) -> bool:
         """Did the ops since ``n_ops`` finish a gen that only writes the next input lines back?"""
-        if self.noop is None or len(self.ops) <= n_ops or not isinstance(self.ops[-1], Gen):
+        if self.noop is None or len(self.writer.ops) <= n_ops or not isinstance(self.writer.ops[-1], Gen):
             return False
-        return self.noop.is_noop(self.consumed, self.ops[-1].text)
+        return self.noop.is_noop(self.writer.consumed, self.writer.ops[-1].text)
 
     def deviate_from_noop_gen(self, n_ops: int) -> None:
         """If this step finished a no-op gen, write it again from its least sure token on, with the
@@ -362,7 +342,7 @@ class ProgramDecoder:
         if not self.finished_noop_gen(n_ops):
             return
         assert self.noop is not None
-        deviation = self.noop.best((len(self.ops) - 1, self.consumed))
+        deviation = self.noop.best((len(self.writer.ops) - 1, self.writer.consumed))
         if deviation is None:
             return
         self.rollback(deviation.mark)
@@ -373,19 +353,15 @@ class ProgramDecoder:
 
     def take_choice(self, token: int) -> None:
         """Accept a chosen token under the grammar, write it, and take what the grammar forces next."""
-        # (never at the start of the body: a gen is never empty, so there is nothing to close yet)
-        in_gen_line_start = self.scanner.in_gen and self.scanner.body.endswith("\n")
-        self.lookahead = None
-        if self.teacher is None and in_gen_line_start and self.tables.vocab_texts[token] in ("<", "</"):
-            # "</" is one token in some vocabularies
-            self.lookahead = _Lookahead(self.tables.vocab_texts[token], self.position,
-                                        self.scanner.snapshot(), self.detok.snapshot())
+        self.writer.lookahead = None
+        if self.teacher is None:  # (a teacher's program is given: no line of it is a forgotten </gen>)
+            self.writer.watch_line_start(self.tables.vocab_texts[token], self.position)
         if not self.matcher.accept_token(token):
             raise RuntimeError(f"grammar refused token {token} ({self.tables.vocab_texts[token]!r})")
         self.steps += 1
         if self.teacher is not None:
             self.teacher.advance(self.tables.vocab_bytes[token])
-        self.generated += 1
+        self.writer.generated += 1
         self.write([token], chosen=True)
         self.take_forced()
 
@@ -393,7 +369,7 @@ class ProgramDecoder:
         """Append every literal the grammar fixes now, stopping at a copy close (splice point)."""
         while True:
             t = time.perf_counter()
-            literal = accept_forced_literal(self.matcher, self.scanner)
+            literal = accept_forced_literal(self.matcher, self.writer.scanner)
             if literal:
                 self.steps += 1
             self.grammar_s += time.perf_counter() - t
@@ -402,16 +378,16 @@ class ProgramDecoder:
             if self.teacher is not None:
                 self.teacher.advance(literal.encode("utf-8"))
             ids = encode(self.tokenizer, literal)
-            self.forced += len(ids)
+            self.writer.forced += len(ids)
             self.write(ids, chosen=False)
 
     def write(self, ids: list[int], chosen: bool) -> None:
         """Feed tokens the program wrote (chosen or forced) through the detokenizer and scanner."""
-        was_in_gen = self.scanner.in_gen
+        was_in_gen = self.writer.scanner.in_gen
         self.pending.extend(ids)
         self.pending_chosen.extend([chosen] * len(ids))
-        finished = self.scanner.feed(self.detok.push(ids))
-        if self.scanner.in_gen and not was_in_gen:
+        finished = self.writer.push(ids)
+        if self.writer.scanner.in_gen and not was_in_gen:
             self.gen_ids = []
         elif was_in_gen:
             self.gen_ids.extend(ids)
@@ -420,44 +396,30 @@ class ProgramDecoder:
     def splice(self, finished: list[Op]) -> None:
         """Resolve finished ops; a line/token copy appends its input tokens to the next forward."""
         for op in finished:
-            text = resolve_op(op, len(self.ops), self.lines, self.pieces, "strict")
+            text = self.writer.text_of(op)
             if isinstance(op, CopyLines):
                 span = [t for ids in self.line_ids[op.start - 1:op.end] for t in ids]
-                self.consumed = max(self.consumed, op.end)
+                self.writer.consumed = max(self.writer.consumed, op.end)
             elif isinstance(op, CopyTokens):
                 span = self.input_ids[op.start - 1:op.end]
                 end_char = self.piece_ends[op.end - 1]
-                self.consumed = max(self.consumed, bisect_right(self.offsets, end_char) - 1)
+                self.writer.consumed = max(self.writer.consumed, bisect_right(self.offsets, end_char) - 1)
             else:
                 span = []
             self.ranges.op_finished(op)
             self.pending.extend(span)
             self.pending_chosen.extend([False] * len(span))
-            self.copied += len(span)
-            self.ops.append(op)
-            self.resolved += text
-            self.events.append(OpResolved(index=len(self.ops) - 1, op=op, text=text, resolved=self.resolved,
-                                          input_lines_consumed=self.consumed,
-                                          tokens=TokenCounts(self.generated, self.copied, self.forced),
-                                          elapsed_s=time.perf_counter() - self.started))
+            self.writer.copied += len(span)
+            self.writer.record(op, text)
 
     def close_gen_instead(self) -> None:
         """The gen-body line the model began with ``<`` turned out to be an op: roll the ``<`` back
         (grammar, cache, text) and close the gen first."""
-        la = self.lookahead
+        la = self.writer.lookahead
         assert la is not None
-        self.matcher.rollback(1)
-        self.steps -= 1
-        self.crop(la.kv_length)
-        self.scanner.restore(la.scanner)
-        self.detok.restore(la.detok)
-        self.lookahead = None
+        self.crop(la.position)
         self.pending, self.pending_chosen = [], []
-        if not self.matcher.accept_string(GEN_CLOSE):
-            raise RuntimeError("grammar refused </gen> after a gen body")
-        self.steps += 1
-        ids = encode(self.tokenizer, GEN_CLOSE)
-        self.forced += len(ids)
+        ids = self.writer.close_gen(self.matcher)  # one grammar step back, one on: self.steps stays
         self.write(ids, chosen=False)
         self.take_forced()
 
@@ -483,30 +445,28 @@ class ProgramDecoder:
     # -- drafting -------------------------------------------------------------------------------
 
     def program_state(self) -> ProgramState:
-        last = self.ops[-1] if self.ops else None
-        return ProgramState(consumed=self.consumed, last_op="" if last is None else ("gen" if isinstance(last, Gen) else "copy"),
-                            tag=self.scanner.tag, in_gen=self.scanner.in_gen, gen_text=self.scanner.body,
-                            gen_ids=tuple(self.gen_ids))
+        ops, scanner = self.writer.ops, self.writer.scanner
+        last = ops[-1] if ops else None
+        return ProgramState(consumed=self.writer.consumed,
+                            last_op="" if last is None else ("gen" if isinstance(last, Gen) else "copy"),
+                            tag=scanner.tag, in_gen=scanner.in_gen, gen_text=scanner.body, gen_ids=tuple(self.gen_ids))
 
-    def save(self) -> tuple:
-        return (self.steps, self.scanner.snapshot(), self.detok.snapshot(), len(self.ops), self.resolved,
-                self.consumed, self.generated, self.forced, self.copied, self.ranges.snapshot(), len(self.events),
-                None if self.teacher is None else self.teacher.pos, len(self.gen_ids))
+    def save(self) -> RollbackPoint:
+        return RollbackPoint(grammar_steps=self.steps, written=self.writer.snapshot(), ranges=self.ranges.snapshot(),
+                             teacher_pos=None if self.teacher is None else self.teacher.pos,
+                             gen_tokens=len(self.gen_ids))
 
     def rollback(self, mark: _Mark) -> None:
         """Return to the state just before ``mark``'s token: nothing after it happened."""
-        (steps, scanner, detok, n_ops, self.resolved, self.consumed, self.generated, self.forced, self.copied,
-         ranges, n_events, teacher_pos, n_gen) = mark.state
-        self.matcher.rollback(self.steps - steps)
-        self.steps = steps
-        self.scanner.restore(scanner)
-        self.detok.restore(detok)
-        del self.ops[n_ops:], self.events[n_events:], self.gen_ids[n_gen:]
-        self.ranges.restore(ranges)
+        point = mark.state
+        self.matcher.rollback(self.steps - point.grammar_steps)
+        self.steps = point.grammar_steps
+        self.writer.restore(point.written)
+        del self.gen_ids[point.gen_tokens:]
+        self.ranges.restore(point.ranges)
         if self.teacher is not None:
-            self.teacher.pos = teacher_pos
+            self.teacher.pos = point.teacher_pos
         self.crop(mark.kv_length)
-        self.lookahead = mark.lookahead
 
     def draft(self) -> list[_Mark]:
         """Walk the drafter's proposal as if the model chose it, stopping where the grammar, the
@@ -515,7 +475,7 @@ class ProgramDecoder:
         if self.drafter is None:
             return []
         t, grammar_before = time.perf_counter(), self.grammar_s
-        limit = self.max_new_tokens - self.generated - self.forced
+        limit = self.max_new_tokens - self.writer.generated - self.writer.forced
         pieces = self.drafter.propose(self.program_state(), limit)
         marks: list[_Mark] = []
         for piece in pieces:
@@ -533,7 +493,7 @@ class ProgramDecoder:
         text = piece.text.encode("utf-8") if is_text else b""
         ids = [] if is_text else list(piece.ids)
         while text or ids:
-            if self.matcher.is_terminated() or self.generated + self.forced >= self.max_new_tokens:
+            if self.matcher.is_terminated() or self.writer.generated + self.writer.forced >= self.max_new_tokens:
                 return False
             banned = self.mask()
             if is_text:
@@ -542,28 +502,28 @@ class ProgramDecoder:
                 token = ids.pop(0)
                 if token in banned or not bit_is_set(self.bitmask, token):
                     token = None
-            if token is None or (not self.scanner.in_gen and token in self.crossing):
+            if token is None or (not self.writer.scanner.in_gen and token in self.crossing):
                 return False
-            if self.lookahead is not None and starts_op(self.lookahead.text + self.tables.vocab_texts[token]):
+            if self.writer.meant_op(self.tables.vocab_texts[token]):
                 return False
             if self.teacher is not None and self.teacher.choose(self.bitmask, banned) != token:
                 return False
             marks.append(_Mark(token=token, row=len(self.pending) - 1, kv_length=self.position,
-                               bitmask=self.bitmask.clone(), banned=banned, in_gen=self.scanner.in_gen,
-                               state=self.save(), lookahead=self.lookahead, track=self.noop_track()))
-            before, copies, n_ops = len(self.scanner.text), self.copied, len(self.ops)
+                               bitmask=self.bitmask.clone(), banned=banned, in_gen=self.writer.scanner.in_gen,
+                               state=self.save(), track=self.noop_track()))
+            before, copies, n_ops = len(self.writer.scanner.text), self.writer.copied, len(self.writer.ops)
             self.take_choice(token)
             if self.finished_noop_gen(n_ops):
                 self._undraft(marks.pop())  # the step decides where the gen deviates
                 return False
-            if self.copied > copies:
+            if self.writer.copied > copies:
                 # This token closes a copy: its splice would ride in the verify forward and be
                 # wasted if an earlier drafted token is rejected. Leave it to the next step (the
                 # verify forward still gives the model's choice here), which feeds the splice
                 # together with the next draft.
                 self._undraft(marks.pop())
                 return False
-            written = self.scanner.text[before:].encode("utf-8")
+            written = self.writer.scanner.text[before:].encode("utf-8")
             if is_text:
                 if not text.startswith(written):
                     return False  # the grammar forced something the draft did not expect
@@ -601,27 +561,6 @@ class ProgramDecoder:
         self.drafter.feedback(len(marks), len(marks))
         self.draft_s += time.perf_counter() - t
         return out[-1], None
-
-
-@dataclass
-class _Lookahead:
-    """State before a gen-body line that starts with ``<``. If the model's next token makes it
-    ``<gen``/``<copy``/``</program``, the model meant to start an op: the decoder rolls the ``<``
-    back (grammar, cache, text) and closes the gen instead, so a model that forgets ``</gen>``
-    does not loop forever inside one gen. Real code lines starting that way are not a concern:
-    the grammar forbids those literals inside a gen body anyway."""
-
-    text: str
-    kv_length: int
-    scanner: object
-    detok: object
-
-
-_OP_STARTS = ("<gen>", "<copy", "</program>", "<program>")
-
-
-def starts_op(text: str) -> bool:
-    return len(text) >= 3 and any(lit.startswith(text[:len(lit)]) or text.startswith(lit) for lit in _OP_STARTS)
 
 
 def _cumulative(pieces: Sequence[str]) -> list[int]:

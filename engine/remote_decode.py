@@ -24,36 +24,23 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence
 
 from engine.backends.http_client import RemoteError
 from engine.events import OpResolved, TokenCounts
 from engine.grammar import body_rule_after, gen_body_ebnf, int_between_ebnf
-from engine.guards import LoopGuard, ProgramLoopWatch
+from engine.guards import LoopGuard
 from engine.lines import split_lines
 from engine.models import LoadedModel
 from engine.outcome import DecodeOutcome
-from engine.program import GEN_CLOSE, CopyLines, Op, Program, may_end_after, merge_adjacent
-from engine.program_decoder import accept_forced_literal, starts_op
+from engine.program import GEN_CLOSE, CopyLines, Program, may_end_after, merge_adjacent
+from engine.program_writer import ProgramWriter, accept_forced_literal
 from engine.prompt import TEXT_FENCE_CLOSE
-from engine.resolve import resolve_op
-from engine.scanner import ProgramScanner
 from engine.tables import ModelTables
 from engine.text_decoder import LineReporter, final_text
 from engine.tokens import IncrementalDetokenizer, encode
 
 COPY_CLOSE = '"/>'
-
-
-@dataclass
-class _Lookahead:
-    """A ``<`` (or ``</``) the model began a gen-body line with: an op, or text? The next token says."""
-
-    text: str
-    pending: int  # its index in the segment's tokens
-    scanner: tuple
-    detok: tuple
 
 
 _COPY_OPEN = 'copy lines="'
@@ -139,19 +126,11 @@ class RemoteProgramDecoder:
         self.max_new_tokens, self.cancelled, self.monotonic = max_new_tokens, cancelled, monotonic
         self.sampling = sampling or {}  # temperature and seed when sampling (greedy otherwise)
         self.matcher = tables.grammar.matcher(len(self.lines), 0)
-        self.detok = IncrementalDetokenizer(self.tokenizer)
-        self.scanner = ProgramScanner()
-        self.ops: list[Op] = []
-        self.resolved = ""
-        self.consumed = 0
+        self.writer = ProgramWriter(self.tokenizer, region, self.lines, max_new_tokens, self.started)
         self.next_line, self.after_gen = 1, False
         self.may_end = may_end_after(None, len(self.lines))  # may </program> come next
-        self.generated = self.forced = self.copied = 0
         self.requests = 0
         self.request_s = 0.0
-        self.events: list[OpResolved] = []
-        self.loops = ProgramLoopWatch(region)
-        self.lookahead: _Lookahead | None = None
 
     def run(self) -> Iterator[OpResolved | DecodeOutcome]:
         stop_reason = "done"
@@ -160,7 +139,7 @@ class RemoteProgramDecoder:
             if self.cancelled():
                 stop_reason = "cancelled"
                 break
-            budget = self.max_new_tokens - self.generated - self.forced
+            budget = self.max_new_tokens - self.writer.generated - self.writer.forced
             if budget <= 0:
                 stop_reason = "max_tokens"
                 break
@@ -173,13 +152,14 @@ class RemoteProgramDecoder:
 
     def segment(self, budget: int) -> Iterator[OpResolved]:
         """One request: stream tokens until the copy closes, the program ends or the budget is spent."""
+        scanner = self.writer.scanner
         grammar = segment_ebnf(len(self.lines), self.next_line if self.monotonic else 1, self.after_gen,
-                               self.may_end, self.scanner.tag, self.scanner.body if self.scanner.in_gen else None)
+                               self.may_end, scanner.tag, scanner.body if scanner.in_gen else None)
         extra = {"structured_outputs": {"grammar": grammar}, "stop": [COPY_CLOSE], "include_stop_str_in_output": True,
                  "stop_token_ids": sorted(self.tables.stop_ids), **self.sampling}
         start = time.perf_counter()
         self.requests += 1
-        self.lookahead = None  # a lookahead refers to this segment's tokens (one only ends one at the limit)
+        self.writer.lookahead = None  # a lookahead refers to this segment's tokens (one only ends one at the limit)
         pending: list[int] = []
         finish = None
         stream = self.runtime.stream_completion(self.fed, budget, self.cancelled, **extra)
@@ -210,8 +190,8 @@ class RemoteProgramDecoder:
         return "done"
 
     def _at_copy_close(self) -> bool:
-        return bool(self.ops) and isinstance(self.ops[-1], CopyLines) and not self.scanner.in_gen \
-            and self.scanner.tag == ""
+        ops, scanner = self.writer.ops, self.writer.scanner
+        return bool(ops) and isinstance(ops[-1], CopyLines) and not scanner.in_gen and scanner.tag == ""
 
     def take(self, tok: int, pending: list[int]) -> bool:
         """Check one server token against the client's grammar, write it, splice a closed copy.
@@ -220,30 +200,23 @@ class RemoteProgramDecoder:
         as in the in-process decoder, that ``<`` is rolled back and ``</gen>`` written instead
         (the segment ends there; the server's speculative tokens after it are dropped)."""
         text = self.tables.vocab_texts[tok]
-        if self.lookahead is not None:
-            la, self.lookahead = self.lookahead, None
-            if starts_op(la.text + text):
-                self.close_gen_instead(la, pending)
-                return True
-        if self.scanner.in_gen and self.scanner.body.endswith("\n") and text in ("<", "</"):
-            self.lookahead = _Lookahead(text, len(pending), self.scanner.snapshot(), self.detok.snapshot())
+        if self.writer.meant_op(text):
+            self.close_gen_instead(pending)
+            return True
+        self.writer.watch_line_start(text, len(pending))
         if self.matcher.is_terminated() or not self.matcher.accept_token(tok):
             raise RemoteError(f"{self.runtime.client.display}: the server's output left the program grammar "
                               f"at token {tok} ({self.tables.vocab_texts[tok]!r}); is structured output enabled?")
-        self.generated += 1
+        self.writer.generated += 1
         pending.append(tok)
         self.write([tok], pending)
         return False
 
-    def close_gen_instead(self, la: "_Lookahead", pending: list[int]) -> None:
-        self.matcher.rollback(1)
-        del pending[la.pending:]
-        self.scanner.restore(la.scanner)
-        self.detok.restore(la.detok)
-        if not self.matcher.accept_string(GEN_CLOSE):
-            raise RuntimeError("grammar refused </gen> after a gen body")
-        ids = encode(self.tokenizer, GEN_CLOSE)
-        self.forced += len(ids)
+    def close_gen_instead(self, pending: list[int]) -> None:
+        """Drop the ``<`` from the segment's tokens and write ``</gen>`` (engine.program_writer)."""
+        assert self.writer.lookahead is not None
+        del pending[self.writer.lookahead.position:]
+        ids = self.writer.close_gen(self.matcher)
         pending.extend(ids)
         self.write(ids, pending)
 
@@ -253,60 +226,47 @@ class RemoteProgramDecoder:
         the in-process decoder feeds it: a trained selector has only ever seen that tokenization
         (a server left to pick tokens for a literal picks others, and the selector goes astray)."""
         while True:
-            literal = accept_forced_literal(self.matcher, self.scanner)
+            literal = accept_forced_literal(self.matcher, self.writer.scanner)
             if not literal:
                 return
             ids = encode(self.tokenizer, literal)
-            self.forced += len(ids)
+            self.writer.forced += len(ids)
             self.fed.extend(ids)
             self.write(ids, None)
 
     def write(self, ids: list[int], pending: list[int] | None) -> None:
-        for op in self.scanner.feed(self.detok.push(ids)):
-            text = resolve_op(op, len(self.ops), self.lines, None, "strict")
+        for op in self.writer.push(ids):
+            text = self.writer.text_of(op)
             if isinstance(op, CopyLines):
                 if op.start < (self.next_line if self.monotonic else 1) or op.end < op.start or op.end > len(self.lines):
                     raise RemoteError(f"{self.runtime.client.display}: the server wrote {op} against the range rule")
                 span = [t for line in self.line_ids[op.start - 1:op.end] for t in line]
                 (pending if pending is not None else self.fed).extend(span)
-                self.copied += len(span)
+                self.writer.copied += len(span)
                 self.next_line = max(self.next_line, op.end + 1)
-                self.consumed = max(self.consumed, op.end)
+                self.writer.consumed = max(self.writer.consumed, op.end)
                 self.after_gen = False
             else:
                 if self.after_gen:
                     raise RemoteError(f"{self.runtime.client.display}: the server wrote a gen right after a gen")
                 self.after_gen = True
             self.may_end = may_end_after(op, len(self.lines))
-            self.ops.append(op)
-            self.resolved += text
-            self.events.append(OpResolved(index=len(self.ops) - 1, op=op, text=text, resolved=self.resolved,
-                                          input_lines_consumed=self.consumed,
-                                          tokens=TokenCounts(self.generated, self.copied, self.forced),
-                                          elapsed_s=time.perf_counter() - self.started))
-        if self.scanner.finished and not self.may_end:
+            self.writer.record(op, text)
+        if self.writer.scanner.finished and not self.may_end:
             raise RemoteError(f"{self.runtime.client.display}: the server ended the program after "
-                              f"{self.ops[-1] if self.ops else 'no op'} before the last input line "
+                              f"{self.writer.ops[-1] if self.writer.ops else 'no op'} before the last input line "
                               f"({len(self.lines)}), against the grammar")
 
     def loop_check(self) -> bool:
-        return self.loops.degenerate(self.resolved, self.scanner, self.ops)
+        return self.writer.degenerate()
 
     def flush(self) -> Iterator[OpResolved]:
-        events, self.events = self.events, []
-        yield from events
+        return self.writer.flush()
 
     def outcome(self, stop_reason: str) -> DecodeOutcome:
-        warnings = [self.loops.warning] if self.loops.warning else []
-        output = self.resolved
-        if stop_reason == "max_tokens":
-            output = self.resolved + "".join(self.lines[self.consumed:])
-            warnings.append(f"the program hit the limit of {self.max_new_tokens} new tokens before </program>; "
-                            f"the rest of the input after line {self.consumed} was kept unchanged")
-        breakdown = {"request_s": round(self.request_s, 6), "requests": self.requests, "decode_steps": self.generated}
-        return DecodeOutcome(program=Program(tuple(self.ops)), region_output=output, raw_output=self.scanner.text,
-                             tokens=TokenCounts(self.generated, self.copied, self.forced), stop_reason=stop_reason,
-                             breakdown=breakdown, warnings=warnings)
+        breakdown = {"request_s": round(self.request_s, 6), "requests": self.requests,
+                     "decode_steps": self.writer.generated}
+        return self.writer.outcome(stop_reason, breakdown)
 
 
 def decode_text_remote(loaded: LoadedModel, tables: ModelTables, region: str, prompt_ids: Sequence[int],
