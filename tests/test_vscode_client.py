@@ -9,9 +9,13 @@ by files.autoSave) must equal what the engine itself answers for the same reques
 lives in a folder whose `.copy-as-decode.toml` sets `apply_mode = "preview"`: there the edit
 must open in VS Code's Refactor Preview (a WorkspaceEdit whose edits carry a change annotation
 with needsConfirmation, which VS Code shows unticked), leave the file alone until the user ticks
-the change and presses the preview's Apply button, and then land. The client's initialize request (logged with `copyAsDecode.trace.server: verbose`)
-must advertise `workspace.workspaceEdit.changeAnnotationSupport`. One code-server session runs
-all three edits (the model loads once).
+the change and presses the preview's Apply button, and then land. A fourth file is
+examples/buggy_add.py (def line, docstring, buggy `return a - b`) with the caret on the docstring,
+one line above the bug: "AI fix" from the quick-fix menu must give the actual fix (`return a + b`,
+def line and docstring kept), not merely whatever the engine computes. The client's initialize
+request (logged with `copyAsDecode.trace.server: verbose`) must advertise
+`workspace.workspaceEdit.changeAnnotationSupport`. One code-server session runs
+all four edits (the model loads once).
 
 Set-up: scripts/vscode-deps.sh (apt: chromium and build headers, as root; code-server from npm
 into ~/.cache/copy-as-decode). Without node/npm/chromium/code-server the tests skip, naming what
@@ -50,6 +54,7 @@ CLIENT = ROOT / "vscode-client"
 ARTIFACTS = ROOT / "artifacts"
 DEPS_SCRIPT = ROOT / "scripts" / "vscode-deps.sh"
 DRIVER = CLIENT / "test-e2e" / "drive.mjs"
+EXAMPLE = ROOT / "examples" / "buggy_add.py"
 
 BUGGY = "def add(a, b):\n    return a - b\n"
 INSTRUCTION = "Fix the bug"  # what the server uses for "AI fix" without diagnostics
@@ -65,7 +70,13 @@ EDIT_TIMEOUT_S = 240         # per edit, from the trigger to the text on disk
 READY_TIMEOUT_S = 150        # code-server up + extension activated + server started
 
 PREVIEW_FOLDER = "review"    # its .copy-as-decode.toml sets apply_mode = "preview"
-FILES = {"palette": "buggy.py", "quickfix": "quickfix.py", "preview": f"{PREVIEW_FOLDER}/preview.py"}
+FILES = {"palette": "buggy.py", "quickfix": "quickfix.py", "preview": f"{PREVIEW_FOLDER}/preview.py",
+         "near": "buggy_add.py"}
+# The "near" step: examples/buggy_add.py with the caret on its docstring (line 2), next to the bug
+# on line 3; the file must end up with the fix itself (tests/test_examples.py: the CLI's --focus 2).
+NEAR_FIXED = 'def add(a, b):\n    """Return the sum of a and b."""\n    return a + b\n'
+NEAR_CARET_ON = "Return the sum"
+NEAR_FOCUS_LINE = 2
 
 # The VS Code tests (set-up may install apt + npm packages); the settings mirror test is fast.
 slow = [pytest.mark.slow, pytest.mark.timeout(1800)]
@@ -313,7 +324,8 @@ class Workbench:
 
 @pytest.fixture(scope="module")
 def workbench(tools: Tools, vsix: Path, expected_fix: str, tmp_path_factory: pytest.TempPathFactory) -> Workbench:
-    """Run AI Fix three times in one code-server: palette, quick-fix menu, and under preview."""
+    """Run AI Fix four times in one code-server: palette, quick-fix menu, under preview, and from
+    the quick-fix menu with the caret next to the bug (examples/buggy_add.py)."""
     tmp_path = tmp_path_factory.mktemp("code-server")
     timings: dict[str, float] = {}
     t_start = time.monotonic()
@@ -325,8 +337,8 @@ def workbench(tools: Tools, vsix: Path, expected_fix: str, tmp_path_factory: pyt
 
     workspace = tmp_path / "workspace"
     (workspace / PREVIEW_FOLDER).mkdir(parents=True)
-    for name in FILES.values():
-        (workspace / name).write_text(BUGGY)
+    for kind, name in FILES.items():
+        (workspace / name).write_text(BUGGY if kind != "near" else EXAMPLE.read_text())
     (workspace / PREVIEW_FOLDER / ".copy-as-decode.toml").write_text(PREVIEW_SETTINGS)
     (workspace / ".vscode").mkdir()
     (workspace / ".vscode" / "settings.json").write_text(json.dumps({
@@ -370,7 +382,7 @@ def workbench(tools: Tools, vsix: Path, expected_fix: str, tmp_path_factory: pyt
     port = _free_port()
     log = out_dir / "code-server.log"
     shots = {"palette": ARTIFACTS / "vscode-ai-fix.png", "quickfix": out_dir / "quickfix.png",
-             "preview": ARTIFACTS / "vscode-preview.png"}
+             "preview": ARTIFACTS / "vscode-preview.png", "near": out_dir / "near.png"}
     for shot in shots.values():
         shot.unlink(missing_ok=True)
     stdout = stderr = ""
@@ -393,12 +405,15 @@ def workbench(tools: Tools, vsix: Path, expected_fix: str, tmp_path_factory: pyt
             "readyTimeoutS": READY_TIMEOUT_S,
             "failureScreenshot": str(out_dir / "failure.png"),
             "steps": [{"kind": kind, "file": FILES[kind], "caretOn": CARET_ON, "screenshot": str(shots[kind])}
-                      for kind in ("palette", "quickfix", "preview")],
+                      for kind in ("palette", "quickfix", "preview")]
+            # last, so that the cases above do not depend on it
+            + [{"kind": "near", "trigger": "quickfix", "file": FILES["near"], "caretOn": NEAR_CARET_ON,
+                "screenshot": str(shots["near"])}],
         }
         config_path = out_dir / "drive.json"
         config_path.write_text(json.dumps(config, indent=2))
         t0 = time.monotonic()
-        budget = READY_TIMEOUT_S + 3 * EDIT_TIMEOUT_S + 120
+        budget = READY_TIMEOUT_S + len(config["steps"]) * EDIT_TIMEOUT_S + 120
         drive_log = out_dir / "drive.log"  # written live: `tail -f` it while the test runs
         with open(drive_log, "w") as drive_err:
             try:
@@ -431,7 +446,7 @@ def workbench(tools: Tools, vsix: Path, expected_fix: str, tmp_path_factory: pyt
     return Workbench(result, steps, full_log, context, shots)
 
 
-def _finished_step(workbench: Workbench, kind: str, expected_fix: str) -> dict:
+def _finished_step(workbench: Workbench, kind: str, expected_fix: str, against: str = "the engine's answer") -> dict:
     step = workbench.steps.get(kind)
     if step is None:
         assert workbench.result["ok"], (f"driving the workbench failed before the {kind} step: "
@@ -440,8 +455,8 @@ def _finished_step(workbench: Workbench, kind: str, expected_fix: str) -> dict:
     assert step["finished"], (f"AI fix via {kind} did not finish: {step['how']}; file now "
                               f"{step['text']!r}; notifications: {step.get('messages')}{workbench.context}")
     assert step["text"] == expected_fix, (
-        f"AI fix via {kind}: the file differs from the engine's answer\n"
-        f"  file:   {step['text']!r}\n  engine: {expected_fix!r}{workbench.context}")
+        f"AI fix via {kind}: the file differs from {against}\n"
+        f"  file:     {step['text']!r}\n  expected: {expected_fix!r}{workbench.context}")
     return step
 
 
@@ -514,3 +529,22 @@ def test_client_advertises_change_annotations(workbench: Workbench) -> None:
     workspace_edit = params["capabilities"]["workspace"]["workspaceEdit"]
     assert workspace_edit.get("documentChanges") is True, workspace_edit
     assert "changeAnnotationSupport" in workspace_edit, workspace_edit
+
+
+@pytest.mark.model
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_ai_fix_near_the_bug_in_code_server(workbench: Workbench) -> None:
+    """The caret on the docstring of examples/buggy_add.py, one line above `return a - b`: "AI fix"
+    from the quick-fix menu points the model at line 2 and the file gets the fix, with the def line
+    and the docstring kept (the workspace's mode and token budget, as for the other steps)."""
+    assert EXAMPLE.read_text() == NEAR_FIXED.replace("a + b", "a - b"), "the example no longer has its bug"
+    assert "near" in workbench.steps, (f"the near step did not run: {workbench.result.get('error')} "
+                                       f"(an earlier step did not finish?){workbench.context}")
+    commands = [p["arguments"][0] for p in _traced(workbench.log, "Sending request", "workspace/executeCommand")
+                if p.get("command") == "copyAsDecode.server.edit"
+                and p["arguments"][0]["uri"].endswith("/" + FILES["near"])]
+    assert commands, f"no copyAsDecode.server.edit for {FILES['near']} in the trace{workbench.context}"
+    assert commands[0]["kind"] == "fix" and commands[0]["focus"]["line"] == NEAR_FOCUS_LINE - 1, (
+        f"the caret was not on line {NEAR_FOCUS_LINE} (the docstring): {commands[0]}")
+    _finished_step(workbench, "near", NEAR_FIXED, against="the fix (`return a + b`, def line and docstring kept)")

@@ -11,8 +11,10 @@
 //
 // config.json: {
 //   url, chromium, workspace, timeoutS (per edit), readyTimeoutS (server up),
-//   steps: [{ kind: "palette" | "quickfix" | "preview", file (may be in a folder: "a/b.py"),
-//             caretOn, screenshot? }],
+//   steps: [{ kind (the step's name in the result: "palette", "quickfix", "preview", ...),
+//             trigger? ("palette" | "quickfix"; default: the palette for the kinds "palette" and
+//             "preview", else the quick-fix menu), file (may be in a folder: "a/b.py"),
+//             caretOn (text of the line to click: the caret goes there), screenshot? }],
 //   failureScreenshot
 // }
 // Prints progress on stderr and one JSON line on stdout: {ok, steps: [{kind, file, trigger,
@@ -324,8 +326,9 @@ async function main() {
       log(`${step.kind}: opening ${step.file}`);
       await openFromExplorer(page, step.file);
       await clickLine(page, step.caretOn);
+      const trigger = step.trigger || (step.kind === "palette" || step.kind === "preview" ? "palette" : "quickfix");
       let how;
-      if (step.kind === "palette" || step.kind === "preview") {
+      if (trigger === "palette") {
         await runFromPalette(page, "Copy-as-Decode: AI Fix");
         how = "palette";
       } else {
