@@ -7,9 +7,11 @@ overridden ``vim.ui.select``, waits for the edit and writes the buffer out. The 
 what the engine resolves for the same request in this process (with the diagnostic's line as the
 focus, as the server passes it). Under ``applyMode = "preview"`` Neovim 0.7 (no
 changeAnnotationSupport) gets a message and the edit waits for ``copyAsDecode.server.applyPending``.
-In the first test's session the script then opens examples/buggy_add.py as well, puts the cursor on
-its docstring (line 2, one line above the buggy ``return a - b``; no diagnostic) and runs "AI fix"
-again: that buffer must hold the fix itself (``return a + b``, def line and docstring kept).
+In the first test's session the script then switches to the default settings (program mode with
+the shipped span selector, as ``copy-as-decode edit`` runs), opens examples/buggy_add.py as well,
+puts the cursor on its docstring (line 2, one line above the buggy ``return a - b``; no diagnostic)
+and runs "AI fix" again: that buffer must hold the fix itself (``return a + b``, def line and
+docstring kept).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ SETTINGS = {"mode": "ar", "maxNewTokens": 64, "contextLines": 3}
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "buggy_add.py"
 NEAR_FIXED = 'def add(a, b):\n    """Return the sum of a and b."""\n    return a + b\n'
 NEAR_LINE = 2
+NEAR_SETTINGS: dict = {}  # the defaults: mode auto = program mode with the shipped span selector
 NO_NVIM = "nvim is not installed (make test installs Debian's neovim as root; or: apt-get install neovim)"
 
 
@@ -86,7 +89,8 @@ def run_neovim(tmp_path: Path, settings: dict, apply_pending: bool = False,
         near_source = tmp_path / "project" / EXAMPLE.name
         near_source.write_text(EXAMPLE.read_text())
         env.update({"CAD_NEAR_FILE": str(near_source), "CAD_NEAR_LINE": str(NEAR_LINE),
-                    "CAD_NEAR_OUT": str(tmp_path / "near.txt")})
+                    "CAD_NEAR_OUT": str(tmp_path / "near.txt"),
+                    "CAD_NEAR_SETTINGS": json.dumps({"copyAsDecode": NEAR_SETTINGS})})
     for key in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME"):
         Path(env[key]).mkdir(parents=True, exist_ok=True)
     proc = subprocess.Popen(
@@ -142,6 +146,8 @@ def test_neovim_ai_fix_code_action(tmp_path: Path):
     # Same session, examples/buggy_add.py with the cursor on the docstring (no diagnostic).
     assert EXAMPLE.read_text() == NEAR_FIXED.replace("a + b", "a - b"), "the example no longer has its bug"
     assert log["near"]["instruction"] == "Fix the bug" and log["near"]["focus"]["line"] == NEAR_LINE - 1, log["near"]
+    editing = [s["message"] for s in log["statuses"] if s["state"] == "editing"]
+    assert editing[-1].startswith("fix: program"), f"not program mode (the default): {editing}"
     near_buffer = (tmp_path / "near.txt").read_text()
     assert near_buffer == NEAR_FIXED, (
         f"AI fix with the cursor on line {NEAR_LINE}, next to the bug, did not give the fix "

@@ -4,7 +4,8 @@
 -- Inputs come from the environment (see tests/test_neovim.py); exits with :qa! or :cquit 1.
 -- With CAD_APPLY_PENDING=1 the edit is expected to wait for review (applyMode preview, or a
 -- destructive edit): the script records the buffer, then runs copyAsDecode.server.applyPending.
--- With CAD_NEAR_FILE set, the same session then opens that file too, puts the cursor on line
+-- With CAD_NEAR_FILE set, the same session then pushes the settings CAD_NEAR_SETTINGS (as a
+-- user's changed config reaches the server), opens that file too, puts the cursor on line
 -- CAD_NEAR_LINE (1-based; no diagnostic), runs "AI fix" again and writes that buffer to CAD_NEAR_OUT.
 local env = vim.env
 local file, out, log_path = env.CAD_FILE, env.CAD_OUT, env.CAD_LOG
@@ -134,6 +135,8 @@ local ok, err = pcall(function()
   fh:write(text)
   fh:close()
   if env.CAD_NEAR_FILE then
+    vim.lsp.get_client_by_id(client_id).notify('workspace/didChangeConfiguration',
+      { settings = vim.fn.json_decode(env.CAD_NEAR_SETTINGS) })
     vim.cmd('hide edit ' .. vim.fn.fnameescape(env.CAD_NEAR_FILE))  -- the first buffer stays unwritten
     local near_buf = vim.api.nvim_get_current_buf()
     vim.lsp.buf_attach_client(near_buf, client_id)
