@@ -164,7 +164,7 @@ class RemoteProgramDecoder:
         finish = None
         stream = self.runtime.stream_completion(self.fed, budget, self.cancelled, **extra)
         try:
-            for ids, _finish in stream:
+            for ids, finish in stream:  # noqa: B007 - read after the loop (a cut at the budget)
                 closed = False
                 for tok in ids:
                     if tok in self.tables.stop_ids:
