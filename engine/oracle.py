@@ -39,14 +39,16 @@ def line_oracle(source: str, gold: str) -> Program:
     return Program(merge_adjacent(_end_properly(ops, src, len(src), 0)))
 
 
-def _end_properly(ops: list[Op], units: Sequence[str], n_lines: int, n_tokens: int) -> list[Op]:
+def _end_properly(ops: list[Op], units: Sequence[str], n_lines: int, n_tokens: int, min_span: int = 1) -> list[Op]:
     """Make the last op one ``</program>`` may follow: a final copy that stops before the input's
-    end hands its last unit (line or token, whose texts are ``units``) to a gen."""
+    end hands its last unit (line or token, whose texts are ``units``) to a gen, or all of its
+    units when what would stay copied is shorter than ``min_span``."""
     last = ops[-1] if ops else None
     if not isinstance(last, (CopyLines, CopyTokens)) or may_end_after(last, n_lines, n_tokens):
         return ops
-    head = [] if last.start == last.end else [type(last)(last.start, last.end - 1)]
-    return ops[:-1] + head + [Gen(units[last.end - 1])]
+    if last.end - last.start >= max(1, min_span):
+        return ops[:-1] + [type(last)(last.start, last.end - 1), Gen(units[last.end - 1])]
+    return ops[:-1] + [Gen("".join(units[last.start - 1:last.end]))]
 
 
 def greedy_token_matches(src_ids: Sequence[int], gold_ids: Sequence[int], min_span: int) -> list[tuple[int, int, int]]:
@@ -96,4 +98,4 @@ def token_oracle(source: str, gold: str, src_ids: Sequence[int], src_pieces: Seq
         cursor = g + length
     if cursor < len(gold_ids):
         ops.append(Gen("".join(gold_pieces[cursor:])))
-    return Program(merge_adjacent(_end_properly(ops, src_pieces, len(split_lines(source)), len(src_ids))))
+    return Program(merge_adjacent(_end_properly(ops, src_pieces, len(split_lines(source)), len(src_ids), min_span)))

@@ -159,7 +159,7 @@ async def session(args: argparse.Namespace) -> dict[str, Any]:
     buggy, fixed, line = buggy_function()
     other_line = min(len(buggy.splitlines()) - 1, line + 30)
     settings = {"backend": args.backend, "threads": args.threads, "mode": args.mode, "maxNewTokens": 512,
-                "applyMode": "stream"}
+                "applyMode": "stream", "selector": args.selector}
     root = Path(tempfile.mkdtemp())
     editor = Editor(settings)
     await editor.start(root)
@@ -192,6 +192,7 @@ def main() -> None:
     ap.add_argument("--backend", default="llamacpp", choices=("transformers", "llamacpp"))
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--mode", default="program")
+    ap.add_argument("--selector", default="auto", help="span selector: auto (the shipped adapter), none or a folder")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     report = asyncio.run(session(args))

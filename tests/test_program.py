@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from engine.lines import line_offsets, split_lines
@@ -292,6 +292,7 @@ def test_token_oracle_resolves_to_gold(default_tokenizer):
 
     @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(related_pairs, st.sampled_from([1, 2, 4, 32]))
+    @example(("}\ndef f(x):\n", "}\n"), 2)  # a final 2-token copy cut by the ending rule: gen it whole
     def check(pair, m):
         source, gold = pair
         src_ids, gold_ids = encode(tok, source), encode(tok, gold)
