@@ -25,7 +25,6 @@ import warnings
 from dataclasses import dataclass
 from functools import cache
 
-from engine.languages import language_for
 
 # Fence language (``engine.languages.language_for``) -> the parser that serves it.
 PARSER_FOR = {"python": "python", "javascript": "javascript", "jsx": "javascript"}
@@ -110,16 +109,6 @@ def check_edit(before: str, after: str, language: str) -> SyntaxVerdict:
         return SyntaxVerdict(language, None, None, None)
     error = first_error(after, language)
     return SyntaxVerdict(language, first_error(before, language) is None, error is None, error)
-
-
-# The language server's languageId values that differ from the fence language of a file suffix.
-LSP_LANGUAGE_IDS = {"javascriptreact": "jsx"}
-
-
-def document_language(path: str, language_id: str = "") -> str:
-    """The language of a document from its path's suffix (as the CLI reads it), else from the
-    editor's languageId (an unsaved buffer has no suffix)."""
-    return language_for(path) or LSP_LANGUAGE_IDS.get(language_id, language_id)
 
 
 def _python_error(text: str) -> SyntaxProblem | None:

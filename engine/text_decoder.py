@@ -26,7 +26,7 @@ from engine.guards import LoopGuard
 from engine.lines import split_lines
 from engine.models import LoadedModel
 from engine.program import CopyLines, Gen, Op, Program, merge_adjacent
-from engine.program_decoder import DecodeOutcome
+from engine.outcome import DecodeOutcome
 from engine.prompt import TEXT_FENCE_CLOSE
 from engine.session import Session
 from engine.tables import ModelTables
