@@ -93,7 +93,9 @@ class Editor:
             workspace=types.WorkspaceClientCapabilities(
                 configuration=True, apply_edit=True,
                 workspace_edit=types.WorkspaceEditClientCapabilities(document_changes=True)))
-        await self.client.initialize_async(types.InitializeParams(capabilities=caps, root_uri=root.as_uri()))
+        # the settings as the user's own (initializationOptions): a workspace layer may not pick a selector folder
+        await self.client.initialize_async(types.InitializeParams(capabilities=caps, root_uri=root.as_uri(),
+                                                                  initialization_options=self.settings))
         self.client.initialized(types.InitializedParams())
 
     def open(self, uri: str, text: str) -> None:
