@@ -154,10 +154,14 @@ class Engine:
         """Folder of the span-selector adapter program mode uses (None: the base model)."""
         return self.selector_model.selector if self.selector_model is not None else None
 
+    def models(self) -> list[LoadedModel]:
+        """The base model and the selector's copy, each runtime once (they share it on vLLM)."""
+        return list({id(m.runtime): m for m in (self.loaded, self.selector_model) if m is not None}.values())
+
     def warm_up(self) -> None:
         """Run a few small forwards so one-time costs (kernel selection, allocator growth) do not
         land in the first timed edit; side-by-side timings call this first."""
-        for loaded in {id(m.runtime): m for m in (self.loaded, self.selector_model) if m is not None}.values():
+        for loaded in self.models():
             if loaded.remote:
                 continue  # a remote server warms itself up
             session = loaded.session()
@@ -175,7 +179,7 @@ class Engine:
         """Give back what the backends hold beyond the weights (kept prompt caches, llama.cpp
         contexts, batches and adapters), after any running edit (the engine's lock)."""
         with self._lock:
-            for loaded in {id(m.runtime): m for m in (self.loaded, self.selector_model) if m is not None}.values():
+            for loaded in self.models():
                 loaded.close()
 
     def stream(self, request: EditRequest, cancelled: Callable[[], bool] = never_cancelled) -> Iterator[Event]:

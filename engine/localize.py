@@ -254,7 +254,7 @@ def plan_focus(loaded: Any, parts: PromptParts, localize: bool = True, noop: boo
     ranked = rank_lines(surprise.lines, parts.region, STATISTIC, cursor=user, scale=CURSOR_SCALE,
                         window=CURSOR_WINDOW, exclude=prose)
     best = ranked[0] if ranked else user
-    on_code = user in rank_lines(surprise.lines, parts.region, STATISTIC, exclude=prose)
+    on_code = user in ranked  # the cursor's own line is in its window: ranked exactly when it is a code line
     if not on_code:
         return FocusPlan(best, None, "moved" if best != user else "user", surprise.seconds)
     agree = best == user  # the localizer's best line near the cursor is the cursor's: guard it

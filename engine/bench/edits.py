@@ -159,12 +159,11 @@ def forget_prompts(engine: Any) -> None:
     prefix (engine.prompt.HINT_AFTER)."""
     from engine.localize import forget_surprises
 
-    for mode in ("program", "ar"):
-        runtime = engine.model_for(mode).runtime
-        prefixes = getattr(runtime, "prefixes", None)
+    for loaded in engine.models():
+        prefixes = getattr(loaded.runtime, "prefixes", None)
         if prefixes is not None:
             prefixes.clear()
-        forget_surprises(runtime)
+        forget_surprises(loaded.runtime)
 
 
 def engine_arm(engine: Any, request: Any) -> tuple[ArmRun, Any]:
