@@ -37,6 +37,8 @@ def run_edit(loaded: LoadedModel, request, cancelled: Callable[[], bool],
                         before="".join(lines[max(0, a - ctx):a]), after="".join(lines[b:b + ctx]), first_line=a + 1,
                         language=request.language, focus_line=focus)
     tables = tables_for(loaded)
+    if request.mode in ("program", "forced") and not loaded.remote and not request.token_copies:
+        tables.grammar.prefetch(len(split_lines(region)))  # compiles while the forwards below run
     plan = None
     if request.mode == "program":  # where the problem is: the user's focus, or the localizer's (engine/localize.py)
         plan = plan_focus(loaded, parts, localize=request.localize, noop=request.noop_deviation)

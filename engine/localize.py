@@ -3,11 +3,14 @@
 Buggy lines are often the least natural ones: a model that read the instruction ("Fix the bug
 in add") finds ``return a - b`` more surprising than the docstring above it. The signal is the
 negative log-likelihood of each region line's code tokens (the ``K| `` line numbers aside) in
-the program-mode prompt *without* a focus hint, so it is exactly the prefill a hintless program
-edit runs. The selector prompt shows the hint after the region (engine.prompt.HINT_AFTER), so
-this forward is also the hinted prompt's prefix: where the backend keeps a prefix cache, the
-edit that follows prefills only the hint (adapters trained on the older hint-before layout
-prefill the region again: one extra forward).
+the program-mode prompt, so the forward is the prefill the edit runs anyway, and its KV goes to
+the runtime's prefix cache for the edit that follows:
+
+* a cursor on a code line keeps its hint (see :func:`plan_focus`), so the forward reads the
+  program prompt itself, hint and all: the edit then prefills at most its last chunk;
+* no cursor, or a cursor on prose (the hint may move): the hintless prompt. With the
+  ``hint-after`` layout (engine.prompt.HINT_AFTER) that is the hinted prompt's prefix; adapters
+  trained on ``hint-before``, like the shipped one, prefill the region again (one extra forward).
 
 Scores per line (1-based): ``mean`` (NLL per token), ``max`` (the worst token), ``total``.
 :func:`rank_lines` orders candidate lines (non-blank, and not prose: :func:`prose_lines`) by a
@@ -31,7 +34,8 @@ from typing import Any
 import torch
 
 from engine.lines import split_lines
-from engine.prompt import PromptParts, focus_in_region, numbered, render, selector_messages
+from engine.prompt import HINT_AFTER, PromptParts, focus_in_region, numbered, render, selector_messages
+from engine.selector.adapter import prompt_layout
 
 STATISTICS = ("mean", "max", "total")
 
@@ -68,15 +72,19 @@ class LocalizeError(ValueError):
     """The prompt does not contain the region as the numbered input (a template that rewrites it)."""
 
 
-def prompt_with_lines(tokenizer: Any, parts: PromptParts) -> tuple[list[int], list[list[int]]]:
-    """The hintless selector prompt's ids and, per region line, the positions of its code tokens
-    (tokens that overlap the line's text after ``K| ``, its terminator excluded)."""
-    parts = PromptParts(instruction=parts.instruction, region=parts.region, before=parts.before, after=parts.after,
-                        first_line=parts.first_line, language=parts.language, focus_line=None)
-    text = tokenizer.apply_chat_template(selector_messages(parts), add_generation_prompt=True, tokenize=False)
+def prompt_with_lines(tokenizer: Any, parts: PromptParts, layout: str | None = None
+                      ) -> tuple[list[int], list[list[int]]]:
+    """The selector prompt's ids and, per region line, the positions of its code tokens (tokens
+    that overlap the line's text after ``K| ``, its terminator excluded). ``layout`` None: the
+    hintless prompt; a layout (engine.prompt.SELECTOR_LAYOUTS): the prompt with ``parts``' focus
+    hint in that layout, i.e. the program prompt itself."""
+    if layout is None:
+        parts, layout = replace(parts, focus_line=None), HINT_AFTER  # hintless: the same in every layout
+    messages = selector_messages(parts, layout)
+    text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
     encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
     ids = list(encoded["input_ids"])
-    if ids != render(tokenizer, selector_messages(parts)):
+    if ids != render(tokenizer, messages):
         raise LocalizeError("the offsets tokenization differs from the prompt's")
     shown = numbered(parts.region)
     start = text.rfind(shown)
@@ -99,14 +107,17 @@ def prompt_with_lines(tokenizer: Any, parts: PromptParts) -> tuple[list[int], li
     return ids, lines
 
 
-def line_surprise(loaded: Any, parts: PromptParts, only: frozenset[int] | None = None) -> Surprise:
-    """Per-line NLL of ``parts.region`` in the hintless selector prompt, one forward on ``loaded``
-    (the prompt's logits at the rows before each region code token only). ``only``: score just
-    these lines (the others come back with ``tokens == 0``, never ranked): the LM head then runs
-    on a few rows instead of every region token's, and the forward costs about a plain prefill."""
+def line_surprise(loaded: Any, parts: PromptParts, only: frozenset[int] | None = None,
+                  layout: str | None = None) -> Surprise:
+    """Per-line NLL of ``parts.region`` in the selector prompt (hintless, or hinted in ``layout``:
+    see :func:`prompt_with_lines`), one forward on ``loaded`` (the prompt's logits at the rows
+    before each region code token only). ``only``: score just these lines (the others come back
+    with ``tokens == 0``, never ranked): the LM head then runs on a few rows instead of every
+    region token's, and the forward costs about a plain prefill. Its KV goes to the runtime's
+    prefix cache, so the edit that follows with the same prompt prefills nothing again."""
     import time
 
-    ids, lines = prompt_with_lines(loaded.tokenizer, parts)
+    ids, lines = prompt_with_lines(loaded.tokenizer, parts, layout)
     if only is not None:
         lines = [members if number in only else [] for number, members in enumerate(lines, start=1)]
     # An editor asks again on an unchanged buffer: the same prompt gives the same surprise (the
@@ -242,19 +253,24 @@ def plan_focus(loaded: Any, parts: PromptParts, localize: bool = True, noop: boo
     Without ``localize``: the hint is the user's focus, guarded when ``noop``.
     """
     user = focus_in_region(parts)
-    if not localize or not loaded.selector or len(split_lines(parts.region)) < 2:
+    lines = split_lines(parts.region)
+    if not localize or not loaded.selector or len(lines) < 2:
         return FocusPlan(user, user if noop else None, "user" if user else "none")
-    # With a cursor only the lines near it are ever ranked: score just those (a few LM-head rows)
-    near = None if user is None else frozenset(range(user - CURSOR_WINDOW, user + CURSOR_WINDOW + 1))
-    surprise = line_surprise(loaded, parts, near)
     prose = prose_lines(parts.region, parts.language)
     if user is None:
+        surprise = line_surprise(loaded, parts)
         ranked = rank_lines(surprise.lines, parts.region, STATISTIC, exclude=prose)
         return FocusPlan(ranked[0] if ranked else None, None, "localized" if ranked else "none", surprise.seconds)
+    # With a cursor only the lines near it are ever ranked: score just those (a few LM-head rows).
+    # A cursor on code keeps its hint, so the forward reads the program prompt itself (hint and
+    # all): the edit's prefill then comes from the prefix cache instead of running again.
+    on_code = bool(lines[user - 1].strip()) and user not in prose
+    layout = prompt_layout(loaded.selector) if on_code else None
+    near = frozenset(range(user - CURSOR_WINDOW, user + CURSOR_WINDOW + 1))
+    surprise = line_surprise(loaded, replace(parts, focus_line=user), near, layout)
     ranked = rank_lines(surprise.lines, parts.region, STATISTIC, cursor=user, scale=CURSOR_SCALE,
                         window=CURSOR_WINDOW, exclude=prose)
     best = ranked[0] if ranked else user
-    on_code = user in ranked  # the cursor's own line is in its window: ranked exactly when it is a code line
     if not on_code:
         return FocusPlan(best, None, "moved" if best != user else "user", surprise.seconds)
     agree = best == user  # the localizer's best line near the cursor is the cursor's: guard it

@@ -151,6 +151,17 @@ def test_grammar_rejects_out_of_range_and_leading_zeros(default_engine: Engine) 
     assert "tnum" not in program_ebnf(7) and "tnum" in program_ebnf(7, 30)
 
 
+def test_prefetched_grammar_is_the_one_the_matcher_uses(default_engine: Engine) -> None:
+    """A grammar compiled in the background (the edit's start, engine.decode) is the request's
+    grammar: same limits, and a matcher asked for while the compile runs waits for it."""
+    grammar = tables_for(default_engine.loaded).grammar
+    for n in (7, 3, 7, 12):
+        grammar.prefetch(n)
+    for n in (12, 3):
+        assert not grammar.matcher(n).accept_string(f'<program><copy lines="{n + 1}-')
+        assert grammar.matcher(n).accept_string(f'<program><copy lines="{n}-{n}"/><gen>a</gen></program>')
+
+
 def _short_cases(name: str, k: int, max_chars: int = 1200):
     cases = [c for c in load_corpus(name) if len(c.gold) <= max_chars]
     return cases[:k]

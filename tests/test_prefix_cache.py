@@ -51,6 +51,23 @@ def _second_prefill_reuses(engine: Engine, mode: str) -> None:
         assert first.breakdown.get("localize_s", 0) > 0 and "localize_s" not in second.breakdown
 
 
+def test_a_cursor_on_code_prefills_what_the_localizer_forwarded(default_engine: Engine):
+    """With the cursor on a code line the localizer reads the program prompt itself (hint and all),
+    so the edit's own prefill takes all of it but the last chunk from the prefix cache; on a
+    docstring line the hint may move, and the localizer reads the hintless prompt instead."""
+    from engine.localize import forget_surprises
+
+    loaded = default_engine.model_for("program")
+    text = BUGGY * 8
+    for focus, reused in ((3, True), (2, False)):
+        loaded.runtime.prefixes.clear()
+        forget_surprises(loaded.runtime)
+        result = default_engine.edit(EditRequest(text, "Fix the bug in add.", mode="program", focus_line=focus,
+                                                 max_new_tokens=48))
+        assert result.breakdown.get("localize_s", 0) > 0
+        assert (result.breakdown["prefix_reused"] > result.prompt_tokens - PREFILL_ALIGN) is reused, focus
+
+
 @pytest.mark.parametrize("mode", ["ar", "speculative", "program"])
 def test_same_edit_twice_reuses_the_prompt(default_engine: Engine, mode: str):
     _second_prefill_reuses(default_engine, mode)
