@@ -159,9 +159,14 @@ class Engine:
         return list({id(m.runtime): m for m in (self.loaded, self.selector_model) if m is not None}.values())
 
     def warm_up(self) -> None:
-        """Run a few small forwards so one-time costs (kernel selection, allocator growth) do not
-        land in the first timed edit; side-by-side timings call this first."""
+        """Run a few small forwards and build the decoding tables (the vocabulary's grammar info:
+        about 1 s for a 49k vocabulary) so one-time costs (kernel selection, allocator growth)
+        do not land in the first timed edit, nor in an editor's first AI fix; side-by-side timings
+        and the language server's model loading call this."""
+        from engine.tables import tables_for
+
         for loaded in self.models():
+            tables_for(loaded)
             if loaded.remote:
                 continue  # a remote server warms itself up
             session = loaded.session()

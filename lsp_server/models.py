@@ -53,9 +53,12 @@ def _default_loader(key: ModelKey, progress: Callable[[str], None]) -> Any:
 
     device = None if key.device == "auto" else key.device
     dtype = None if key.dtype == "auto" else key.dtype
-    return Engine.load(key.model, device=device, dtype=dtype, progress=progress,
-                       trust_remote_code=key.trust_remote_code, selector=key.selector, backend=key.backend,
-                       options=key.options)
+    engine = Engine.load(key.model, device=device, dtype=dtype, progress=progress,
+                         trust_remote_code=key.trust_remote_code, selector=key.selector, backend=key.backend,
+                         options=key.options)
+    progress("warming up")
+    engine.warm_up()  # one-time costs (decoding tables, first forwards) belong to loading, not the first fix
+    return engine
 
 
 class ModelPool:

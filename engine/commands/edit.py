@@ -285,15 +285,18 @@ def timing_table(results: list[EditResult]):
     from rich.table import Table
 
     ar = next((r for r in results if r.mode == "ar"), None)
-    table = Table(title="decode phase, same request, one run each in this process", box=box.SIMPLE_HEAD,
-                  collapse_padding=True, pad_edge=False)
+    table = Table(title="same request, one run each in this process (seconds; decode: after the prompt's "
+                  "prefill, the localizer included; edit: all of it; =ar: same output as ar)",
+                  box=box.SIMPLE_HEAD, collapse_padding=True, pad_edge=False)
     # steps: model-chosen tokens (one decode step each); copied / forced: tokens that rode along
-    for col in ("mode", "decode s", "vs ar", "steps", "copied", "forced", "stop", "same as ar"):
-        table.add_column(col, no_wrap=True,
-                         justify="left" if col in ("mode", "stop", "same as ar") else "right")
+    for col in ("mode", "decode", "x ar", "edit", "x ar", "steps", "copied", "forced", "stop", "=ar"):
+        table.add_column(col, no_wrap=True, justify="left" if col in ("mode", "stop", "=ar") else "right")
+
+    def versus(r: EditResult, key: str) -> str:
+        return f"{ar.timings[key] / r.timings[key]:.2f}x" if ar and r.timings.get(key) else "-"
+
     for r in results:
-        speed = f"{ar.timings['decode_s'] / r.timings['decode_s']:.2f}x" if ar and r.timings["decode_s"] else "-"
-        table.add_row(r.mode, f"{r.timings['decode_s']:.2f}", speed, str(r.tokens.generated), str(r.tokens.copied),
-                      str(r.tokens.forced), r.stop_reason,
-                      "-" if ar is None or r is ar else ("yes" if r.output_text == ar.output_text else "no"))
+        table.add_row(r.mode, f"{r.timings['decode_s']:.2f}", versus(r, "decode_s"), f"{r.timings['total_s']:.2f}",
+                      versus(r, "total_s"), str(r.tokens.generated), str(r.tokens.copied), str(r.tokens.forced),
+                      r.stop_reason, "-" if ar is None or r is ar else ("yes" if r.output_text == ar.output_text else "no"))
     return table
