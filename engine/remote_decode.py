@@ -28,12 +28,12 @@ from typing import Callable, Iterator, Sequence
 
 from engine.backends.http_client import RemoteError
 from engine.events import OpResolved, TokenCounts
-from engine.grammar import body_rule_after, gen_body_ebnf, int_between_ebnf
+from engine.grammar import RangeConstraint, body_rule_after, gen_body_ebnf, int_between_ebnf
 from engine.guards import LoopGuard
 from engine.lines import split_lines
 from engine.models import LoadedModel
 from engine.outcome import DecodeOutcome
-from engine.program import GEN_CLOSE, CopyLines, Program, may_end_after, merge_adjacent
+from engine.program import GEN_CLOSE, CopyLines, Program, merge_adjacent
 from engine.program_writer import ProgramWriter, accept_forced_literal
 from engine.prompt import TEXT_FENCE_CLOSE
 from engine.tables import ModelTables
@@ -123,12 +123,14 @@ class RemoteProgramDecoder:
         self.lines = split_lines(region)
         self.line_ids = [encode(self.tokenizer, line) for line in self.lines]
         self.fed = list(prompt_ids)
-        self.max_new_tokens, self.cancelled, self.monotonic = max_new_tokens, cancelled, monotonic
+        self.max_new_tokens, self.cancelled = max_new_tokens, cancelled
         self.sampling = sampling or {}  # temperature and seed when sampling (greedy otherwise)
         self.matcher = tables.grammar.matcher(len(self.lines), 0)
         self.writer = ProgramWriter(self.tokenizer, region, self.lines, max_new_tokens, self.started)
-        self.next_line, self.after_gen = 1, False
-        self.may_end = may_end_after(None, len(self.lines))  # may </program> come next
+        # The range rule's state (next line, gen after gen, may </program> come next): the same
+        # object the in-process decoder masks with; here it writes each segment's grammar and
+        # checks the server's ops against it.
+        self.ranges = RangeConstraint(tables.vocab_texts, len(self.lines), 0, monotonic=monotonic)
         self.requests = 0
         self.request_s = 0.0
 
@@ -153,8 +155,9 @@ class RemoteProgramDecoder:
     def segment(self, budget: int) -> Iterator[OpResolved]:
         """One request: stream tokens until the copy closes, the program ends or the budget is spent."""
         scanner = self.writer.scanner
-        grammar = segment_ebnf(len(self.lines), self.next_line if self.monotonic else 1, self.after_gen,
-                               self.may_end, scanner.tag, scanner.body if scanner.in_gen else None)
+        ranges = self.ranges
+        grammar = segment_ebnf(len(self.lines), ranges.next_line, ranges.after_gen, ranges.may_end, scanner.tag,
+                               scanner.body if scanner.in_gen else None)
         extra = {"structured_outputs": {"grammar": grammar}, "stop": [COPY_CLOSE], "include_stop_str_in_output": True,
                  "stop_token_ids": sorted(self.tables.stop_ids), **self.sampling}
         start = time.perf_counter()
@@ -238,21 +241,17 @@ class RemoteProgramDecoder:
         for op in self.writer.push(ids):
             text = self.writer.text_of(op)
             if isinstance(op, CopyLines):
-                if op.start < (self.next_line if self.monotonic else 1) or op.end < op.start or op.end > len(self.lines):
+                if op.start < self.ranges.next_line or op.end < op.start or op.end > len(self.lines):
                     raise RemoteError(f"{self.runtime.client.display}: the server wrote {op} against the range rule")
                 span = [t for line in self.line_ids[op.start - 1:op.end] for t in line]
                 (pending if pending is not None else self.fed).extend(span)
                 self.writer.copied += len(span)
-                self.next_line = max(self.next_line, op.end + 1)
                 self.writer.consumed = max(self.writer.consumed, op.end)
-                self.after_gen = False
-            else:
-                if self.after_gen:
-                    raise RemoteError(f"{self.runtime.client.display}: the server wrote a gen right after a gen")
-                self.after_gen = True
-            self.may_end = may_end_after(op, len(self.lines))
+            elif self.ranges.after_gen:
+                raise RemoteError(f"{self.runtime.client.display}: the server wrote a gen right after a gen")
+            self.ranges.op_finished(op)
             self.writer.record(op, text)
-        if self.writer.scanner.finished and not self.may_end:
+        if self.writer.scanner.finished and not self.ranges.may_end:
             raise RemoteError(f"{self.runtime.client.display}: the server ended the program after "
                               f"{self.writer.ops[-1] if self.writer.ops else 'no op'} before the last input line "
                               f"({len(self.lines)}), against the grammar")
