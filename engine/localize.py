@@ -34,8 +34,10 @@ from typing import Any
 import torch
 
 from engine.lines import split_lines
+from engine.program import PROGRAM_OPENING
 from engine.prompt import HINT_AFTER, PromptParts, focus_in_region, numbered, render, selector_messages
 from engine.selector.adapter import prompt_layout
+from engine.tokens import encode
 
 STATISTICS = ("mean", "max", "total")
 
@@ -77,7 +79,9 @@ def prompt_with_lines(tokenizer: Any, parts: PromptParts, layout: str | None = N
     """The selector prompt's ids and, per region line, the positions of its code tokens (tokens
     that overlap the line's text after ``K| ``, its terminator excluded). ``layout`` None: the
     hintless prompt; a layout (engine.prompt.SELECTOR_LAYOUTS): the prompt with ``parts``' focus
-    hint in that layout, i.e. the program prompt itself."""
+    hint in that layout followed by the program's forced opening, i.e. exactly what the program
+    decoder's prefill forwards."""
+    hinted = layout is not None
     if layout is None:
         parts, layout = replace(parts, focus_line=None), HINT_AFTER  # hintless: the same in every layout
     messages = selector_messages(parts, layout)
@@ -86,6 +90,7 @@ def prompt_with_lines(tokenizer: Any, parts: PromptParts, layout: str | None = N
     ids = list(encoded["input_ids"])
     if ids != render(tokenizer, messages):
         raise LocalizeError("the offsets tokenization differs from the prompt's")
+    opening = encode(tokenizer, PROGRAM_OPENING) if hinted else []
     shown = numbered(parts.region)
     start = text.rfind(shown)
     if start < 0:
@@ -104,7 +109,7 @@ def prompt_with_lines(tokenizer: Any, parts: PromptParts, layout: str | None = N
             k += 1
         if k < len(spans) and index > 0 and a < spans[k][1] and b > spans[k][0]:  # overlaps the line's code
             lines[k].append(index)
-    return ids, lines
+    return ids + opening, lines
 
 
 def line_surprise(loaded: Any, parts: PromptParts, only: frozenset[int] | None = None,
@@ -140,8 +145,8 @@ def line_surprise(loaded: Any, parts: PromptParts, only: frozenset[int] | None =
         nll = {p: -float(logprobs[p]) for p in positions}
     elif positions:
         session = loaded.session()
-        try:
-            logits = session.append(ids, "prefill", rows=[p - 1 for p in positions])
+        try:  # the last row too: kept with the prompt's cache, the same prompt's prefill then runs nothing
+            logits = session.append(ids, "prefill", rows=[p - 1 for p in positions] + [len(ids) - 1])[:-1]
         finally:
             session.close()
     seconds = time.perf_counter() - start

@@ -12,14 +12,16 @@ The store is bounded by a token budget (``max_tokens``, 0 turns reuse off) and a
 entries; an entry is taken out while a session uses it, so two concurrent sessions never share
 one. Outputs do not change: prefills run in aligned chunks and a reused prefix is cut to a chunk
 boundary (:meth:`engine.session.Session._prefill`), so the reused keys and values are bit for
-bit those a fresh prefill computes.
+bit those a fresh prefill computes. An entry also keeps the logits after its last token when the
+session that made it computed them as a prefill does: the same prompt again (the program prompt
+right after the localizer read it) then forwards nothing at all.
 """
 
 from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Callable, Generic, Sequence, TypeVar
+from typing import Any, Callable, Generic, NamedTuple, Sequence, TypeVar
 
 State = TypeVar("State")
 
@@ -41,6 +43,16 @@ def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
 class Entry(Generic[State]):
     tokens: list[int]
     state: State
+    last_logits: Any = None  # the logits after the last token (None: not kept)
+
+
+class Taken(NamedTuple, Generic[State]):
+    """What :meth:`PrefixStore.take` hands out: the state, how many leading tokens it shares with
+    the prompt asked for, and its last logits when it holds exactly that prompt (else None)."""
+
+    state: State
+    common: int
+    last_logits: Any = None
 
 
 class PrefixStore(Generic[State]):
@@ -62,7 +74,7 @@ class PrefixStore(Generic[State]):
         with self._lock:
             return sum(len(e.tokens) for e in self._entries)
 
-    def take(self, ids: Sequence[int]) -> tuple[State, int] | None:
+    def take(self, ids: Sequence[int]) -> Taken[State] | None:
         """Remove and return the entry sharing the longest prefix with ``ids`` (and that length),
         or None when no entry shares MIN_SHARE of its tokens with it."""
         with self._lock:
@@ -74,17 +86,18 @@ class PrefixStore(Generic[State]):
             if best < 0:
                 return None
             entry = self._entries.pop(best)
-        return entry.state, best_n
+        exact = best_n == len(entry.tokens) == len(ids)
+        return Taken(entry.state, best_n, entry.last_logits if exact else None)
 
-    def put(self, tokens: Sequence[int], state: State) -> None:
-        """Keep ``state`` (holding exactly ``tokens``) as the most recent entry, evicting the
-        oldest entries over budget."""
+    def put(self, tokens: Sequence[int], state: State, last_logits: Any = None) -> None:
+        """Keep ``state`` (holding exactly ``tokens``, and ``last_logits`` after them if given) as
+        the most recent entry, evicting the oldest entries over budget."""
         if not self.enabled or not tokens or len(tokens) > self.max_tokens:
             self.release(state)
             return
         evicted: list[State] = []
         with self._lock:
-            self._entries.append(Entry(list(tokens), state))
+            self._entries.append(Entry(list(tokens), state, last_logits))
             total = sum(len(e.tokens) for e in self._entries)
             while len(self._entries) > self.max_entries or total > self.max_tokens:
                 old = self._entries.pop(0)

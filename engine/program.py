@@ -32,6 +32,10 @@ ESCAPE = "\ufe64"
 RESERVED_LITERALS = ("<copy", "<gen>", "</gen>", "<program>", "</program>")
 PROGRAM_OPEN, PROGRAM_CLOSE = "<program>", "</program>"
 GEN_OPEN, GEN_CLOSE = "<gen>", "</gen>"
+# What the grammar forces before a program's first op (every op starts with "<"): the program
+# decoder feeds it with the prompt, so a forward over the prompt that is to stand in for that
+# prefill (engine.localize) reads it too.
+PROGRAM_OPENING = PROGRAM_OPEN + "<"
 
 
 class ProgramSyntaxError(ValueError):

@@ -55,6 +55,10 @@ class Session:
         self.tokens: list[int] = []  # what the cache holds, in order
         self.prompt_length = 0  # tokens of the first append (what a later session may reuse)
         self.reused = 0  # tokens of the first append restored from an earlier session
+        # The logits after the first append's last token, when computed as a prefill that asks
+        # for that row alone would (kept with the prompt's cache for the same prompt's next session)
+        self.prompt_last: torch.Tensor | None = None
+        self._whole = False  # this first append may restore a whole kept prompt with its last logits
         self.cost = cost  # an engine.cost.CostModel that learns from every forward, or None
         self.closed = False
 
@@ -86,9 +90,20 @@ class Session:
         kernels are deterministic per shape, not across shapes)."""
         align = self.align
         limit = min(wanted)
+        last = len(ids) - 1
+        self._whole = wanted == [last]
         skip = self._begin(ids, (limit // align) * align if align > 0 else limit)
         self.length = skip
         self.prompt_length, self.reused = len(ids), skip
+        if skip == len(ids):  # the same prompt, kept with its last logits: nothing to forward
+            return self.prompt_last.unsqueeze(0)
+        logits = self._prefill_rest(ids, wanted, skip)
+        if last in wanted and self.exact_rows:
+            self.prompt_last = logits[wanted.index(last)].clone()
+        return logits
+
+    def _prefill_rest(self, ids: list[int], wanted: list[int], skip: int) -> torch.Tensor:
+        align = self.align
         bounds = [skip]
         if align > 0:
             bounds += list(range((skip // align + 1) * align, len(ids), align))
@@ -133,9 +148,28 @@ class Session:
 
     def _begin(self, ids: list[int], max_reuse: int) -> int:
         """Before the first forward: restore up to ``max_reuse`` leading tokens of ``ids`` from an
-        earlier session's cache, rounded down to a multiple of ``align``; return how many were
-        restored (the cache now holds exactly those)."""
+        earlier session's cache, rounded down to a multiple of ``align`` (see :meth:`_reuse`);
+        return how many were restored (the cache now holds exactly those)."""
         return 0
+
+    # A backend whose logits for a row do not depend on which other rows of the forward were
+    # asked for (llama.cpp; transformers computes the last row apart): only then may a forward
+    # that asked for several rows stand in for a prefill that asks for the last one alone.
+    exact_rows = True
+
+    def _reuse(self, taken: Any, max_reuse: int) -> int:
+        """How many leading tokens of the taken store entry (engine.prefix_cache.Taken) this first
+        append keeps: all of them when it is exactly this prompt with its last logits and the
+        append asks for the last row only (those logits are then the answer), else the shared
+        prefix up to ``max_reuse``, rounded down to a chunk boundary."""
+        if self._whole and taken.last_logits is not None:
+            self.prompt_last = taken.last_logits
+            return taken.common
+        return self.aligned(min(taken.common, max_reuse))
+
+    def kept_logits(self, prompt: list[int]) -> torch.Tensor | None:
+        """The last logits to keep with ``prompt``'s cache: only when it is the whole first append."""
+        return self.prompt_last if len(prompt) == self.prompt_length else None
 
     def aligned(self, n: int) -> int:
         return (n // self.align) * self.align if self.align > 0 else n

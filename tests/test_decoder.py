@@ -151,6 +151,18 @@ def test_grammar_rejects_out_of_range_and_leading_zeros(default_engine: Engine) 
     assert "tnum" not in program_ebnf(7) and "tnum" in program_ebnf(7, 30)
 
 
+def test_every_program_opens_with_the_forced_opening(default_engine: Engine) -> None:
+    """The decoder feeds PROGRAM_OPENING with the prompt (the localizer reads it too, so that its
+    forward can stand in for the prefill): it is what the grammar forces first, at every size."""
+    from engine.program import PROGRAM_OPENING
+    from engine.program_writer import accept_forced_literal
+    from engine.scanner import ProgramScanner
+
+    grammar = tables_for(default_engine.loaded).grammar
+    for n in (0, 1, 7, 120):
+        assert accept_forced_literal(grammar.matcher(n), ProgramScanner()) == PROGRAM_OPENING
+
+
 def test_prefetched_grammar_is_the_one_the_matcher_uses(default_engine: Engine) -> None:
     """A grammar compiled in the background (the edit's start, engine.decode) is the request's
     grammar: same limits, and a matcher asked for while the compile runs waits for it."""

@@ -122,8 +122,31 @@ def test_same_edit_twice_reuses_the_prompt_cache(llama: Engine):
         assert second.raw_output == first.raw_output and second.output_text == first.output_text
         # (program mode: the localizer's prompt, forwarded just before, shares a prefix with it)
         assert first.breakdown["prefix_reused"] < second.breakdown["prefix_reused"]
-        assert second.breakdown["prefix_reused"] > second.prompt_tokens - llama.model_for(mode).runtime.align
+        # the whole prompt (and program mode's forced opening), its last logits kept with it
+        assert second.breakdown["prefix_reused"] >= second.prompt_tokens
         assert second.breakdown["prefill_s"] < first.breakdown["prefill_s"]
+
+
+def test_a_kept_prompt_gives_a_fresh_prefills_last_logits(llama: Engine):
+    """llama.cpp computes each asked-for row's logits apart from the others, so a forward that
+    asked for several rows (the localizer's) keeps its last row for the same prompt's prefill,
+    which then forwards nothing and gets exactly a fresh prefill's logits."""
+    for mode in ("ar", "program"):
+        loaded = llama.model_for(mode)
+        ids = encode(loaded.tokenizer, "Rewrite this code.\n" + BUGGY * 4)
+        loaded.runtime.prefixes.clear()
+        fresh = loaded.session()
+        expected = fresh.append(ids, "prefill")
+        fresh.crop(0)
+        fresh.close()
+        loaded.runtime.prefixes.clear()
+        reader = loaded.session()
+        read = reader.append(ids, "prefill", rows=[3, len(ids) - 20, len(ids) - 1])
+        reader.close()
+        again = loaded.session()
+        got = again.append(ids, "prefill")
+        assert again.reused == len(ids) and torch.equal(read[-1], expected) and torch.equal(got, expected)
+        again.close()
 
 
 def test_close_frees_contexts_and_later_sessions_are_refused():

@@ -22,11 +22,11 @@ def test_store_takes_the_longest_prefix_and_keeps_its_budget():
     store: PrefixStore[str] = PrefixStore(max_tokens=10, max_entries=2, release=released.append)
     store.put([1, 2, 3], "a")
     store.put([1, 2, 9, 9], "b")
-    assert store.take([1, 2, 9, 5]) == ("b", 3)
+    assert store.take([1, 2, 9, 5]) == ("b", 3, None)
     assert store.take([7]) is None
     store.put([5, 6, 7, 8, 9], "e")
     assert store.take([5, 6, 0]) is None  # 2 of 5 shared: left for a prompt that shares more
-    assert store.take([5, 6, 7, 0]) == ("e", 3)
+    assert store.take([5, 6, 7, 0]) == ("e", 3, None)
     store.put([1, 2, 9, 9], "b")
     store.put([4] * 7, "c")  # 3 entries > 2: "a" goes; 4 + 7 tokens > 10: "b" goes
     assert released == ["a", "b"] and store.tokens_held() == 7
@@ -44,9 +44,8 @@ def _second_prefill_reuses(engine: Engine, mode: str) -> None:
     assert second.output_text == first.output_text and second.raw_output == first.raw_output
     # (program mode: the localizer's prompt, forwarded just before, may share a prefix with it)
     assert first.breakdown["prefix_reused"] < second.breakdown["prefix_reused"]
-    # The same prompt again: all of it but the last chunk comes from the first edit's cache.
-    assert second.breakdown["prefix_reused"] > second.prompt_tokens - PREFILL_ALIGN
-    assert second.breakdown["prefix_reused"] % PREFILL_ALIGN == 0
+    # The same prompt again: all of it comes from the first edit's cache, its last logits too.
+    assert second.breakdown["prefix_reused"] >= second.prompt_tokens  # (program: its forced opening too)
     if mode == "program":  # the localizer's forward (all region rows) is remembered per prompt instead
         assert first.breakdown.get("localize_s", 0) > 0 and "localize_s" not in second.breakdown
 
@@ -65,7 +64,34 @@ def test_a_cursor_on_code_prefills_what_the_localizer_forwarded(default_engine: 
         result = default_engine.edit(EditRequest(text, "Fix the bug in add.", mode="program", focus_line=focus,
                                                  max_new_tokens=48))
         assert result.breakdown.get("localize_s", 0) > 0
-        assert (result.breakdown["prefix_reused"] > result.prompt_tokens - PREFILL_ALIGN) is reused, focus
+        # (the prefill holds the prompt and the program's forced opening: an aligned reuse is less)
+        assert (result.breakdown["prefix_reused"] > result.prompt_tokens) is reused, focus
+
+
+def test_a_kept_prompt_gives_a_fresh_prefills_last_logits(default_engine: Engine):
+    """A prompt read with other rows asked for too (the localizer's forward) is kept with its last
+    logits; the same prompt's prefill then forwards nothing and gets exactly the logits a fresh
+    prefill computes (the LM head runs on the last row apart, engine.backends.transformers_backend)."""
+    for loaded in (default_engine.loaded, default_engine.model_for("program")):
+        runtime = loaded.runtime
+        ids = encode(loaded.tokenizer, "Rewrite this code.\n" + BUGGY * 12)  # more than one chunk
+        runtime.prefixes.clear()
+        fresh = loaded.session()
+        expected = fresh.append(ids, "prefill")
+        fresh.crop(0)
+        fresh.close()
+        runtime.prefixes.clear()
+        reader = loaded.session()
+        rows = [5, 40, len(ids) - 30, len(ids) - 2, len(ids) - 1]
+        read = reader.append(ids, "prefill", rows=rows)
+        reader.close()
+        assert torch.equal(read[-1], expected)
+        again = loaded.session()
+        got = again.append(ids, "prefill")
+        assert again.reused == len(ids) and torch.equal(got, expected)
+        again.append(encode(loaded.tokenizer, "def"), "step")  # the restored cache decodes on
+        again.close()
+        runtime.prefixes.clear()
 
 
 @pytest.mark.parametrize("mode", ["ar", "speculative", "program"])

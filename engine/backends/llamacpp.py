@@ -33,7 +33,7 @@ from engine.backends import BackendError, BackendOptions
 from engine.cost import CostModel, cost_path
 from engine.errors import ModelLoadError
 from engine.models import COMPLETE_MARKER, DEFAULT_MODEL, LoadedModel, cache_dir, gguf_file_of
-from engine.prefix_cache import PrefixStore
+from engine.prefix_cache import PrefixStore, Taken
 from engine.session import Forward, ForwardLog, Session
 
 
@@ -193,13 +193,14 @@ class LlamaCppRuntime:
             raise BackendError("this llama.cpp runtime is closed")
         return LlamaCppSession(self)
 
-    def _take(self, ids: Sequence[int], max_reuse: int) -> tuple[_Slot, int]:
-        """A context for a session whose first append is ``ids``, with up to ``max_reuse`` leading
-        tokens already in its cache; returns it and how many are."""
+    def _take(self, ids: Sequence[int], reuse_of: Callable[[Taken], int]) -> tuple[_Slot, int]:
+        """A context for a session whose first append is ``ids``, with the leading tokens
+        ``reuse_of`` keeps of a stored entry (engine.session.Session._reuse) already in its cache;
+        returns it and how many are."""
         found = self.prefixes.take(ids)
         if found is not None:
-            slot, common = found
-            reuse = (min(common, max_reuse) // self.align) * self.align
+            slot = found.state
+            reuse = reuse_of(found)
             if reuse > 0 and self.lib.llama_memory_seq_rm(slot.memory, 0, reuse, -1):
                 return slot, reuse
             slot.clear()
@@ -229,12 +230,12 @@ class LlamaCppRuntime:
                 raise BackendError(f"llama.cpp refused the LoRA adapter {self.adapter_path}")
         return _Slot(lib, ctx, self.batch)
 
-    def _give_back(self, slot: _Slot, prompt: list[int]) -> None:
+    def _give_back(self, slot: _Slot, prompt: list[int], last_logits: Any = None) -> None:
         """A session is done with ``slot``; its cache's first ``len(prompt)`` entries hold ``prompt``."""
         if self.closed:
             slot.free()
         elif prompt and self.lib.llama_memory_seq_rm(slot.memory, 0, len(prompt), -1):
-            self.prefixes.put(prompt, slot)
+            self.prefixes.put(prompt, slot, last_logits)
         else:
             self._pool(slot)
 
@@ -314,7 +315,7 @@ class LlamaCppSession(Session):
         self.n_vocab = runtime.vocab_size
 
     def _begin(self, ids: list[int], max_reuse: int) -> int:
-        self.slot, reused = self.runtime._take(ids, max_reuse)
+        self.slot, reused = self.runtime._take(ids, lambda taken: self._reuse(taken, max_reuse))
         return reused
 
     def _forward(self, ids: list[int], rows: list[int]) -> torch.Tensor:
@@ -362,7 +363,7 @@ class LlamaCppSession(Session):
     def _release(self, prompt: list[int]) -> None:
         if self.slot is not None:
             slot, self.slot = self.slot, None
-            self.runtime._give_back(slot, prompt)
+            self.runtime._give_back(slot, prompt, self.kept_logits(prompt))
 
     def __del__(self) -> None:
         try:

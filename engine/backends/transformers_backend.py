@@ -33,6 +33,11 @@ class TransformersSession(Session):
         self.runtime = runtime
         self.model, self.device = runtime.model, runtime.device
         self.cache: Any = None
+        # The LM head run apart from the decoder gives the model's own logits only where the model
+        # applies nothing after it (no logit soft-capping, as Gemma 2 has)
+        self.head_apart = (getattr(self.model.config, "final_logit_softcapping", None) is None
+                           and self.model.get_output_embeddings() is not None)
+        self.exact_rows = self.head_apart
 
     def _new_cache(self) -> Any:
         from transformers import DynamicCache
@@ -42,11 +47,10 @@ class TransformersSession(Session):
     def _begin(self, ids: list[int], max_reuse: int) -> int:
         found = self.runtime.prefixes.take(ids)
         if found is not None:
-            cache, common = found
-            reuse = self.aligned(min(common, max_reuse))
+            reuse = self._reuse(found, max_reuse)
             if reuse > 0:
-                _crop_to(cache, reuse)
-                self.cache = cache
+                _crop_to(found.state, reuse)
+                self.cache = found.state
                 return reuse
         self.cache = self._new_cache()
         return 0
@@ -55,7 +59,7 @@ class TransformersSession(Session):
         cache, self.cache = self.cache, None
         if cache is not None and prompt:
             _crop_to(cache, len(prompt))
-            self.runtime.prefixes.put(prompt, cache)
+            self.runtime.prefixes.put(prompt, cache, self.kept_logits(prompt))
 
     @torch.inference_mode()
     def _forward(self, ids: list[int], rows: list[int]) -> torch.Tensor:
@@ -63,14 +67,26 @@ class TransformersSession(Session):
             self.cache = self._new_cache()
         input_ids = torch.tensor([ids], dtype=torch.long, device=self.device)
         keep: int | torch.Tensor
+        last = len(ids) - 1
         if rows == list(range(len(ids))):
             keep = 0
-        elif rows == [len(ids) - 1]:
+        elif rows == [last]:
             keep = 1
+        elif rows[-1] == last and self.head_apart:
+            return self._last_row_apart(input_ids, rows)
         else:
             keep = torch.tensor(rows, dtype=torch.long, device=self.device)
         out = self.model(input_ids=input_ids, cache=self.cache, use_cache=True, logits_to_keep=keep)
         return out.logits[0].float()
+
+    def _last_row_apart(self, input_ids: torch.Tensor, rows: list[int]) -> torch.Tensor:
+        """Rows ending with the last one: the LM head runs on the last row alone, exactly as when
+        it is the only row asked for (a matmul over more rows rounds differently), so these
+        logits can stand in for the prompt's own prefill (engine.session, ``exact_rows``)."""
+        hidden = self.model.get_decoder()(input_ids=input_ids, cache=self.cache, use_cache=True).last_hidden_state
+        head = self.model.get_output_embeddings()
+        others = head(hidden[:, rows[:-1]])
+        return torch.cat([others[0], head(hidden[:, -1:])[0]]).float()
 
     def _truncate(self, length: int) -> None:
         self.cache.crop(length - self.length)  # transformers 5.x: negative = tokens to remove
