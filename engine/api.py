@@ -176,6 +176,20 @@ class Engine:
             session.append(list(range(200, 216)), "warmup", all_logits=True)
             session.close()
 
+    def forget_prompts(self) -> None:
+        """Drop the prompts' KV and the localizer's results kept from earlier edits
+        (engine.prefix_cache), so the next edit runs as a first edit: benchmarks and side-by-side
+        timings call this before each measured edit, so that no mode reuses another's prompt.
+        Within one edit reuse stays on, as users get it (the localizer's forward stands in for
+        the program prompt's prefill)."""
+        from engine.localize import forget_surprises
+
+        for loaded in self.models():
+            prefixes = getattr(loaded.runtime, "prefixes", None)
+            if prefixes is not None:
+                prefixes.clear()
+            forget_surprises(loaded.runtime)
+
     @property
     def name(self) -> str:
         return self.loaded.name

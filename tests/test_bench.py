@@ -255,7 +255,7 @@ def test_bench_edits_free(cached_engine) -> None:
     assert case["arms"]["ar"]["test"] in ("pass", "fail", "timeout")
     assert set(case["arms"]["program"]["collateral"]) == {"changed", "deleted", "first", "lines"}
     assert {"wrong_line", "tail_deleted", "syntax_broken"} <= set(case["arms"]["program-near"])
-    # every measured edit is a first edit (engine.bench.edits.forget_prompts): the near arm runs the
+    # every measured edit is a first edit (Engine.forget_prompts): the near arm runs the
     # localizer again though the program arm just ran it on the same hintless prompt, and ar
     # reuses nothing; within an edit the localizer's forward is the program prompt's prefix
     per = case["arms"]

@@ -152,26 +152,12 @@ def teacher_forced(loaded: Any, arm: str, prompt_ids: Sequence[int], gold_ids: S
                   breakdown=breakdown, ok=True)
 
 
-def forget_prompts(engine: Any) -> None:
-    """Every measured edit is a first edit: drop the prompts' KV and the localizer's results kept
-    from earlier edits (engine.prefix_cache), so no arm or case reuses another's prompt. Within
-    one edit reuse stays on, as users get it: the localizer's forward is the program prompt's
-    prefix (engine.prompt.HINT_AFTER)."""
-    from engine.localize import forget_surprises
-
-    for loaded in engine.models():
-        prefixes = getattr(loaded.runtime, "prefixes", None)
-        if prefixes is not None:
-            prefixes.clear()
-        forget_surprises(loaded.runtime)
-
-
 def engine_arm(engine: Any, request: Any) -> tuple[ArmRun, Any]:
     """One ``Engine.edit`` call, metered. Returns the run and the :class:`EditResult`."""
     from engine.tokens import encode
 
     loaded = engine.model_for(request.mode)  # program mode may run on the selector's merged copy
-    forget_prompts(engine)
+    engine.forget_prompts()  # every measured edit is a first edit
     with loaded.runtime.meter() as meter:
         result = engine.edit(request)
     breakdown = dict(result.breakdown)

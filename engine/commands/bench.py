@@ -149,7 +149,7 @@ def _load(args: argparse.Namespace, console: Any, reuse_prompts: bool = False) -
 
     set_threads(args.threads)
     # ``reuse_prompts`` (bench edits): prompt reuse stays on within an edit (the localizer's forward
-    # is the program prompt's prefix) and engine.bench.edits.forget_prompts makes every measured
+    # stands in for the program prompt's prefill) and Engine.forget_prompts makes every measured
     # edit a first edit. Elsewhere (kernel, localize) every forward is measured from scratch.
     extra = {} if reuse_prompts else {"prefix_cache_tokens": 0}
     options = BackendOptions(threads=args.threads, server_url=args.server_url, **extra)

@@ -194,10 +194,12 @@ def run(args: argparse.Namespace) -> int:
         others = [m.strip() for m in args.compare.split(",") if m.strip() and m.strip() != request.mode]
         if others:
             engine.warm_up()  # so the first timed mode does not pay one-time costs
+            engine.forget_prompts()  # and each mode runs as a first edit: none reuses another's prompt
         result = _run_one(engine, request, out, quiet=args.json)
         compared = {}
         for mode in others:
             req = EditRequest(**{**request.__dict__, "mode": mode})
+            engine.forget_prompts()
             with err.status(f"running {mode} for comparison..."):
                 compared[mode] = engine.edit(req)
     except (EditError, ModelLoadError, ResolveError) as exc:
