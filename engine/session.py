@@ -59,6 +59,7 @@ class Session:
         # for that row alone would (kept with the prompt's cache for the same prompt's next session)
         self.prompt_last: torch.Tensor | None = None
         self._whole = False  # this first append may restore a whole kept prompt with its last logits
+        self.prefilling = False  # inside the first append's forwards (see ``exact_rows``)
         self.cost = cost  # an engine.cost.CostModel that learns from every forward, or None
         self.closed = False
 
@@ -97,7 +98,11 @@ class Session:
         self.prompt_length, self.reused = len(ids), skip
         if skip == len(ids):  # the same prompt, kept with its last logits: nothing to forward
             return self.prompt_last.unsqueeze(0)
-        logits = self._prefill_rest(ids, wanted, skip)
+        self.prefilling = True
+        try:
+            logits = self._prefill_rest(ids, wanted, skip)
+        finally:
+            self.prefilling = False
         if last in wanted and self.exact_rows:
             self.prompt_last = logits[wanted.index(last)].clone()
         return logits
@@ -153,8 +158,8 @@ class Session:
         return 0
 
     # A backend whose logits for a row do not depend on which other rows of the forward were
-    # asked for (llama.cpp; transformers computes the last row apart): only then may a forward
-    # that asked for several rows stand in for a prefill that asks for the last one alone.
+    # asked for (llama.cpp; transformers computes the last row apart while ``prefilling``): only
+    # then may a prefill that asked for several rows stand in for one that asks for the last alone.
     exact_rows = True
 
     def _reuse(self, taken: Any, max_reuse: int) -> int:

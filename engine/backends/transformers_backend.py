@@ -72,7 +72,7 @@ class TransformersSession(Session):
             keep = 0
         elif rows == [last]:
             keep = 1
-        elif rows[-1] == last and self.head_apart:
+        elif rows[-1] == last and self.prefilling and self.head_apart:
             return self._last_row_apart(input_ids, rows)
         else:
             keep = torch.tensor(rows, dtype=torch.long, device=self.device)
@@ -83,10 +83,15 @@ class TransformersSession(Session):
         """Rows ending with the last one: the LM head runs on the last row alone, exactly as when
         it is the only row asked for (a matmul over more rows rounds differently), so these
         logits can stand in for the prompt's own prefill (engine.session, ``exact_rows``)."""
-        hidden = self.model.get_decoder()(input_ids=input_ids, cache=self.cache, use_cache=True).last_hidden_state
-        head = self.model.get_output_embeddings()
-        others = head(hidden[:, rows[:-1]])
-        return torch.cat([others[0], head(hidden[:, -1:])[0]]).float()
+        captured: list[torch.Tensor] = []
+        hook = self.model.get_decoder().register_forward_hook(
+            lambda _module, _args, output: captured.append(output.last_hidden_state))
+        try:
+            out = self.model(input_ids=input_ids, cache=self.cache, use_cache=True, logits_to_keep=1)
+        finally:
+            hook.remove()
+        others = self.model.get_output_embeddings()(captured[0][:, rows[:-1]])
+        return torch.cat([others[0], out.logits[0]]).float()
 
     def _truncate(self, length: int) -> None:
         self.cache.crop(length - self.length)  # transformers 5.x: negative = tokens to remove
