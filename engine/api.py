@@ -58,6 +58,9 @@ class EditRequest:
     region line the model finds least natural; with one, at the likeliest line near it
     (engine/localize.py). ``noop_deviation`` (program mode): a gen that writes the user's focus line
     back unchanged deviates (engine/noop_gen.py). Both on by default; off to measure without them.
+    ``move_cursor`` (with ``localize``): a focus on a code line moves to the localizer's likeliest
+    line near it, as one on prose does (off by default: the cursor on code stays; the benchmarks'
+    ``-moved`` arms measure the other policy).
     """
 
     text: str
@@ -78,6 +81,7 @@ class EditRequest:
     draft: bool = True
     localize: bool = True
     noop_deviation: bool = True
+    move_cursor: bool = False
 
     def region_bounds(self) -> tuple[int, int]:
         """0-based [start, end) line indices of the edited region; validates ``lines``."""

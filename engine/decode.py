@@ -41,7 +41,8 @@ def run_edit(loaded: LoadedModel, request, cancelled: Callable[[], bool],
         tables.grammar.prefetch(len(split_lines(region)))  # compiles while the forwards below run
     plan = None
     if request.mode == "program":  # where the problem is: the user's focus, or the localizer's (engine/localize.py)
-        plan = plan_focus(loaded, parts, localize=request.localize, noop=request.noop_deviation)
+        plan = plan_focus(loaded, parts, localize=request.localize, noop=request.noop_deviation,
+                          move=request.move_cursor)
         parts = replace(parts, focus_line=plan.hint)
     if loaded.remote and (request.mode == "forced" or request.token_copies):
         raise EditError(f"{loaded.runtime.describe()} runs program, speculative, ar and pld edits; forced mode "

@@ -238,7 +238,8 @@ class FocusPlan:
     seconds: float = 0.0
 
 
-def plan_focus(loaded: Any, parts: PromptParts, localize: bool = True, noop: bool = True) -> FocusPlan:
+def plan_focus(loaded: Any, parts: PromptParts, localize: bool = True, noop: bool = True,
+               move: bool = False) -> FocusPlan:
     """The focus of a program edit on ``loaded`` (``parts.focus_line``: the user's, region lines).
 
     With ``localize`` (a model with a span selector, the model the signal was measured on, and a
@@ -255,7 +256,9 @@ def plan_focus(loaded: Any, parts: PromptParts, localize: bool = True, noop: boo
     exact matches where the cursor was right (synthetic held-out, focus on the bug: 10/40 against
     22/40 kept); guarding every user focus made wrong-line edits (HumanEvalFix-Python, near
     cursor: 17/40 against 8/40 guarding only where the localizer agrees, for the same 5 passes).
-    Without ``localize``: the hint is the user's focus, guarded when ``noop``.
+    Without ``localize``: the hint is the user's focus, guarded when ``noop``. With ``move`` a
+    focus on code is treated like one on prose (the first policy; measured again on whole corpora
+    by the benchmarks' ``-moved`` arms).
     """
     user = focus_in_region(parts)
     lines = split_lines(parts.region)
@@ -270,13 +273,13 @@ def plan_focus(loaded: Any, parts: PromptParts, localize: bool = True, noop: boo
     # A cursor on code keeps its hint, so the forward reads the program prompt itself (hint and
     # all): the edit's prefill then comes from the prefix cache instead of running again.
     on_code = bool(lines[user - 1].strip()) and user not in prose
-    layout = prompt_layout(loaded.selector) if on_code else None
+    layout = prompt_layout(loaded.selector) if on_code and not move else None
     near = frozenset(range(user - CURSOR_WINDOW, user + CURSOR_WINDOW + 1))
     surprise = line_surprise(loaded, replace(parts, focus_line=user), near, layout)
     ranked = rank_lines(surprise.lines, parts.region, STATISTIC, cursor=user, scale=CURSOR_SCALE,
                         window=CURSOR_WINDOW, exclude=prose)
     best = ranked[0] if ranked else user
-    if not on_code:
+    if not on_code or (move and best != user):
         return FocusPlan(best, None, "moved" if best != user else "user", surprise.seconds)
     agree = best == user  # the localizer's best line near the cursor is the cursor's: guard it
     return FocusPlan(user, user if noop and agree else None, "user", surprise.seconds)

@@ -76,6 +76,11 @@ def test_plan_focus_on_the_example(default_engine) -> None:
                           localize=False)
         assert (kept.hint, kept.noop_line) == (focus, focus)  # without the localizer: today's rule
     assert plan_focus(loaded, parts, localize=False).hint is None
+    # move=True (the benchmarks' -moved arms): a cursor on code moves like one on prose, to the bug
+    moved = plan_focus(loaded, PromptParts(instruction=parts.instruction, region=text, focus_line=1), move=True)
+    assert (moved.hint, moved.noop_line, moved.source) == (3, None, "moved")
+    stays = plan_focus(loaded, PromptParts(instruction=parts.instruction, region=text, focus_line=3), move=True)
+    assert (stays.hint, stays.source) == (3, "user")
 
 
 def test_prose_lines_are_never_candidates() -> None:

@@ -24,7 +24,8 @@ Free family (the model decides):
   the hint goes to the least natural line, a cursor moves to a likelier line near it) and the
   no-op deviation at the user's focus. To measure those two, ``-unlocalized`` arms run without
   the localizer (``EditRequest.localize=False``: the hint is exactly the focus sent, or none) and
-  ``-nonoop`` arms without the no-op deviation (``noop_deviation=False``).
+  ``-nonoop`` arms without the no-op deviation (``noop_deviation=False``); ``-moved`` arms let
+  the localizer move a focus that sits on code (``move_cursor=True``).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ class Arm:
     focus: str = "none"  # none | near | oracle (engine.bench.focus)
     localize: bool = True  # EditRequest.localize (engine/localize.py)
     noop: bool = True  # EditRequest.noop_deviation (engine/noop_gen.py)
+    move: bool = False  # EditRequest.move_cursor (engine/localize.py)
 
     @property
     def hinted(self) -> bool:
@@ -66,6 +68,8 @@ FREE_ARMS: dict[str, Arm] = {a.name: a for a in (
     Arm("program-near-nonoop", "program", focus="near", noop=False),
     Arm("program-near-unlocalized-nonoop", "program", focus="near", localize=False, noop=False),
     Arm("program-oracle-unlocalized", "program", focus="oracle", localize=False),
+    Arm("program-near-moved", "program", focus="near", move=True),
+    Arm("program-oracle-moved", "program", focus="oracle", move=True),
 )}
 LEGACY_NAMES = {"program-focus": "program-oracle"}  # results written before the near/oracle split
 FAMILY_ARMS = {"forced": FORCED_ARMS, "free": FREE_ARMS}

@@ -267,7 +267,7 @@ class EditBench:
         engine = self.base_engine if spec.base else self.engine
         request = EditRequest(case.input, case.instruction, mode=spec.mode, max_new_tokens=self.cap(case),
                               draft=spec.draft, focus_line=self.focus_line(case, spec.focus),
-                              localize=spec.localize, noop_deviation=spec.noop,
+                              localize=spec.localize, noop_deviation=spec.noop, move_cursor=spec.move,
                               **_language(case))
         run, _ = engine_arm(engine, request)
         return run
