@@ -7,7 +7,8 @@ the program-mode prompt, so the forward is the prefill the edit runs anyway, and
 the runtime's prefix cache for the edit that follows:
 
 * a cursor on a code line keeps its hint (see :func:`plan_focus`), so the forward reads the
-  program prompt itself, hint and all: the edit then prefills at most its last chunk;
+  program prompt itself, hint and forced opening included, and keeps the logits after its last
+  token: the edit's own prefill then forwards nothing (engine.prefix_cache);
 * no cursor, or a cursor on prose (the hint may move): the hintless prompt. With the
   ``hint-after`` layout (engine.prompt.HINT_AFTER) that is the hinted prompt's prefix; adapters
   trained on ``hint-before``, like the shipped one, prefill the region again (one extra forward).
