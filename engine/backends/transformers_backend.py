@@ -33,11 +33,11 @@ class TransformersSession(Session):
         self.runtime = runtime
         self.model, self.device = runtime.model, runtime.device
         self.cache: Any = None
-        # The LM head run apart from the decoder gives the model's own logits only where the model
-        # applies nothing after it (no logit soft-capping, as Gemma 2 has)
-        self.head_apart = (getattr(self.model.config, "final_logit_softcapping", None) is None
+        # (engine.session) exact when the LM head can run apart from the decoder on the last row
+        # (_last_row_apart): where the model applies nothing after it (no logit soft-capping, as
+        # Gemma 2 has)
+        self.exact_rows = (getattr(self.model.config, "final_logit_softcapping", None) is None
                            and self.model.get_output_embeddings() is not None)
-        self.exact_rows = self.head_apart
 
     def _new_cache(self) -> Any:
         from transformers import DynamicCache
@@ -72,7 +72,7 @@ class TransformersSession(Session):
             keep = 0
         elif rows == [last]:
             keep = 1
-        elif rows[-1] == last and self.prefilling and self.head_apart:
+        elif rows[-1] == last and self.prefilling and self.exact_rows:
             return self._last_row_apart(input_ids, rows)
         else:
             keep = torch.tensor(rows, dtype=torch.long, device=self.device)
