@@ -238,6 +238,21 @@ def test_cursor_placement_shares_and_rules() -> None:
     assert cursor_placement("x = 1\n", "x = 2\n", 1, random.Random(3)) == (1, "exact")
 
 
+def test_cursor_placement_exact_share() -> None:
+    """``exact_share`` sets the share on the changed line and keeps the near:away ratio in the
+    rest; 1.0 always puts the hint on the changed line (the shipped adapter's data), 0.0 never."""
+    from collections import Counter
+
+    from engine.synth.cursor import AWAY_SHARE, NEAR_SHARE, cursor_placement
+
+    source = "".join(f"x{i} = {i}\n" for i in range(1, 21))
+    gold = source.replace("x10 = 10\n", "x10 = 11\n")
+    assert all(cursor_placement(source, gold, 10, random.Random(k), 1.0) == (10, "exact") for k in range(300))
+    counts = Counter(cursor_placement(source, gold, 10, random.Random(k), 0.0)[1] for k in range(3000))
+    assert counts["exact"] == 0
+    assert abs(counts["near"] / 3000 - NEAR_SHARE / (NEAR_SHARE + AWAY_SHARE)) < 0.04, counts
+
+
 @pytest.mark.skipif(shutil.which("npm") is None or shutil.which("node") is None,
                     reason="npm/node not installed: the JavaScript sources come from npm packages")
 def test_javascript_sources_from_npm_with_allowed_licenses() -> None:

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_WORK_DIR = Path("artifacts/train-selector")
-RECIPE_DEFAULTS = {"train": 640, "heldout": 80, "data_seed": 0, "max_tokens": 1024, "focus_share": 0.5}
+RECIPE_DEFAULTS = {"train": 640, "heldout": 80, "data_seed": 0, "max_tokens": 1024, "focus_share": 0.5,
+                   "exact_share": 0.5}
 
 
 def add_parser(sub: Any) -> None:
@@ -41,6 +42,9 @@ def add_parser(sub: Any) -> None:
                    help="drop training sequences longer than this")
     g.add_argument("--focus-share", type=float, default=RECIPE_DEFAULTS["focus_share"],
                    help="share of training cases that show the focus hint (the editor sends one with every AI fix)")
+    g.add_argument("--exact-share", type=float, default=RECIPE_DEFAULTS["exact_share"],
+                   help="share of those hints on the changed line; the rest sit near it or on an untouched line, "
+                        "as a cursor would (1.0: always on it, the shipped adapter's data)")
     g = p.add_argument_group("recipe")
     g.add_argument("--steps", type=int, default=d.steps)
     g.add_argument("--lr", type=float, default=d.lr)
@@ -73,8 +77,8 @@ def add_parser(sub: Any) -> None:
 def command_line(args: argparse.Namespace) -> str:
     """The command that reproduces the adapter (recipe options only)."""
     parts = ["copy-as-decode", "train-selector"]
-    for name in ("model", "train", "heldout", "data_seed", "max_tokens", "focus_share", "steps", "lr", "warmup_steps",
-                 "min_lr_ratio", "rank", "alpha", "target_modules", "grad_accum", "max_grad_norm", "seed",
+    for name in ("model", "train", "heldout", "data_seed", "max_tokens", "focus_share", "exact_share", "steps", "lr",
+                 "warmup_steps", "min_lr_ratio", "rank", "alpha", "target_modules", "grad_accum", "max_grad_norm", "seed",
                  "save_dtype", "threads"):
         value = getattr(args, name)
         if value is not None:
@@ -211,7 +215,7 @@ def _train(args: argparse.Namespace, out: Path) -> int:
     loaded = load_model(args.model, device=args.device, progress=log_progress)
     t0 = time.perf_counter()
     dataset = build_dataset(args.train, args.heldout, seed=args.data_seed, progress=_synth_progress,
-                            focus_share=args.focus_share)
+                            focus_share=args.focus_share, exact_share=args.exact_share)
     print(f"synthetic data: {len(dataset.train)} training and {len(dataset.heldout)} held-out cases "
           f"({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
     recorded, record_s = _record(args, loaded, dataset)
@@ -242,7 +246,8 @@ def _train(args: argparse.Namespace, out: Path) -> int:
         "command": command_line(args),
         "recipe": {k: v for k, v in vars(config).items()} | {"save_dtype": args.save_dtype, "max_tokens": args.max_tokens,
                                                              "train_cases": args.train, "data_seed": args.data_seed,
-                                                             "focus_share": args.focus_share},
+                                                             "focus_share": args.focus_share,
+                                                             "exact_share": args.exact_share},
         "data": _data_summary(dataset, recorded, args.max_tokens),
         "timing": {"device": loaded.device, "threads": torch.get_num_threads(),
                    "record_s": round(record_s or (previous or {}).get("timing", {}).get("record_s", 0.0), 1),

@@ -29,13 +29,17 @@ NEAR_MAX = 3
 PLACEMENTS = ("exact", "near", "away")
 
 
-def cursor_placement(input_text: str, gold: str, changed: int, rng: random.Random) -> tuple[int, str]:
-    """(the 1-based focus line, its placement) for a case whose first changed line is ``changed``."""
+def cursor_placement(input_text: str, gold: str, changed: int, rng: random.Random,
+                     exact_share: float = EXACT_SHARE) -> tuple[int, str]:
+    """(the 1-based focus line, its placement) for a case whose first changed line is ``changed``.
+
+    ``exact_share`` is the share placed on the changed line; the rest keeps the near:away ratio
+    above (1.0 gives the shipped adapter's data: the hint always on the changed line)."""
     n = len(split_lines(input_text))
     draw = rng.random()
-    if draw < EXACT_SHARE or n <= 1:
+    if draw < exact_share or n <= 1:
         return changed, "exact"
-    if draw < EXACT_SHARE + NEAR_SHARE:
+    if draw < exact_share + (1.0 - exact_share) * NEAR_SHARE / (NEAR_SHARE + AWAY_SHARE):
         return _near(changed, n, rng)
     touched = {i + 1 for i in edit_sites(input_text, gold)} | {changed}
     far = [line for line in range(1, n + 1) if line not in touched and abs(line - changed) > NEAR_MAX]

@@ -19,7 +19,7 @@ from typing import Callable, Iterable, Sequence
 
 from engine.lines import split_lines
 from engine.synth.cases import SynthCase, SynthDataset
-from engine.synth.cursor import cursor_placement
+from engine.synth.cursor import EXACT_SHARE, cursor_placement
 from engine.synth.decontam import NGRAM, THRESHOLD, NgramIndex, code_tokens, evaluation_index
 from engine.synth.edits import ALL_KINDS, BUG_KINDS, Edit, Site, first_changed_line
 from engine.synth.functions import SourceFunction
@@ -95,7 +95,8 @@ def _make_edit(fn: SourceFunction, kind: str, target: int, rng: random.Random,
 
 def _generate(split: str, pools: dict[str, list[SourceFunction]], n: int, seed: int, js_share: float,
               js_check: Callable[[str], bool] | None, progress: Progress | None,
-              focus_share: float = FOCUS_SHARE) -> tuple[list[SynthCase], Counter]:
+              focus_share: float = FOCUS_SHARE,
+              exact_share: float = EXACT_SHARE) -> tuple[list[SynthCase], Counter]:
     rng = random.Random(f"copy-as-decode-synth:{seed}:{split}")
     orders = {lang: rng.sample(pool, len(pool)) for lang, pool in pools.items()}
     cursors = Counter()
@@ -129,7 +130,7 @@ def _generate(split: str, pools: dict[str, list[SourceFunction]], n: int, seed: 
         focus = None
         if rng.random() < focus_share:  # the same one draw per case as ever: the cases do not depend on it
             cursor = random.Random(f"copy-as-decode-cursor:{seed}:{split}:{len(cases)}")
-            focus, _placement = cursor_placement(edit.input, edit.gold, changed, cursor)
+            focus, _placement = cursor_placement(edit.input, edit.gold, changed, cursor, exact_share)
         cases.append(SynthCase(input=edit.input, gold=edit.gold, instruction=instruction, kind=kind,
                                language=language, source=fn.source, license=fn.license, split=split,
                                changed_line=changed, focus_line=focus))
@@ -187,12 +188,14 @@ def mine_functions(languages: Sequence[str], js_cache=None, report: dict | None 
 
 def build_dataset(n_train: int, n_heldout: int, seed: int = 0, languages: Sequence[str] = ("python", "javascript"),
                   js_share: float = 0.35, progress: Progress | None = None, *, focus_share: float = FOCUS_SHARE,
+                  exact_share: float = EXACT_SHARE,
                   functions: Sequence[SourceFunction] | None = None, eval_index: NgramIndex | None = None,
                   js_check: Callable[[str], bool] | None = None, js_cache=None) -> SynthDataset:
     """The synthetic edit cases of both splits and their statistics.
 
     ``focus_share`` is the share of cases that show the focus hint (one seeded draw per case
-    whatever the share, so the cases themselves do not change with it). ``functions`` replaces
+    whatever the share, so the cases themselves do not change with it); ``exact_share`` the share
+    of those hints on the changed line (engine.synth.cursor). ``functions`` replaces
     the mined sources and ``eval_index`` the evaluation corpora (tests use both to stay fast);
     ``js_check`` replaces the acorn parser that re-parses JavaScript edits.
     """
@@ -204,6 +207,8 @@ def build_dataset(n_train: int, n_heldout: int, seed: int = 0, languages: Sequen
         raise SynthError(f"js_share {js_share} is outside [0, 1]")
     if not 0.0 <= focus_share <= 1.0:
         raise SynthError(f"focus_share {focus_share} is outside [0, 1]")
+    if not 0.0 <= exact_share <= 1.0:
+        raise SynthError(f"exact_share {exact_share} is outside [0, 1]")
     started = time.perf_counter()
     seconds: dict[str, float] = {}
     package_report: dict = {}
@@ -258,9 +263,9 @@ def build_dataset(n_train: int, n_heldout: int, seed: int = 0, languages: Sequen
                 raise SynthError(f"no {split} functions for {', '.join(empty)}; add sources or drop the language")
         t0 = time.perf_counter()
         train, train_misses = _generate("train", pools["train"], n_train, seed, js_share, js_check, progress,
-                                           focus_share)
+                                           focus_share, exact_share)
         heldout, heldout_misses = _generate("heldout", pools["heldout"], n_heldout, seed, js_share, js_check,
-                                               progress, focus_share)
+                                               progress, focus_share, exact_share)
         seconds["generate"] = time.perf_counter() - t0
 
     by_source = {fn.source: fn for fn in functions}
@@ -268,7 +273,7 @@ def build_dataset(n_train: int, n_heldout: int, seed: int = 0, languages: Sequen
     stats = {
         "seed": seed, "n_train": n_train, "n_heldout": n_heldout, "languages": list(languages), "js_share": js_share,
         "python_version": platform.python_version(),
-        "kind_weights": KIND_WEIGHTS, "focus_share": focus_share,
+        "kind_weights": KIND_WEIGHTS, "focus_share": focus_share, "exact_share": exact_share,
         "heldout_rule": f"whole source files whose sha1(file id) % 1000 < {HELDOUT_FILE_PERMILLE} (seed-independent)",
         "sources": _source_stats(functions, package_report),
         "pool": {
