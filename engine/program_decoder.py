@@ -231,13 +231,16 @@ class ProgramDecoder:
                 self.close_gen_instead()
                 self.deviate_from_noop_gen(n_ops)
                 self.grammar_s = grammar_before + time.perf_counter() - t
-                logits = self.feed("fused")
                 yield from self.flush()
+                logits = self.feed("fused")
                 continue
             self.note_deviation(logits, token, banned)
             self.take_choice(token)
             self.deviate_from_noop_gen(n_ops)
             self.grammar_s = grammar_before + time.perf_counter() - t
+            # What the model chose is final: hand its ops out before the forward that splices
+            # them (a long copy's splice is seconds on a CPU; the editor need not wait for it).
+            yield from self.flush()
             if self.matcher.is_terminated():
                 break
             marks = self.draft()

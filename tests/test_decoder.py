@@ -225,6 +225,33 @@ def test_events_concatenate_to_the_result(default_engine: Engine, mode: str) -> 
         assert b.resolved.startswith(a.resolved) and b.index == a.index + 1
 
 
+def test_a_copy_is_handed_out_before_its_splice(default_engine: Engine) -> None:
+    """A copy the model chose is final: its op event reaches the editor before the forward that
+    splices its lines into the cache (seconds for a long copy on a CPU), not after it."""
+    from engine.decode import run_edit
+    from engine.program_decoder import FeedRecorder
+
+    log: list[tuple[str, object]] = []
+
+    class LoggingRecorder(FeedRecorder):
+        def fed(self, ids, chosen) -> None:
+            super().fed(ids, chosen)
+            log.append(("fed", len(self.ids)))
+
+    program = parse('<program><copy lines="1-2"/><gen>    return a + b\n</gen><copy lines="4-7"/></program>')
+    request = EditRequest(BUGGY, "Fix the bug in add.", mode="forced", program=program)
+    for event in run_edit(default_engine.loaded, request, lambda: False, recorder=LoggingRecorder()):
+        if isinstance(event, OpResolved):
+            log.append(("op", event.op))
+    first_copy = next(k for k, (kind, what) in enumerate(log) if kind == "op" and what == CopyLines(1, 2))
+    fed_before = [n for kind, n in log[:first_copy] if kind == "fed"]
+    fed_after = [n for kind, n in log[first_copy:] if kind == "fed"]
+    assert fed_after, "the copy's splice was fed before its event was handed out"
+    tok = default_engine.loaded.tokenizer
+    span = len(encode(tok, "".join(split_lines(BUGGY)[:2])))
+    assert fed_after[0] - (fed_before[-1] if fed_before else 0) >= span - 1  # the splice comes after
+
+
 @pytest.mark.parametrize("mode,draft", [("program", False), ("program", True), ("speculative", True), ("ar", True)])
 def test_cancel_stops_within_one_step(default_engine: Engine, mode: str, draft: bool) -> None:
     """Cancel is polled before every forward: once it is set, no forward follows. (A drafted
