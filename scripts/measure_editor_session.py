@@ -5,8 +5,8 @@ The client (pygls' LanguageClient, what pytest-lsp drives) starts ``python -m ls
 operator changed, and sends "AI fix" with the focus on that line; then undoes the edit (the buffer
 is unchanged again) and sends the same fix again; then once more with the cursor on another line.
 A warm-up fix on another file loads the model first, so every measured request has it loaded
-(the language server's steady state). Per request it prints the time to the first applied edit,
-the total, the prompt's prefill and how many prompt tokens came from the previous request's KV
+(the language server's steady state). Per request it prints the time to the first and to the
+last applied edit (what the user sees land), the total (the command's answer), the prompt's prefill and how many prompt tokens came from the previous request's KV
 (``prefix_reused``, engine.prefix_cache). It also prints how much of the prompt two requests with
 different cursor lines share in each selector prompt layout (the focus sentence before or after
 the code: engine.prompt.HINT_BEFORE / HINT_AFTER).
@@ -56,6 +56,7 @@ class Editor:
         self.client = LanguageClient("editor-session", "0")
         self.texts: dict[str, list[Any]] = {}
         self.first_edit: dict[str, float] = {}
+        self.last_edit: dict[str, float] = {}
         client = self.client
 
         @client.feature(types.WORKSPACE_APPLY_EDIT)
@@ -65,6 +66,7 @@ class Editor:
             for change in params.edit.document_changes or []:
                 uri = change.text_document.uri
                 self.first_edit.setdefault(uri, time.monotonic())
+                self.last_edit[uri] = time.monotonic()
                 for edit in change.edits:
                     text, version = self.texts[uri]
                     a, b = LineIndex(text).offsets_of(edit.range)
@@ -113,17 +115,19 @@ class Editor:
 
     async def fix(self, uri: str, line: int) -> dict[str, Any]:
         self.first_edit.pop(uri, None)
+        self.last_edit.pop(uri, None)
         start = time.monotonic()
         result = await self.client.workspace_execute_command_async(types.ExecuteCommandParams(
             command="copyAsDecode.server.edit",
             arguments=[{"uri": uri, "range": None, "instruction": INSTRUCTION, "kind": "fix",
                         "focus": {"line": line, "character": 0}}]))
         total = time.monotonic() - start
-        first = self.first_edit.get(uri)
+        first, last = self.first_edit.get(uri), self.last_edit.get(uri)
         summary = result.get("summary") or {}
         breakdown = summary.get("breakdown") or {}
         decode = (summary.get("timings") or {}).get("decode_s")
-        return {"first_op_s": None if first is None else round(first - start, 3), "total_s": round(total, 3),
+        return {"first_op_s": None if first is None else round(first - start, 3),
+                "last_edit_s": None if last is None else round(last - start, 3), "total_s": round(total, 3),
                 "status": result.get("status"), "prompt_tokens": summary.get("prompt_tokens"),
                 "prefill_s": breakdown.get("prefill_s"), "decode_s": decode,
                 "localize_s": breakdown.get("localize_s"), "prefix_reused": breakdown.get("prefix_reused"),
@@ -176,7 +180,7 @@ async def session(args: argparse.Namespace) -> dict[str, Any]:
         run = await editor.fix(uri, focus)
         run["fixed"] = run["fixed"] == fixed
         runs[name] = run
-        print(f"{args.backend:12s} {name:22s} first op {run['first_op_s']}s  total {run['total_s']}s  "
+        print(f"{args.backend:12s} {name:22s} first op {run['first_op_s']}s  last edit {run['last_edit_s']}s  total {run['total_s']}s  "
               f"prefill {run['prefill_s']}s  decode {run['decode_s']}s  localize {run['localize_s']}  "
               f"reused {run['prefix_reused']}/{run['prompt_tokens']}  status {run['status']}  fixed {run['fixed']}",
               flush=True)
