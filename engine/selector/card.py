@@ -54,6 +54,8 @@ def _placement(data: dict[str, Any]) -> str:
     placed = data.get("focus_placement")
     if not placed:
         return ""
+    if not placed["near"] and not placed["away"]:
+        return ": always on the first line the edit changes (`--exact-share 1.0`), as an oracle would place it"
     return (f": placed as an editor's cursor would be (engine/synth/cursor.py), on the first line the edit changes "
             f"in {placed['exact']}, 1-3 lines above or below it in {placed['near']}, and on a farther line the edit "
             f"does not touch in {placed['away']}; the gold never depends on the hint, so the data teaches \"look at "
