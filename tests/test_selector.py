@@ -332,6 +332,16 @@ def test_recorded_sequences_mask_prompt_forced_and_spliced_tokens(tokenizer) -> 
     assert record_examples(loaded, cases, max_tokens=50).too_long == 2
 
 
+@pytest.mark.parametrize("option", ["--focus-share", "--exact-share"])
+def test_train_selector_refuses_a_share_outside_0_1(option: str, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """A share outside [0, 1] is one clear message and exit 2, before any model loads."""
+    from engine.cli import main
+
+    assert main(["train-selector", "--out", str(tmp_path / "out"), option, "1.5"]) == 2
+    assert f"{option} must be between 0 and 1" in capsys.readouterr().err
+
+
 def test_train_selector_command_end_to_end(tmp_path: Path, tokenizer, monkeypatch: pytest.MonkeyPatch) -> None:
     """Record, train (stopped and resumed), save, evaluate and write the card, on a tiny model folder."""
     import engine.synth

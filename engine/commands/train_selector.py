@@ -319,6 +319,11 @@ def run(args: argparse.Namespace) -> int:
 
     from engine.models import ModelLoadError
 
+    for name in ("focus_share", "exact_share"):
+        if not 0.0 <= getattr(args, name) <= 1.0:
+            print(f"copy-as-decode train-selector: --{name.replace('_', '-')} must be between 0 and 1, "
+                  f"not {getattr(args, name)}", file=sys.stderr)
+            return 2
     if args.threads:
         torch.set_num_threads(args.threads)
     out = _out_dir(args)
