@@ -318,6 +318,7 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from engine.models import ModelLoadError
+    from engine.synth import SynthError
 
     for name in ("focus_share", "exact_share"):
         if not 0.0 <= getattr(args, name) <= 1.0:
@@ -335,6 +336,6 @@ def run(args: argparse.Namespace) -> int:
             if args.stop_after is not None and args.stop_after < args.steps:
                 return 0
         return _evaluate(args, out)
-    except ModelLoadError as exc:
+    except (ModelLoadError, SynthError) as exc:
         print(f"copy-as-decode train-selector: {exc}", file=sys.stderr)
         return 2
