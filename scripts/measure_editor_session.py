@@ -6,8 +6,9 @@ operator changed, and sends "AI fix" with the focus on that line; then undoes th
 is unchanged again) and sends the same fix again; then once more with the cursor on another line.
 A warm-up fix on another file loads the model first, so every measured request has it loaded
 (the language server's steady state). Per request it prints the time to the first and to the
-last applied edit (what the user sees land), the total (the command's answer), the prompt's prefill and how many prompt tokens came from the previous request's KV
-(``prefix_reused``, engine.prefix_cache). It also prints how much of the prompt two requests with
+last applied edit (what the user sees land), the total (the command's answer), the prompt's
+prefill and how many prompt tokens came from the previous request's KV (``prefix_reused``,
+engine.prefix_cache). It also prints how much of the prompt two requests with
 different cursor lines share in each selector prompt layout (the focus sentence before or after
 the code: engine.prompt.HINT_BEFORE / HINT_AFTER).
 
@@ -180,7 +181,8 @@ async def session(args: argparse.Namespace) -> dict[str, Any]:
         run = await editor.fix(uri, focus)
         run["fixed"] = run["fixed"] == fixed
         runs[name] = run
-        print(f"{args.backend:12s} {name:22s} first op {run['first_op_s']}s  last edit {run['last_edit_s']}s  total {run['total_s']}s  "
+        print(f"{args.backend:12s} {name:22s} first op {run['first_op_s']}s  last edit {run['last_edit_s']}s  "
+              f"total {run['total_s']}s  "
               f"prefill {run['prefill_s']}s  decode {run['decode_s']}s  localize {run['localize_s']}  "
               f"reused {run['prefix_reused']}/{run['prompt_tokens']}  status {run['status']}  fixed {run['fixed']}",
               flush=True)
