@@ -62,6 +62,18 @@ def _silence(lib: Any) -> None:
         lib.llama_log_set(_QUIET, ctypes.c_void_p(0))
 
 
+def _cpu_has_amx() -> bool:
+    """Does this CPU have AMX tiles (Intel Sapphire Rapids and later)? There llama.cpp 0.3.36 puts
+    the weights in its AMX buffer type, and its AMX matmul crashed the first forward (SIGSEGV in
+    ggml_backend_amx_mul_mat, 2026-12-02), so the extra CPU buffer types (AMX, weight repacking: a
+    speed option, not a numerics one) are turned off on such a CPU and left as they were elsewhere."""
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
+            return any(line.startswith("flags") and "amx_tile" in line.split() for line in f)
+    except OSError:
+        return False
+
+
 class LlamaCppModel:
     """One loaded GGUF (weights shared by every runtime and context made from it)."""
 
@@ -71,6 +83,8 @@ class LlamaCppModel:
         lib.llama_backend_init()
         params = lib.llama_model_default_params()
         params.n_gpu_layers = int(options.gpu_layers)
+        if _cpu_has_amx():
+            params.use_extra_bufts = False  # see _cpu_has_amx
         self.path, self.options = path, options
         self.ptr = lib.llama_model_load_from_file(str(path).encode("utf-8"), params)
         if not self.ptr:
