@@ -58,9 +58,11 @@ class EditRequest:
     region line the model finds least natural; with one, at the likeliest line near it
     (engine/localize.py). ``noop_deviation`` (program mode): a gen that writes the user's focus line
     back unchanged deviates (engine/noop_gen.py). Both on by default; off to measure without them.
-    ``move_cursor`` (with ``localize``): a focus on a code line moves to the localizer's likeliest
-    line near it, as one on prose does (off by default: the cursor on code stays; the benchmarks'
-    ``-moved`` arms measure the other policy).
+    ``focus_policy`` (with ``localize``; engine.localize.plan_focus): ``guard`` (the default) puts
+    the hint on the localizer's likeliest line (near the focus, if any) and the no-op deviation
+    guards it there; ``keep`` keeps a focus on a code line and guards it only where the localizer
+    agrees; ``move`` moves it to the likeliest line unguarded. The benchmarks' ``-keep`` and
+    ``-moved`` arms measure the others.
     """
 
     text: str
@@ -81,7 +83,7 @@ class EditRequest:
     draft: bool = True
     localize: bool = True
     noop_deviation: bool = True
-    move_cursor: bool = False
+    focus_policy: Literal["keep", "move", "guard"] = "guard"
 
     def region_bounds(self) -> tuple[int, int]:
         """0-based [start, end) line indices of the edited region; validates ``lines``."""

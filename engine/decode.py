@@ -42,7 +42,7 @@ def run_edit(loaded: LoadedModel, request, cancelled: Callable[[], bool],
     plan = None
     if request.mode == "program":  # where the problem is: the user's focus, or the localizer's (engine/localize.py)
         plan = plan_focus(loaded, parts, localize=request.localize, noop=request.noop_deviation,
-                          move=request.move_cursor)
+                          policy=request.focus_policy)
         parts = replace(parts, focus_line=plan.hint)
     if loaded.remote and (request.mode == "forced" or request.token_copies):
         raise EditError(f"{loaded.runtime.describe()} runs program, speculative, ar and pld edits; forced mode "

@@ -239,28 +239,36 @@ class FocusPlan:
     seconds: float = 0.0
 
 
+FOCUS_POLICIES = ("keep", "move", "guard")
+DEFAULT_POLICY = "guard"  # measured against keep on whole corpora: results/BENCHMARKS.md, "Stop 22"
+
+
 def plan_focus(loaded: Any, parts: PromptParts, localize: bool = True, noop: bool = True,
-               move: bool = False) -> FocusPlan:
+               policy: str = DEFAULT_POLICY) -> FocusPlan:
     """The focus of a program edit on ``loaded`` (``parts.focus_line``: the user's, region lines).
 
     With ``localize`` (a model with a span selector, the model the signal was measured on, and a
-    region of more than one line):
+    region of more than one line) the localizer finds the best line: the code line of highest
+    surprise, or with a focus, of highest surprise x cursor prior within ``CURSOR_WINDOW`` lines of
+    it (blank lines, comments and docstrings are never candidates). ``policy`` says what is done
+    with it:
 
-    * no focus: the hint goes to the code line of highest surprise (``localized``);
-    * a focus on a code line: the hint stays there (``user``); the localizer only decides whether
-      the no-op deviation guards it: when its own best line near the cursor (surprise x cursor
-      prior within ``CURSOR_WINDOW`` lines) is the cursor's line;
-    * a focus on a blank line, a comment or a docstring: the hint moves to that best code line
-      (``moved``), unguarded.
+    * ``guard`` (the default): the hint goes to the best line and the no-op deviation guards it
+      there (``localized`` without a focus, ``moved`` or ``user``), as the exact hint of the
+      oracle arm is guarded; the deviation's cap (engine.noop_gen.MAX_GAP) keeps a line the model
+      finds right. All 164 HumanEvalFix-Python cases against ``keep``: pass / exact with no hint
+      15 / 10 vs 9 / 8, with a near cursor 20 / 14 vs 17 / 12, with the cursor exactly on the bug
+      25 / 19 vs 31 / 24 (results/BENCHMARKS.md, "Stop 22");
+    * ``keep``: a focus on code stays the hint, guarded only where the best line is the cursor's
+      (a moved hint and one chosen without a focus are unguarded);
+    * ``move``: like ``keep``, but a focus on code moves to the best line unguarded (the first
+      policy; the benchmarks' ``-moved`` arms).
 
-    Measured (results/BENCHMARKS.md, "What users get"): moving a cursor that sits on code to a likelier line lost
-    exact matches where the cursor was right (synthetic held-out, focus on the bug: 10/40 against
-    22/40 kept); guarding every user focus made wrong-line edits (HumanEvalFix-Python, near
-    cursor: 17/40 against 8/40 guarding only where the localizer agrees, for the same 5 passes).
-    Without ``localize``: the hint is the user's focus, guarded when ``noop``. With ``move`` a
-    focus on code is treated like one on prose (the first policy; measured again on whole corpora
-    by the benchmarks' ``-moved`` arms).
+    Without ``localize``: the hint is the user's focus, guarded when ``noop``.
     """
+    if policy not in FOCUS_POLICIES:
+        raise ValueError(f"unknown focus policy {policy!r}; choose from {', '.join(FOCUS_POLICIES)}")
+    guard = policy == "guard" and noop
     user = focus_in_region(parts)
     lines = split_lines(parts.region)
     if not localize or not loaded.selector or len(lines) < 2:
@@ -269,19 +277,24 @@ def plan_focus(loaded: Any, parts: PromptParts, localize: bool = True, noop: boo
     if user is None:
         surprise = line_surprise(loaded, parts)
         ranked = rank_lines(surprise.lines, parts.region, STATISTIC, exclude=prose)
-        return FocusPlan(ranked[0] if ranked else None, None, "localized" if ranked else "none", surprise.seconds)
+        best = ranked[0] if ranked else None
+        return FocusPlan(best, best if guard else None, "localized" if ranked else "none", surprise.seconds)
     # With a cursor only the lines near it are ever ranked: score just those (a few LM-head rows).
     # A cursor on code keeps its hint, so the forward reads the program prompt itself (hint and
     # all): the edit's prefill then comes from the prefix cache instead of running again.
     on_code = bool(lines[user - 1].strip()) and user not in prose
-    layout = prompt_layout(loaded.selector) if on_code and not move else None
+    move = policy != "keep"
+    # guard reads the cursor's hinted prompt like keep: when its best line is the cursor's (about
+    # half the time) the edit's prefill is this forward's (move keeps the hintless read it was measured with)
+    layout = prompt_layout(loaded.selector) if on_code and policy != "move" else None
     near = frozenset(range(user - CURSOR_WINDOW, user + CURSOR_WINDOW + 1))
     surprise = line_surprise(loaded, replace(parts, focus_line=user), near, layout)
     ranked = rank_lines(surprise.lines, parts.region, STATISTIC, cursor=user, scale=CURSOR_SCALE,
                         window=CURSOR_WINDOW, exclude=prose)
     best = ranked[0] if ranked else user
     if not on_code or (move and best != user):
-        return FocusPlan(best, None, "moved" if best != user else "user", surprise.seconds)
+        return FocusPlan(best, best if guard and ranked else None, "moved" if best != user else "user",
+                         surprise.seconds)
     agree = best == user  # the localizer's best line near the cursor is the cursor's: guard it
     return FocusPlan(user, user if noop and agree else None, "user", surprise.seconds)
 

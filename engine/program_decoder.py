@@ -275,6 +275,9 @@ class ProgramDecoder:
         if self.noop_deviations:
             breakdown["noop_gen_deviations"] = self.noop_deviations
             breakdown["noop_gen_gap_max"] = round(self.noop_gap_max, 3)
+        if self.noop is not None and self.noop.refused:
+            breakdown["noop_gen_refused"] = len(self.noop.refused)
+            breakdown["noop_gen_refused_gap_min"] = round(min(self.noop.refused), 3)
         return self.writer.outcome(stop_reason, breakdown)
 
     # -- one step -------------------------------------------------------------------------------

@@ -47,8 +47,9 @@ def test_rank_lines_by_surprise_and_cursor() -> None:
 
 @pytest.mark.model
 def test_plan_focus_on_the_example(default_engine) -> None:
-    """examples/buggy_add.py: the least natural line is the bug; a user focus is kept or moved
-    within the window; without the localizer the focus is exactly what was sent."""
+    """examples/buggy_add.py: the least natural line is the bug; under the default policy (guard)
+    the hint goes there and is guarded wherever the cursor is; under keep a user focus on code is
+    kept; without the localizer the focus is exactly what was sent."""
     from engine.localize import _SURPRISES, CURSOR_WINDOW, plan_focus
     from engine.prompt import PromptParts
 
@@ -56,19 +57,20 @@ def test_plan_focus_on_the_example(default_engine) -> None:
     loaded = default_engine.model_for("program")
     _SURPRISES.pop(loaded.runtime, None)  # an earlier test's edit of this file may have kept its surprise
     parts = PromptParts(instruction="Fix the bug in add.", region=text, language="python")
-    plan = plan_focus(loaded, parts)
+    plan = plan_focus(loaded, parts, policy="keep")
     assert (plan.hint, plan.noop_line, plan.source) == (3, None, "localized") and plan.seconds > 0
-    again = plan_focus(loaded, parts)  # kept with the prompt caches: no second forward
+    again = plan_focus(loaded, parts, policy="keep")  # kept with the prompt caches: no second forward
     assert (again.hint, again.seconds) == (3, 0.0)
     for focus in (1, 2, 3):
-        plan = plan_focus(loaded, PromptParts(instruction=parts.instruction, region=text, focus_line=focus))
+        plan = plan_focus(loaded, PromptParts(instruction=parts.instruction, region=text, focus_line=focus),
+                          policy="keep")
         assert abs(plan.hint - focus) <= CURSOR_WINDOW
         # a cursor on code stays; on the docstring (line 2) it moves to the likelier code line, the bug
         assert (plan.hint, plan.source) == ((3, "moved") if focus == 2 else (focus, "user"))
         # the no-op deviation guards a kept cursor only where the localizer's best line is the cursor's
         assert plan.noop_line in ((None, focus) if focus != 2 else (None,))
         assert plan_focus(loaded, PromptParts(instruction=parts.instruction, region=text, focus_line=focus),
-                          noop=False).noop_line is None
+                          noop=False, policy="keep").noop_line is None
         off = plan_focus(loaded, PromptParts(instruction=parts.instruction, region=text, focus_line=focus),
                          localize=False, noop=False)
         assert (off.hint, off.noop_line, off.source, off.seconds) == (focus, None, "user", 0.0)
@@ -76,11 +78,19 @@ def test_plan_focus_on_the_example(default_engine) -> None:
                           localize=False)
         assert (kept.hint, kept.noop_line) == (focus, focus)  # without the localizer: today's rule
     assert plan_focus(loaded, parts, localize=False).hint is None
-    # move=True (the benchmarks' -moved arms): a cursor on code moves like one on prose, to the bug
-    moved = plan_focus(loaded, PromptParts(instruction=parts.instruction, region=text, focus_line=1), move=True)
+    # policy move (the benchmarks' -moved arms): a cursor on code moves like one on prose, to the bug
+    moved = plan_focus(loaded, PromptParts(instruction=parts.instruction, region=text, focus_line=1), policy="move")
     assert (moved.hint, moved.noop_line, moved.source) == (3, None, "moved")
-    stays = plan_focus(loaded, PromptParts(instruction=parts.instruction, region=text, focus_line=3), move=True)
+    stays = plan_focus(loaded, PromptParts(instruction=parts.instruction, region=text, focus_line=3), policy="move")
     assert (stays.hint, stays.source) == (3, "user")
+    # policy guard (the default): the hint goes to the localizer's line and the deviation guards it there
+    for focus in (1, 2, 3, None):
+        guarded = plan_focus(loaded, PromptParts(instruction=parts.instruction, region=text, focus_line=focus))
+        assert (guarded.hint, guarded.noop_line) == (3, 3)
+        assert plan_focus(loaded, PromptParts(instruction=parts.instruction, region=text, focus_line=focus),
+                          policy="guard", noop=False).noop_line is None
+    with pytest.raises(ValueError, match="focus policy"):
+        plan_focus(loaded, parts, policy="nearest")
 
 
 def test_prose_lines_are_never_candidates() -> None:

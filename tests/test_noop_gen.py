@@ -66,6 +66,17 @@ def test_the_deviation_is_the_least_sure_token_and_leaves_the_input() -> None:
     assert guard.best(gen) is None  # a gen deviates once
 
 
+def test_a_deviation_far_below_the_choice_is_refused_and_the_line_kept() -> None:
+    """A model that finds the line right (its best way out of the input scores far below the
+    no-op) keeps it: forcing a change there is damage (engine.noop_gen.MAX_GAP)."""
+    gen, mark = (1, 1), SimpleNamespace(kv_length=10)
+    for max_gap, taken in ((0.5, True), (0.49, False)):
+        guard = NoOpGenGuard(LINES, VOCAB, focus_line=2, max_gap=max_gap)
+        guard.note(gen, mark, _scores({" <": 3.0, " <=": 2.5}), VOCAB.index(" <"), " < b:\n", False)
+        assert (guard.best(gen) is not None) == taken
+        assert guard.refused == ([] if taken else [0.5])
+
+
 def test_notes_of_another_gen_are_not_used() -> None:
     guard = NoOpGenGuard(LINES, VOCAB, focus_line=2)
     mark = SimpleNamespace(kv_length=20)

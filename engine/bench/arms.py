@@ -20,12 +20,14 @@ Free family (the model decides):
   upper bound no user gives (called ``program-focus`` before; old result files are read with the
   new name). ``program`` itself has no hint (focus ``none``). Whole-file edits, so input lines are
   document lines. Hinted arms are reported as rows of their own, never pooled with unhinted ones.
-  Program arms run as users get them: with the localizer (engine/localize.py: without a focus
-  the hint goes to the least natural line, a cursor moves to a likelier line near it) and the
-  no-op deviation at the user's focus. To measure those two, ``-unlocalized`` arms run without
-  the localizer (``EditRequest.localize=False``: the hint is exactly the focus sent, or none) and
-  ``-nonoop`` arms without the no-op deviation (``noop_deviation=False``); ``-moved`` arms let
-  the localizer move a focus that sits on code (``move_cursor=True``).
+  Program arms run as users get them: with the localizer (engine/localize.py: the hint goes to
+  the least natural code line, near the cursor if there is one) and the no-op deviation guarding
+  that line (``focus_policy="guard"``). To measure those, ``-unlocalized`` arms run without the
+  localizer (``EditRequest.localize=False``: the hint is exactly the focus sent, or none),
+  ``-nonoop`` arms without the no-op deviation (``noop_deviation=False``), ``-keep`` arms with
+  the policy shipped before stop 22 (a cursor on code stays, guarded only where the localizer
+  agrees; no focus: unguarded) and ``-moved`` arms with the first policy (``focus_policy="move"``).
+  ``-guard`` arms name the default policy explicitly (stop 22's runs compared it under that name).
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ class Arm:
     focus: str = "none"  # none | near | oracle (engine.bench.focus)
     localize: bool = True  # EditRequest.localize (engine/localize.py)
     noop: bool = True  # EditRequest.noop_deviation (engine/noop_gen.py)
-    move: bool = False  # EditRequest.move_cursor (engine/localize.py)
+    policy: str = "guard"  # EditRequest.focus_policy (engine/localize.py; its default)
 
     @property
     def hinted(self) -> bool:
@@ -68,8 +70,14 @@ FREE_ARMS: dict[str, Arm] = {a.name: a for a in (
     Arm("program-near-nonoop", "program", focus="near", noop=False),
     Arm("program-near-unlocalized-nonoop", "program", focus="near", localize=False, noop=False),
     Arm("program-oracle-unlocalized", "program", focus="oracle", localize=False),
-    Arm("program-near-moved", "program", focus="near", move=True),
-    Arm("program-oracle-moved", "program", focus="oracle", move=True),
+    Arm("program-near-moved", "program", focus="near", policy="move"),
+    Arm("program-oracle-moved", "program", focus="oracle", policy="move"),
+    Arm("program-keep", "program", policy="keep"),
+    Arm("program-near-keep", "program", focus="near", policy="keep"),
+    Arm("program-oracle-keep", "program", focus="oracle", policy="keep"),
+    Arm("program-guard", "program", policy="guard"),
+    Arm("program-near-guard", "program", focus="near", policy="guard"),
+    Arm("program-oracle-guard", "program", focus="oracle", policy="guard"),
 )}
 LEGACY_NAMES = {"program-focus": "program-oracle"}  # results written before the near/oracle split
 FAMILY_ARMS = {"forced": FORCED_ARMS, "free": FREE_ARMS}

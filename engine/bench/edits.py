@@ -267,7 +267,7 @@ class EditBench:
         engine = self.base_engine if spec.base else self.engine
         request = EditRequest(case.input, case.instruction, mode=spec.mode, max_new_tokens=self.cap(case),
                               draft=spec.draft, focus_line=self.focus_line(case, spec.focus),
-                              localize=spec.localize, noop_deviation=spec.noop, move_cursor=spec.move,
+                              localize=spec.localize, noop_deviation=spec.noop, focus_policy=spec.policy,
                               **_language(case))
         run, _ = engine_arm(engine, request)
         return run
@@ -475,6 +475,8 @@ def summarize(records: Sequence[dict[str, Any]], arms: Sequence[str], family: st
             s["hinted"] = spec.hinted
             s["focus"] = spec.focus
             s["localize"], s["noop_deviation"] = spec.localize, spec.noop
+            if spec.is_program:
+                s["focus_policy"] = spec.policy
             s["drafting"] = spec.draft if spec.is_program else spec.mode != "ar"
         if kernel is not None and entries and all("kernel_cost" in e for e in entries):
             s["predicted_speedup_vs_ar"] = ratio(ar_cost, sum(e["kernel_cost"] for e in entries))

@@ -131,8 +131,10 @@ def render_card(info: dict[str, Any], layout: str | None = None) -> str:
                 "byte for byte; valid = the program closed with `</program>`. Focus: none = no hint; near = a cursor "
                 "near the bug (the first line the gold changes moved by a seeded offset in -3..+3, clipped: what an "
                 "editor's AI fix sends, the hinted figure users get); oracle = exactly the first line the gold "
-                "changes (an upper bound no user gives). With a hint, a gen that writes the focus line back "
-                "unchanged deviates (engine/noop_gen.py). Collateral lines, wrong-line edits (only lines the gold "
+                "changes (an upper bound no user gives). As users get it: the hint goes to the localizer's best "
+                "line (near the focus, if any) and a gen that writes that line back unchanged deviates, unless "
+                "the model scores the deviation far below the no-op (engine/localize.py, engine/noop_gen.py; "
+                f"focus policy `{evaluation.get('focus_policy', 'keep')}`). Collateral lines, wrong-line edits (only lines the gold "
                 "keeps changed), syntax breaks and tail deletions as in the benchmarks (engine/bench/quality.py).",
                 "",
                 _table(["arm", "cases", "exact match", "valid programs", "token-limit runs", "loop stops",

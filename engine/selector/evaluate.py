@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from engine.bench.focus import FOCUS_SETTINGS, focus_for
@@ -49,16 +49,18 @@ def eval_focus(case: Any, focus: str) -> int | None:
     return focus_for(focus, case.changed_line, len(split_lines(case.input)), case_key(case))
 
 
-def eval_request(case: Any, focus: str, max_new_tokens: int) -> Any:
-    """Program-mode request for a held-out case with the focus setting ``focus``."""
+def eval_request(case: Any, focus: str, max_new_tokens: int, policy: str | None = None) -> Any:
+    """Program-mode request for a held-out case with the focus setting ``focus`` (``policy``:
+    ``EditRequest.focus_policy``, None for its default: what users get)."""
     from engine.api import EditRequest
 
-    return EditRequest(text=case.input, instruction=case.instruction, mode="program",
-                       focus_line=eval_focus(case, focus), language=case.language, max_new_tokens=max_new_tokens)
+    request = EditRequest(text=case.input, instruction=case.instruction, mode="program",
+                          focus_line=eval_focus(case, focus), language=case.language, max_new_tokens=max_new_tokens)
+    return request if policy is None else replace(request, focus_policy=policy)
 
 
 def evaluate(engine: Any, cases: Sequence[Any], arm: str, focus: str, max_new_tokens: int = 256,
-             on_case: Callable[[int], None] | None = None) -> EvalRow:
+             on_case: Callable[[int], None] | None = None, policy: str | None = None) -> EvalRow:
     """Run every case once (greedy) and count exact matches against the gold and the damage."""
     from engine.bench.quality import (
         collateral_damage,
@@ -72,7 +74,7 @@ def evaluate(engine: Any, cases: Sequence[Any], arm: str, focus: str, max_new_to
     exact = valid = limit = loop = collateral = wrong = broken = tails = 0
     generated = decode_s = 0.0
     for i, case in enumerate(cases):
-        result = engine.edit(eval_request(case, focus, max_new_tokens))
+        result = engine.edit(eval_request(case, focus, max_new_tokens, policy))
         out = result.output_text
         exact += out == case.gold
         valid += result.stop_reason == "done"
