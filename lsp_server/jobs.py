@@ -137,12 +137,14 @@ class JobContext:
 
 class EditJob:
     def __init__(self, ctx: JobContext, uri: str, lines: tuple[int, int] | None, instruction: str,
-                 settings: "Settings", stop: threading.Event | None = None, focus_line: int | None = None):
+                 settings: "Settings", stop: threading.Event | None = None, focus_line: int | None = None,
+                 focus_policy: str | None = None):
         self.ctx = ctx
         self.uri = uri
         self.lines = lines
         self.instruction = instruction
         self.focus_line = focus_line  # 1-based document line the user pointed at (cursor, diagnostic)
+        self.focus_policy = focus_policy  # the engine's focus policy (None: its default; EditArgs.focus_policy)
         self.held = False             # streaming held back: the live text looked destructive
         self.settings = settings
         self.stop_event = stop or threading.Event()
@@ -288,7 +290,8 @@ class EditJob:
             return Outcome("error", "the document is not open in the editor")
         try:
             request = edit_request(doc, self.instruction, self.lines, self.settings,
-                                   mode=engine.resolve_mode(self.settings.mode), focus_line=self.focus_line)
+                                   mode=engine.resolve_mode(self.settings.mode), focus_line=self.focus_line,
+                                   focus_policy=self.focus_policy)
         except EditError as exc:
             return Outcome("error", str(exc))
         self.language = request.language

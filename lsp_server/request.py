@@ -10,6 +10,8 @@ and the same ``language`` (the code fences of the prompt, and the syntax check o
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from typing import TYPE_CHECKING
 
 from pygls.uris import urlparse
@@ -41,16 +43,20 @@ def document_language(uri: str, language_id: str = "") -> str:
 
 
 def edit_request(doc: "Document", instruction: str, lines: tuple[int, int] | None, settings: "Settings",
-                 mode: str | None = None, focus_line: int | None = None) -> EditRequest:
+                 mode: str | None = None, focus_line: int | None = None,
+                 focus_policy: str | None = None) -> EditRequest:
     """The validated request for editing ``doc`` (its current text, its language) under ``settings``.
 
     ``lines``: engine lines (1-based, inclusive; None: the whole document, see
     :func:`lsp_server.actions.region_lines`); ``mode``: the mode to run (default: the setting,
-    which may be ``auto``); ``focus_line``: 1-based document line the user pointed at.
+    which may be ``auto``); ``focus_line``: 1-based document line the user pointed at;
+    ``focus_policy``: the engine's (engine.localize.plan_focus), None for its default.
     Raises :class:`engine.api.EditError` saying why the engine would refuse it."""
     request = EditRequest(text=doc.text, instruction=instruction, lines=lines, mode=mode or settings.mode,  # type: ignore[arg-type]
                           max_new_tokens=settings.max_new_tokens, context_lines=settings.context_lines,
                           language=document_language(doc.uri, doc.language_id), focus_line=focus_line,
                           program_prompt=settings.prompt_style)  # type: ignore[arg-type]  # config checks it
+    if focus_policy is not None:
+        request = replace(request, focus_policy=focus_policy)  # type: ignore[arg-type]  # EditArgs checks it
     request.validate()
     return request

@@ -254,7 +254,8 @@ class CopyAsDecodeServer(LanguageServer):
                                  progress=self.supports("window.work_done_progress"),
                                  annotations=self.supports_review)
                 job = EditJob(ctx, args.uri, lines, args.instruction, settings, stop,
-                              focus_line=focus_line(doc.text, args.focus, self.encoding))
+                              focus_line=focus_line(doc.text, args.focus, self.encoding),
+                              focus_policy=args.focus_policy)
                 holder["job"] = job
                 if stop.is_set():
                     return stopped_early()
@@ -336,7 +337,7 @@ class CopyAsDecodeServer(LanguageServer):
 
         try:
             edit_request(doc, args.instruction or "", self._region(doc.text, args, settings), settings,
-                         focus_line=focus_line(doc.text, args.focus, self.encoding))
+                         focus_line=focus_line(doc.text, args.focus, self.encoding), focus_policy=args.focus_policy)
         except EditError as exc:
             return str(exc)
         return None

@@ -447,6 +447,20 @@ async def test_prompt_style_setting_reaches_the_edit_request(tmp_path, style):
     assert outcome.status == "done" and engine.request.program_prompt == style
 
 
+@pytest.mark.parametrize("source, policy", [("diagnostic", "keep"), ("cursor", "guard")])
+async def test_a_diagnostic_focus_is_kept_and_a_cursor_gets_the_default_policy(source, policy):
+    """AI fix's focus from the code action's argument to the engine's EditRequest.focus_policy."""
+    from lsp_server.actions import EditArgs
+
+    args = EditArgs.parse({"uri": URI, "kind": "fix", "focus": {"line": 2, "character": 0, "source": source}})
+    store, editor = setup("a\nb\n")
+    ctx = JobContext(server=editor, documents=store, encoding="utf-16", document_changes=True, progress=True)
+    engine = FakeEngine([("A\nB\n", 2)], "A\nB\n")
+    outcome = await EditJob(ctx, URI, None, "Fix the bug", Settings(mode="ar"), focus_line=2,
+                            focus_policy=args.focus_policy).run(engine)
+    assert outcome.status == "done" and engine.request.focus_policy == policy
+
+
 class RecordingEngine(FakeEngine):
     """A FakeEngine the CLI can load too; it records every request and leaves the text as it is
     (so the job sends the editor nothing)."""

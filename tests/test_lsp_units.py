@@ -240,6 +240,14 @@ def test_code_actions_and_only_filter():
     assert fix.command.command == "copyAsDecode.server.edit"
     assert fix.command.arguments[0]["instruction"] == "Fix: undefined name 'x'"
     assert fix.command.arguments[0]["kind"] == "fix"
+    # the diagnostic's line is the focus, and it is kept as the hint (a cursor gets the engine's default)
+    assert fix.command.arguments[0]["focus"] == {"line": 1, "character": 0, "source": "diagnostic"}
+    assert actions.EditArgs.parse(fix.command.arguments).focus_policy == "keep"
+    params.context.diagnostics = []
+    cursor_fix = actions.code_actions("file:///t.py", text, params)[0]
+    assert cursor_fix.command.arguments[0]["focus"] == {"line": 1, "character": 4, "source": "cursor"}
+    assert actions.EditArgs.parse(cursor_fix.command.arguments).focus_policy is None
+    params.context.diagnostics = [diag("undefined name 'x'", 1)]
     assert edit.kind == types.CodeActionKind.RefactorRewrite
     assert edit.command.arguments[0]["instruction"] is None and edit.command.arguments[0]["kind"] == "edit"
     params.context.only = [types.CodeActionKind.QuickFix]
@@ -255,6 +263,10 @@ def test_edit_args_contract():
         actions.EditArgs.parse({"range": None})
     with pytest.raises(ValueError, match="kind"):
         actions.EditArgs.parse({"uri": "file:///a.py", "kind": "rewrite"})
+    with pytest.raises(ValueError, match="focus.source"):
+        actions.EditArgs.parse({"uri": "file:///a.py", "focus": {"line": 1, "source": "oracle"}})
+    plain = actions.EditArgs.parse({"uri": "file:///a.py", "focus": {"line": 1}})  # older clients: a cursor
+    assert (plain.focus_source, plain.focus_policy) == ("cursor", None)
 
 
 def test_uri_argument_of_the_commands():
