@@ -44,6 +44,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-new-tokens", type=int, default=None)
     p.add_argument("--focus", type=int, metavar="LINE", help="the line the problem is at or near (1-based, "
                    "in FILE's numbering); the prompt points the model at it")
+    p.add_argument("--focus-policy", default="guard", choices=("guard", "keep", "move"),
+                   help="program mode: guard (default) puts the hint on the likeliest line near --focus (or "
+                   "anywhere without it) and makes the model change it; keep holds the hint on --focus itself "
+                   "(a line you know is wrong, e.g. a diagnostic's); move is the first policy, for measuring")
     p.add_argument("--selector", default=None, metavar="auto|none|PATH",
                    help="span-selector adapter for program mode: auto (the shipped one with the embedded "
                    "model), none (the base model) or an adapter folder (default: the workspace configuration)")
@@ -177,6 +181,7 @@ def run(args: argparse.Namespace) -> int:
                               language=language_for(str(args.file)), mode=args.mode or settings.mode,
                               max_new_tokens=args.max_new_tokens or settings.max_new_tokens,
                               context_lines=settings.context_lines, focus_line=args.focus,
+                              focus_policy=args.focus_policy,
                               program_prompt=settings.prompt_style)  # type: ignore[arg-type]  # config checks it
         request.validate()
         check_focus(args.focus, text, lines)
