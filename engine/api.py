@@ -21,6 +21,7 @@ from engine.errors import EditError
 from engine.events import EditFinished, EditResult, Event
 from engine.languages import language_for as language_for  # re-exported: the front doors import it from here
 from engine.lines import split_lines
+from engine.prompt import DEFAULT_FOCUS_POLICY, FOCUS_POLICIES
 from engine.models import DEFAULT_MODEL, LoadedModel, load_model
 from engine.program import Program
 from engine.selector.adapter import load_selector
@@ -83,7 +84,7 @@ class EditRequest:
     draft: bool = True
     localize: bool = True
     noop_deviation: bool = True
-    focus_policy: Literal["keep", "move", "guard"] = "guard"
+    focus_policy: Literal["keep", "move", "guard"] = DEFAULT_FOCUS_POLICY  # type: ignore[assignment]
 
     def region_bounds(self) -> tuple[int, int]:
         """0-based [start, end) line indices of the edited region; validates ``lines``."""
@@ -108,6 +109,8 @@ class EditRequest:
                             f"(limit {MAX_INPUT_CHARS} characters, {MAX_INPUT_LINES} lines); select a smaller region")
         if self.max_new_tokens < 1:
             raise EditError("max_new_tokens must be at least 1")
+        if self.focus_policy not in FOCUS_POLICIES:
+            raise EditError(f"unknown focus policy {self.focus_policy!r}; choose one of {', '.join(FOCUS_POLICIES)}")
         if self.mode == "forced" and self.program is None:
             raise EditError("mode 'forced' needs a program to decode")
 

@@ -36,7 +36,16 @@ import torch
 
 from engine.lines import split_lines
 from engine.program import PROGRAM_OPENING
-from engine.prompt import HINT_AFTER, PromptParts, focus_in_region, numbered, render, selector_messages
+from engine.prompt import (
+    DEFAULT_FOCUS_POLICY,
+    FOCUS_POLICIES,
+    HINT_AFTER,
+    PromptParts,
+    focus_in_region,
+    numbered,
+    render,
+    selector_messages,
+)
 from engine.selector.adapter import prompt_layout
 from engine.tokens import encode
 
@@ -239,12 +248,8 @@ class FocusPlan:
     seconds: float = 0.0
 
 
-FOCUS_POLICIES = ("keep", "move", "guard")
-DEFAULT_POLICY = "guard"  # measured against keep on whole corpora: results/BENCHMARKS.md, "Stop 22"
-
-
 def plan_focus(loaded: Any, parts: PromptParts, localize: bool = True, noop: bool = True,
-               policy: str = DEFAULT_POLICY) -> FocusPlan:
+               policy: str = DEFAULT_FOCUS_POLICY) -> FocusPlan:
     """The focus of a program edit on ``loaded`` (``parts.focus_line``: the user's, region lines).
 
     With ``localize`` (a model with a span selector, the model the signal was measured on, and a
@@ -280,19 +285,18 @@ def plan_focus(loaded: Any, parts: PromptParts, localize: bool = True, noop: boo
         best = ranked[0] if ranked else None
         return FocusPlan(best, best if guard else None, "localized" if ranked else "none", surprise.seconds)
     # With a cursor only the lines near it are ever ranked: score just those (a few LM-head rows).
-    # A cursor on code keeps its hint, so the forward reads the program prompt itself (hint and
-    # all): the edit's prefill then comes from the prefix cache instead of running again.
+    # A cursor on code reads the program prompt hinted at the cursor (hint and all): where the hint
+    # stays there (keep, or guard when the best line is the cursor's: about half the time) the
+    # edit's prefill then comes from the prefix cache. move keeps the hintless read it was measured with.
     on_code = bool(lines[user - 1].strip()) and user not in prose
-    move = policy != "keep"
-    # guard reads the cursor's hinted prompt like keep: when its best line is the cursor's (about
-    # half the time) the edit's prefill is this forward's (move keeps the hintless read it was measured with)
+    may_move = policy != "keep"
     layout = prompt_layout(loaded.selector) if on_code and policy != "move" else None
     near = frozenset(range(user - CURSOR_WINDOW, user + CURSOR_WINDOW + 1))
     surprise = line_surprise(loaded, replace(parts, focus_line=user), near, layout)
     ranked = rank_lines(surprise.lines, parts.region, STATISTIC, cursor=user, scale=CURSOR_SCALE,
                         window=CURSOR_WINDOW, exclude=prose)
     best = ranked[0] if ranked else user
-    if not on_code or (move and best != user):
+    if not on_code or (may_move and best != user):
         return FocusPlan(best, best if guard and ranked else None, "moved" if best != user else "user",
                          surprise.seconds)
     agree = best == user  # the localizer's best line near the cursor is the cursor's: guard it

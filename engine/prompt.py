@@ -110,6 +110,11 @@ HINT_AFTER = "hint-after"
 HINT_BEFORE = "hint-before"
 SELECTOR_LAYOUTS = (HINT_AFTER, HINT_BEFORE)
 
+# What a program edit does with the focus and the localizer's best line (engine.localize.plan_focus):
+# the values of EditRequest.focus_policy, here so that the light front doors can check them.
+FOCUS_POLICIES = ("keep", "move", "guard")
+DEFAULT_FOCUS_POLICY = "guard"  # measured against keep on whole corpora: results/BENCHMARKS.md, "Stop 22"
+
 
 def selector_messages(parts: PromptParts, layout: str = HINT_AFTER) -> list[dict[str, str]]:
     """Chat messages for a model with a trained span-selector adapter: no worked example (the

@@ -291,3 +291,5 @@ def test_request_validation() -> None:
         EditRequest("x\n" * 6000, "x").validate()
     with pytest.raises(EditError, match="unknown mode"):
         EditRequest("a\n", "x", mode="magic").validate()
+    with pytest.raises(EditError, match="unknown focus policy"):
+        EditRequest("a\n", "x", focus_policy="nearest").validate()  # type: ignore[arg-type]

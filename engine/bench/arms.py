@@ -35,6 +35,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from engine.prompt import DEFAULT_FOCUS_POLICY
+
 
 @dataclass(frozen=True)
 class Arm:
@@ -45,7 +47,7 @@ class Arm:
     focus: str = "none"  # none | near | oracle (engine.bench.focus)
     localize: bool = True  # EditRequest.localize (engine/localize.py)
     noop: bool = True  # EditRequest.noop_deviation (engine/noop_gen.py)
-    policy: str = "guard"  # EditRequest.focus_policy (engine/localize.py; its default)
+    policy: str = DEFAULT_FOCUS_POLICY  # EditRequest.focus_policy (engine/localize.py)
 
     @property
     def hinted(self) -> bool:

@@ -23,6 +23,7 @@ from engine.api import MODES, EditError, EditRequest, Engine, language_for
 from engine.events import EditFinished, EditResult, EditStarted, OpResolved
 from engine.guards import EditDamage, assess_edit, destructive_reason
 from engine.lines import split_lines
+from engine.prompt import DEFAULT_FOCUS_POLICY, FOCUS_POLICIES
 from engine.models import ModelLoadError
 from engine.resolve import ResolveError
 from engine.selector.adapter import resolve_selector
@@ -44,7 +45,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-new-tokens", type=int, default=None)
     p.add_argument("--focus", type=int, metavar="LINE", help="the line the problem is at or near (1-based, "
                    "in FILE's numbering); the prompt points the model at it")
-    p.add_argument("--focus-policy", default="guard", choices=("guard", "keep", "move"),
+    p.add_argument("--focus-policy", default=DEFAULT_FOCUS_POLICY, choices=FOCUS_POLICIES,
                    help="program mode: guard (default) puts the hint on the likeliest line near --focus (or "
                    "anywhere without it) and makes the model change it; keep holds the hint on --focus itself "
                    "(a line you know is wrong, e.g. a diagnostic's); move is the first policy, for measuring")

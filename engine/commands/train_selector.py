@@ -278,7 +278,7 @@ def _write_info(out: Path, info: dict[str, Any]) -> None:
 def _evaluate(args: argparse.Namespace, out: Path) -> int:
     from engine.api import Engine
     from engine.bench.focus import FOCUS_SETTINGS
-    from engine.localize import DEFAULT_POLICY
+    from engine.prompt import DEFAULT_FOCUS_POLICY
     from engine.models import log_progress
     from engine.selector.card import write_card
     from engine.selector.evaluate import evaluate
@@ -308,7 +308,7 @@ def _evaluate(args: argparse.Namespace, out: Path) -> int:
               file=sys.stderr)
         rows.append(row.as_dict())
     info["evaluation"] = {"rows": rows, "max_new_tokens": args.eval_max_new_tokens,
-                          "seconds": round(time.perf_counter() - t0, 1), "focus_policy": DEFAULT_POLICY}
+                          "seconds": round(time.perf_counter() - t0, 1), "focus_policy": DEFAULT_FOCUS_POLICY}
     _write_info(out, info)
     write_card(out, info)
     print(f"wrote the evaluation table to {out / 'CARD.md'}", file=sys.stderr)
