@@ -74,6 +74,31 @@ def _cpu_has_amx() -> bool:
         return False
 
 
+@contextlib.contextmanager
+def _no_extra_bufts_on_amx() -> Iterator[None]:
+    """While llama-cpp-python's ``Llama`` (the pld arm's generator) loads a model: its model
+    parameters come from ``llama_model_default_params()`` with no way to pass
+    ``use_extra_bufts``, so on an AMX CPU (see _cpu_has_amx) that function hands out parameters
+    with the extra buffer types off, as LlamaCppModel sets them."""
+    if not _cpu_has_amx():
+        yield
+        return
+    import llama_cpp.llama_cpp as low
+
+    original = low.llama_model_default_params
+
+    def params() -> Any:
+        value = original()
+        value.use_extra_bufts = False
+        return value
+
+    low.llama_model_default_params = params
+    try:
+        yield
+    finally:
+        low.llama_model_default_params = original
+
+
 class LlamaCppModel:
     """One loaded GGUF (weights shared by every runtime and context made from it)."""
 
@@ -315,7 +340,8 @@ class LlamaCppRuntime:
                 kwargs["n_threads"] = kwargs["n_threads_batch"] = int(self.options.threads)
             if self.adapter_path is not None:
                 kwargs["lora_path"] = str(self.adapter_path)
-            self._pld = MeteredLlama(model_path=str(self.model.path), **kwargs)
+            with _no_extra_bufts_on_amx():
+                self._pld = MeteredLlama(model_path=str(self.model.path), **kwargs)
         return self._pld
 
 
