@@ -312,7 +312,7 @@ async def test_initialize_and_code_actions(client: LanguageClient, workspace: Pa
     assert fix.command.arguments[0] == {"uri": uri, "range": {"start": {"line": 1, "character": 12},
                                                              "end": {"line": 1, "character": 12}},
                                         "instruction": f"Fix: {BUG_MESSAGE}", "kind": "fix",
-                                        "focus": {"line": 1, "character": 11}}  # the diagnostic's start
+                                        "focus": {"line": 1, "character": 11, "source": "diagnostic"}}  # its start
     assert edit.kind == types.CodeActionKind.RefactorRewrite
     assert edit.command.arguments[0]["instruction"] is None and edit.command.arguments[0]["kind"] == "edit"
     only = await client.text_document_code_action_async(types.CodeActionParams(
@@ -320,7 +320,7 @@ async def test_initialize_and_code_actions(client: LanguageClient, workspace: Pa
         context=types.CodeActionContext(diagnostics=[], only=[types.CodeActionKind.QuickFix])))
     assert [a.title for a in only] == ["AI fix"]
     assert only[0].command.arguments[0]["instruction"] == "Fix the bug"
-    assert only[0].command.arguments[0]["focus"] == {"line": 1, "character": 12}  # the cursor
+    assert only[0].command.arguments[0]["focus"] == {"line": 1, "character": 12, "source": "cursor"}
 
 
 async def test_ai_fix_streams_the_engine_output(client: LanguageClient, workspace: Path, engine):
