@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import threading
 import time
 from pathlib import Path
@@ -62,11 +63,13 @@ def _silence(lib: Any) -> None:
         lib.llama_log_set(_QUIET, ctypes.c_void_p(0))
 
 
+@functools.cache
 def _cpu_has_amx() -> bool:
     """Does this CPU have AMX tiles (Intel Sapphire Rapids and later)? There llama.cpp 0.3.36 puts
     the weights in its AMX buffer type, and its AMX matmul crashed the first forward (SIGSEGV in
     ggml_backend_amx_mul_mat, 2026-12-02), so the extra CPU buffer types (AMX, weight repacking: a
-    speed option, not a numerics one) are turned off on such a CPU and left as they were elsewhere."""
+    speed option, not a numerics one) are turned off on such a CPU and left as they were elsewhere.
+    Read once per process: every model load (and the pld arm's) asks."""
     try:
         with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
             return any(line.startswith("flags") and "amx_tile" in line.split() for line in f)
