@@ -70,6 +70,45 @@ def test_merged_selector_weights_are_base_plus_lora():
     assert np.array_equal(np.asarray(by_name[untouched].data), np.asarray(base[untouched].data))
 
 
+def test_merged_gguf_is_keyed_on_content_not_path(tmp_path: Path):
+    """A reinstall or a second checkout (the same GGUF at another path, a newer time) reuses the
+    merged file instead of writing another 145 MB one; a changed base gets its own."""
+    import shutil
+
+    from engine.models import default_gguf_path
+    from engine.selector.adapter import SHIPPED_ADAPTER_DIR
+    from engine.selector.gguf_merge import merged_gguf_for
+
+    base = default_gguf_path()
+    first = merged_gguf_for(SHIPPED_ADAPTER_DIR, base)
+    copy = tmp_path / base.name
+    shutil.copyfile(base, copy)
+    assert merged_gguf_for(SHIPPED_ADAPTER_DIR, copy) == first
+    with copy.open("r+b") as f:  # one byte of the copy's last tensor changed: a different base
+        f.seek(-1, 2)
+        last = f.read(1)
+        f.seek(-1, 2)
+        f.write(bytes([last[0] ^ 1]))
+    from engine.selector.gguf_merge import content_digest
+
+    assert content_digest(copy, tmp_path) != content_digest(base, tmp_path)
+
+
+def test_merged_gguf_cache_keeps_the_most_recently_used(tmp_path: Path):
+    import os
+
+    from engine.selector.gguf_merge import prune
+
+    for age, name in enumerate(["d", "c", "b", "a"]):  # a is the oldest
+        path = tmp_path / f"{name}.gguf"
+        path.write_bytes(b"x")
+        os.utime(path, ns=(10**18 - age * 10**9, 10**18 - age * 10**9))
+    (tmp_path / "digests.json").write_text("{}")
+    removed = prune(tmp_path, 2)
+    assert sorted(p.name for p in removed) == ["a.gguf", "b.gguf"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.gguf", "d.gguf", "digests.json"]
+
+
 @pytest.mark.parametrize("seed", [0, 1])
 def test_splice_logits_equal_one_token_at_a_time(llama: Engine, seed: int):
     tok = llama.loaded.tokenizer

@@ -10,12 +10,13 @@ again, every other tensor and all metadata copied as they are. ``quant`` picks t
 weights' type: ``q8_0`` (default) keeps the adapter's change (the delta is often smaller than a
 4-bit quantization step, so re-quantizing to the base's Q4_1 would round part of it away);
 ``same`` re-uses each weight's own type where the gguf package can write it. The file is written
-once, beside the de-quantized model in the user's cache, keyed on the base file and the adapter's
-bytes; nothing is committed.
+once, beside the de-quantized model in the user's cache, keyed on the base file's content and the
+adapter's bytes, the four most recently used kept; nothing is committed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -33,25 +34,81 @@ QUANTS = ("q8_0", "same", "f16")
 _KEY = re.compile(r"^base_model\.model\.model\.layers\.(\d+)\.(?:self_attn|mlp)\.(\w+)\.lora_([AB])\.weight$")
 
 
+KEEP_MERGED = 4  # merged files kept in the cache (the least recently used go first)
+
+
 def merged_gguf_for(adapter: Path, base_gguf: Path, quant: str = "q8_0") -> Path:
-    """Path of ``base_gguf`` with ``adapter`` merged into its weights (written on first use)."""
+    """Path of ``base_gguf`` with ``adapter`` merged into its weights (written on first use).
+
+    Keyed on the base file's content (not its path or time: a reinstall or a second checkout of
+    the same package reuses the merged file) and the adapter's bytes. Each use marks the file as
+    used; writing one removes all but the ``KEEP_MERGED`` most recently used (each is the size of
+    the model)."""
     if quant not in QUANTS:
         raise SelectorError(f"merged GGUF type {quant!r}: use one of {', '.join(QUANTS)}")
-    stat = base_gguf.stat()
+    folder = cache_dir() / "merged"
     key = hashlib.sha256()
-    key.update(f"{base_gguf.resolve()}\0{stat.st_size}\0{stat.st_mtime_ns}\0{quant}\0v1".encode())
+    key.update(f"{content_digest(base_gguf, folder)}\0{quant}\0v2".encode())
     key.update((adapter / ADAPTER_WEIGHTS).read_bytes())
     key.update((adapter / ADAPTER_CONFIG).read_bytes())
-    out = cache_dir() / "merged" / f"{base_gguf.stem}+{adapter.name}-{quant}-{key.hexdigest()[:16]}.gguf"
-    if not out.is_file():
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_name(out.name + f".tmp{os.getpid()}")
-        try:
-            merge(adapter, base_gguf, tmp, quant)
-            os.replace(tmp, out)
-        finally:
-            tmp.unlink(missing_ok=True)
+    out = folder / f"{base_gguf.stem}+{adapter.name}-{quant}-{key.hexdigest()[:16]}.gguf"
+    if out.is_file():
+        with contextlib.suppress(OSError):  # a read-only cache still serves it
+            os.utime(out)
+        return out
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + f".tmp{os.getpid()}")
+    try:
+        merge(adapter, base_gguf, tmp, quant)
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
+    prune(folder, KEEP_MERGED)
     return out
+
+
+def content_digest(path: Path, folder: Path) -> str:
+    """SHA-256 of ``path``'s bytes, remembered in ``folder``/digests.json per (path, size, mtime):
+    a 1 GB GGUF takes seconds to hash, so it is hashed again only when it changes."""
+    stat = path.stat()
+    stamp = f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}"
+    memo_path = folder / "digests.json"
+    try:
+        memo = json.loads(memo_path.read_text(encoding="utf-8"))
+        if not isinstance(memo, dict):
+            memo = {}
+    except (OSError, ValueError):
+        memo = {}
+    digest = memo.get(stamp)
+    if isinstance(digest, str):
+        return digest
+    sha = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 22), b""):
+            sha.update(block)
+    digest = memo[stamp] = sha.hexdigest()
+    try:  # another process may write it too: the last one wins, a lost entry costs one hash
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = memo_path.with_name(f"digests.json.tmp{os.getpid()}")
+        tmp.write_text(json.dumps(dict(list(memo.items())[-64:]), indent=0), encoding="utf-8")
+        os.replace(tmp, memo_path)
+    except OSError:
+        pass
+    return digest
+
+
+def prune(folder: Path, keep: int) -> list[Path]:
+    """Remove all but the ``keep`` most recently used merged GGUFs in ``folder``; returns the removed.
+    (A process that has one loaded keeps its mapping on POSIX; where removal fails it stays.)"""
+    files = sorted(folder.glob("*.gguf"), key=lambda p: p.stat().st_mtime_ns, reverse=True)
+    removed = []
+    for old in files[keep:]:
+        try:
+            old.unlink()
+            removed.append(old)
+        except OSError:
+            pass
+    return removed
 
 
 def _deltas(adapter: Path, base_gguf: Path) -> dict[str, np.ndarray]:
