@@ -10,8 +10,9 @@ the runtime's prefix cache for the edit that follows:
   program prompt itself, hint and forced opening included, and keeps the logits after its last
   token: the edit's own prefill then forwards nothing (engine.prefix_cache);
 * no cursor, or a cursor on prose (the hint may move): the hintless prompt. With the
-  ``hint-after`` layout (engine.prompt.HINT_AFTER) that is the hinted prompt's prefix; adapters
-  trained on ``hint-before``, like the shipped one, prefill the region again (one extra forward).
+  ``hint-after`` layout (engine.prompt.HINT_AFTER, the shipped adapter's since stop 23) that is
+  the hinted prompt's prefix; adapters trained on ``hint-before`` prefill the region again (one
+  extra forward).
 
 Scores per line (1-based): ``mean`` (NLL per token), ``max`` (the worst token), ``total``.
 :func:`rank_lines` orders candidate lines (non-blank, and not prose: :func:`prose_lines`) by a

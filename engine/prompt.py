@@ -100,7 +100,8 @@ def focus_sentence(parts: PromptParts) -> str:
     return "" if focus is None else f"The problem is at or near line {focus}.\n"
 
 
-# Where the selector prompt shows the focus hint. ``hint-after`` (adapters trained since stop 19):
+# Where the selector prompt shows the focus hint. ``hint-after`` (adapters trained since stop 19,
+# the shipped one since stop 23):
 # after the numbered region, so everything up to the region's last line is the same with or
 # without a hint and wherever the cursor is: the localizer's hintless forward is the hinted
 # prompt's prefix (reused from the prefix cache, engine/prefix_cache.py), and a second AI fix
