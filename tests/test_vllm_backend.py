@@ -56,9 +56,13 @@ def _cases() -> list[tuple[str, str, str]]:
 
 @pytest.mark.parametrize("mode", ["program", "speculative", "ar"])
 def test_edits_match_the_in_process_engine(remote: Engine, local: Engine, mode: str):
-    """Program mode: the span selector on both sides (a vLLM LoRA module vs the merged adapter)."""
+    """Program mode: the span selector on both sides (a vLLM LoRA module vs the merged adapter),
+    greedy on both: the deviation from a gen that writes the hinted line back unchanged
+    (engine/noop_gen.py) is not on vLLM yet (README, "vLLM"), so it is off in-process here; the
+    localizer's hint is on both sides."""
     for name, text, instruction in _cases():
-        request = dict(text=text, instruction=instruction, mode=mode, max_new_tokens=64, language="python")
+        request = dict(text=text, instruction=instruction, mode=mode, max_new_tokens=64, language="python",
+                       noop_deviation=False)
         theirs, ours = remote.edit(EditRequest(**request)), local.edit(EditRequest(**request))
         assert theirs.raw_output == ours.raw_output, f"{name}: vLLM and in-process differ"
         assert theirs.output_text == ours.output_text and theirs.stop_reason == ours.stop_reason
