@@ -77,7 +77,7 @@ def test_merged_gguf_is_keyed_on_content_not_path(tmp_path: Path):
 
     from engine.models import default_gguf_path
     from engine.selector.adapter import SHIPPED_ADAPTER_DIR
-    from engine.selector.gguf_merge import merged_gguf_for
+    from engine.selector.gguf_merge import content_digest, merged_gguf_for
 
     base = default_gguf_path()
     first = merged_gguf_for(SHIPPED_ADAPTER_DIR, base)
@@ -89,8 +89,6 @@ def test_merged_gguf_is_keyed_on_content_not_path(tmp_path: Path):
         last = f.read(1)
         f.seek(-1, 2)
         f.write(bytes([last[0] ^ 1]))
-    from engine.selector.gguf_merge import content_digest
-
     assert content_digest(copy, tmp_path) != content_digest(base, tmp_path)
 
 

@@ -82,18 +82,16 @@ def content_digest(path: Path, folder: Path) -> str:
     digest = memo.get(stamp)
     if isinstance(digest, str):
         return digest
-    sha = hashlib.sha256()
+    sha = hashlib.sha256()  # hashlib.file_digest is 3.11+; the package supports 3.10
     with path.open("rb") as f:
         for block in iter(lambda: f.read(1 << 22), b""):
             sha.update(block)
     digest = memo[stamp] = sha.hexdigest()
-    try:  # another process may write it too: the last one wins, a lost entry costs one hash
+    with contextlib.suppress(OSError):  # another process may write it too: a lost entry costs one hash
         folder.mkdir(parents=True, exist_ok=True)
         tmp = memo_path.with_name(f"digests.json.tmp{os.getpid()}")
         tmp.write_text(json.dumps(dict(list(memo.items())[-64:]), indent=0), encoding="utf-8")
         os.replace(tmp, memo_path)
-    except OSError:
-        pass
     return digest
 
 
