@@ -15,7 +15,7 @@ from engine.models import LoadedModel
 from engine.outcome import DecodeOutcome
 from engine.program import CopyTokens
 from engine.program_decoder import FeedRecorder, check_program, decode_program
-from engine.prompt import PromptParts, program_messages, render, selector_messages, text_messages
+from engine.prompt import PromptParts, focus_free_prefix, program_messages, render, selector_messages, text_messages
 from engine.remote_decode import RemoteProgramDecoder, decode_text_remote
 from engine.selector.adapter import prompt_layout
 from engine.tables import tables_for
@@ -56,8 +56,12 @@ def run_edit(loaded: LoadedModel, request, cancelled: Callable[[], bool],
         style = request.program_prompt
         if style == "auto":
             style = "selector" if loaded.selector else "few-shot"
+        marks: list[int] = []
         if style == "selector":
-            messages = selector_messages(parts, prompt_layout(loaded.selector))
+            layout = prompt_layout(loaded.selector)
+            messages = selector_messages(parts, layout)
+            if not loaded.remote:  # where the localizer's forward, or a later edit's prompt, goes on differently
+                marks.append(focus_free_prefix(loaded.tokenizer, parts, layout))
         else:
             messages = program_messages(parts)
         prompt_ids = render(loaded.tokenizer, messages)
@@ -80,7 +84,7 @@ def run_edit(loaded: LoadedModel, request, cancelled: Callable[[], bool],
                                  temperature=request.temperature, seed=request.seed,
                                  logit_bias=request.logit_bias, draft=request.draft, recorder=recorder,
                                  monotonic=request.monotonic and request.mode != "forced",
-                                 focus_line=plan.noop_line if plan is not None else None)
+                                 focus_line=plan.noop_line if plan is not None else None, prompt_marks=marks)
     else:
         decoder = decode_text(loaded, tables, region, prompt_ids, request.max_new_tokens, cancelled, request.mode)
     outcome: DecodeOutcome | None = None

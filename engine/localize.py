@@ -42,6 +42,7 @@ from engine.prompt import (
     FOCUS_POLICIES,
     HINT_AFTER,
     PromptParts,
+    focus_free_prefix,
     focus_in_region,
     numbered,
     render,
@@ -155,9 +156,12 @@ def line_surprise(loaded: Any, parts: PromptParts, only: frozenset[int] | None =
         logprobs = loaded.runtime.prompt_logprobs(ids)
         nll = {p: -float(logprobs[p]) for p in positions}
     elif positions:
+        # Cut where the hinted program prompt goes on differently: its prefill reuses all before.
+        marks = [focus_free_prefix(loaded.tokenizer, parts, layout or HINT_AFTER)]
         session = loaded.session()
         try:  # the last row too: kept with the prompt's cache, the same prompt's prefill then runs nothing
-            logits = session.append(ids, "prefill", rows=[p - 1 for p in positions] + [len(ids) - 1])[:-1]
+            logits = session.append(ids, "prefill", rows=[p - 1 for p in positions] + [len(ids) - 1],
+                                    marks=marks)[:-1]
         finally:
             session.close()
     seconds = time.perf_counter() - start
@@ -280,8 +284,10 @@ def plan_focus(loaded: Any, parts: PromptParts, localize: bool = True, noop: boo
     if not localize or not loaded.selector or len(lines) < 2:
         return FocusPlan(user, user if noop else None, "user" if user else "none")
     prose = prose_lines(parts.region, parts.language)
+    # Only candidates are ever ranked: the LM head runs on their rows alone (not on docstrings).
+    candidates = frozenset(i for i, line in enumerate(lines, start=1) if line.strip() and i not in prose)
     if user is None:
-        surprise = line_surprise(loaded, parts)
+        surprise = line_surprise(loaded, parts, candidates)
         ranked = rank_lines(surprise.lines, parts.region, STATISTIC, exclude=prose)
         best = ranked[0] if ranked else None
         return FocusPlan(best, best if guard else None, "localized" if ranked else "none", surprise.seconds)
@@ -292,7 +298,7 @@ def plan_focus(loaded: Any, parts: PromptParts, localize: bool = True, noop: boo
     on_code = bool(lines[user - 1].strip()) and user not in prose
     may_move = policy != "keep"
     layout = prompt_layout(loaded.selector) if on_code and policy != "move" else None
-    near = frozenset(range(user - CURSOR_WINDOW, user + CURSOR_WINDOW + 1))
+    near = frozenset(range(user - CURSOR_WINDOW, user + CURSOR_WINDOW + 1)) & candidates
     surprise = line_surprise(loaded, replace(parts, focus_line=user), near, layout)
     ranked = rank_lines(surprise.lines, parts.region, STATISTIC, cursor=user, scale=CURSOR_SCALE,
                         window=CURSOR_WINDOW, exclude=prose)

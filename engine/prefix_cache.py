@@ -10,9 +10,10 @@ a prompt that shares just the system prompt with an entry (the localizer's befor
 prompt of the same edit) would otherwise crop away what the next edit's same prompt needs.
 The store is bounded by a token budget (``max_tokens``, 0 turns reuse off) and a number of
 entries; an entry is taken out while a session uses it, so two concurrent sessions never share
-one. Outputs do not change: prefills run in aligned chunks and a reused prefix is cut to a chunk
-boundary (:meth:`engine.session.Session._prefill`), so the reused keys and values are bit for
-bit those a fresh prefill computes. An entry also keeps the logits after its last token when the
+one. Outputs do not change: prefills run in aligned chunks (and cut at the prompt's marks: where
+prompts that differ only in their tail part, see :meth:`engine.session.Session.append`), a reused
+prefix is cut to a chunk boundary that both prompts' chunk plans share up to there, so the reused
+keys and values are bit for bit those a fresh prefill computes. An entry also keeps the logits after its last token when the
 session that made it computed them as a prefill does: the same prompt again (the program prompt
 right after the localizer read it) then forwards nothing at all.
 """
@@ -44,15 +45,18 @@ class Entry(Generic[State]):
     tokens: list[int]
     state: State
     last_logits: Any = None  # the logits after the last token (None: not kept)
+    cuts: tuple[int, ...] = ()  # where its prefill cut chunks besides multiples of the alignment
 
 
 class Taken(NamedTuple, Generic[State]):
     """What :meth:`PrefixStore.take` hands out: the state, how many leading tokens it shares with
-    the prompt asked for, and its last logits when it holds exactly that prompt (else None)."""
+    the prompt asked for, its last logits when it holds exactly that prompt (else None), and where
+    its prefill cut chunks besides multiples of the alignment."""
 
     state: State
     common: int
     last_logits: Any = None
+    cuts: tuple[int, ...] = ()
 
 
 class PrefixStore(Generic[State]):
@@ -87,17 +91,20 @@ class PrefixStore(Generic[State]):
                 return None
             entry = self._entries.pop(best)
         exact = best_n == len(entry.tokens) == len(ids)
-        return Taken(entry.state, best_n, entry.last_logits if exact else None)
+        return Taken(entry.state, best_n, entry.last_logits if exact else None, entry.cuts)
 
-    def put(self, tokens: Sequence[int], state: State, last_logits: Any = None) -> None:
-        """Keep ``state`` (holding exactly ``tokens``, and ``last_logits`` after them if given) as
-        the most recent entry, evicting the oldest entries over budget."""
+    def put(self, tokens: Sequence[int], state: State, last_logits: Any = None,
+            cuts: Sequence[int] = ()) -> None:
+        """Keep ``state`` (holding exactly ``tokens``, and ``last_logits`` after them if given; its
+        prefill cut chunks at ``cuts`` too) as the most recent entry, evicting the oldest entries
+        over budget."""
         if not self.enabled or not tokens or len(tokens) > self.max_tokens:
             self.release(state)
             return
         evicted: list[State] = []
         with self._lock:
-            self._entries.append(Entry(list(tokens), state, last_logits))
+            self._entries.append(Entry(list(tokens), state, last_logits,
+                                       tuple(c for c in cuts if c <= len(tokens))))
             total = sum(len(e.tokens) for e in self._entries)
             while len(self._entries) > self.max_entries or total > self.max_tokens:
                 old = self._entries.pop(0)

@@ -98,14 +98,15 @@ def decode_program(loaded: LoadedModel, tables: ModelTables, region: str, prompt
                    max_new_tokens: int, cancelled: Callable[[], bool], token_copies: bool = False,
                    teacher_program: Program | None = None, temperature: float = 0.0, seed: int = 0,
                    monotonic: bool = True, logit_bias: dict[int, float] | None = None, draft: bool = True,
-                   recorder: FeedRecorder | None = None,
-                   focus_line: int | None = None) -> Iterator[OpResolved | DecodeOutcome]:
+                   recorder: FeedRecorder | None = None, focus_line: int | None = None,
+                   prompt_marks: Sequence[int] = ()) -> Iterator[OpResolved | DecodeOutcome]:
     """Yield an :class:`OpResolved` per op, then one :class:`DecodeOutcome`. ``focus_line``
-    (1-based in ``region``): the line the user pointed at (engine.noop_gen)."""
+    (1-based in ``region``): the line the user pointed at (engine.noop_gen). ``prompt_marks``:
+    where the prompt's prefill cuts its chunks too (engine.session.Session.append)."""
     decoder = ProgramDecoder(loaded, tables, region, prompt_ids, max_new_tokens, cancelled,
                              token_copies=token_copies, teacher_program=teacher_program,
                              temperature=temperature, seed=seed, monotonic=monotonic, logit_bias=logit_bias,
-                             draft=draft, recorder=recorder, focus_line=focus_line)
+                             draft=draft, recorder=recorder, focus_line=focus_line, prompt_marks=prompt_marks)
     return decoder.run()
 
 
@@ -148,10 +149,11 @@ class ProgramDecoder:
                  max_new_tokens: int, cancelled: Callable[[], bool], *, token_copies: bool = False,
                  teacher_program: Program | None = None, temperature: float = 0.0, seed: int = 0,
                  monotonic: bool = True, logit_bias: dict[int, float] | None = None, draft: bool = True,
-                 recorder: FeedRecorder | None = None, focus_line: int | None = None):
+                 recorder: FeedRecorder | None = None, focus_line: int | None = None,
+                 prompt_marks: Sequence[int] = ()):
         self.started = time.perf_counter()
         self.loaded, self.tables, self.tokenizer = loaded, tables, loaded.tokenizer
-        self.prompt_ids = list(prompt_ids)
+        self.prompt_ids, self.prompt_marks = list(prompt_ids), list(prompt_marks)
         self.max_new_tokens, self.cancelled = max_new_tokens, cancelled
         self.temperature = temperature
         self.lines = split_lines(region)
@@ -207,7 +209,7 @@ class ProgramDecoder:
         self.take_forced()
         self.pending[:0] = self.prompt_ids
         self.pending_chosen[:0] = [False] * len(self.prompt_ids)
-        logits = self.feed("prefill")
+        logits = self.feed("prefill", marks=self.prompt_marks)
         yield from self.flush()
         known: int | None = None  # the model's next choice, when a verify forward already made it
         stop_reason = "done"
@@ -434,11 +436,11 @@ class ProgramDecoder:
         """Cache position the next written token will take."""
         return self.session.length + len(self.pending)
 
-    def feed(self, kind: str, rows: Sequence[int] | None = None) -> torch.Tensor:
+    def feed(self, kind: str, rows: Sequence[int] | None = None, marks: Sequence[int] = ()) -> torch.Tensor:
         """The step's one forward over everything pending; logits of its last position (or of ``rows``)."""
         ids, chosen = self.pending, self.pending_chosen
         self.pending, self.pending_chosen = [], []
-        logits = self.session.append(ids, kind, rows=rows)
+        logits = self.session.append(ids, kind, rows=rows, marks=marks)
         if self.recorder is not None:
             self.recorder.fed(ids, chosen)
         return logits

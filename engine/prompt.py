@@ -8,10 +8,11 @@ with line numbers) and ``text`` (the model rewrites the region in a code fence; 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from engine.lines import split_lines
+from engine.prefix_cache import common_prefix
 
 LANGUAGE_BY_SUFFIX = {".py": "python", ".js": "javascript", ".ts": "typescript", ".go": "go", ".rs": "rust",
                       ".java": "java", ".c": "c", ".h": "c", ".cpp": "cpp", ".cc": "cpp", ".hpp": "cpp",
@@ -131,6 +132,17 @@ def selector_messages(parts: PromptParts, layout: str = HINT_AFTER) -> list[dict
         hint = focus_sentence(parts)
         content = f"{head}\n{body}" + (f"\n{hint}" if hint else "")
     return [{"role": "system", "content": SELECTOR_RULES}, {"role": "user", "content": content}]
+
+
+def focus_free_prefix(tokenizer: Any, parts: PromptParts, layout: str = HINT_AFTER) -> int:
+    """How many leading tokens the selector prompt for ``parts`` (in ``layout``) has whatever its
+    focus hint says, or with none: the whole numbered input in ``hint-after``. The localizer's
+    hintless prompt and the program prompt both cut their prefill chunks there (the ``marks`` of
+    engine.session.Session.append), so the program's prefill reuses the localizer's forward up to
+    that token instead of the aligned chunk boundary before it (up to 63 tokens on llama.cpp)."""
+    hintless = render(tokenizer, selector_messages(replace(parts, focus_line=None), layout))
+    hinted = render(tokenizer, selector_messages(replace(parts, focus_line=1), layout))
+    return common_prefix(hintless, hinted)
 
 
 def text_messages(parts: PromptParts) -> list[dict[str, str]]:

@@ -60,15 +60,20 @@ class Session:
         self.prompt_last: torch.Tensor | None = None
         self._whole = False  # this first append may restore a whole kept prompt with its last logits
         self.prefilling = False  # inside the first append's forwards (see ``exact_rows``)
+        self.cuts: tuple[int, ...] = ()  # the first append's chunk cuts besides multiples of align
         self.cost = cost  # an engine.cost.CostModel that learns from every forward, or None
         self.closed = False
 
     def append(self, ids: Sequence[int], kind: str, all_logits: bool = False,
-               rows: Sequence[int] | None = None) -> torch.Tensor:
+               rows: Sequence[int] | None = None, marks: Sequence[int] = ()) -> torch.Tensor:
         """Append ``ids`` in ONE forward (the session's first append: in aligned chunks, see
         :meth:`_prefill`). Returns float32 logits of the last position (shape V), of every appended
         position (N x V) with ``all_logits``, or of the appended positions ``rows`` (len(rows) x V;
-        the LM head runs on those rows only where the backend allows). ``kind`` labels the time spent."""
+        the LM head runs on those rows only where the backend allows). ``kind`` labels the time spent.
+        ``marks`` (first append only): positions where the prompt's chunks are cut too, where
+        prompts that share everything before differ (a focus hint after the region, a prompt that
+        ends there): a later prompt reuses the cache up to a mark instead of the aligned boundary
+        before it, with the same bit-exact keys and values."""
         if not ids:
             raise ValueError("append needs at least one token")
         if self.closed:
@@ -77,23 +82,24 @@ class Session:
         ids = list(ids)
         wanted = list(range(len(ids))) if all_logits else (list(rows) if rows is not None else [len(ids) - 1])
         first = self.length == 0 and not self.prompt_length
-        logits = self._prefill(ids, wanted) if first else self._timed_forward(ids, wanted)
+        logits = self._prefill(ids, wanted, marks) if first else self._timed_forward(ids, wanted)
         self.tokens.extend(ids)
         self.seconds[kind] += time.perf_counter() - start
         self.calls[kind] += 1
         return logits if all_logits or rows is not None else logits[-1]
 
-    def _prefill(self, ids: list[int], wanted: list[int]) -> torch.Tensor:
-        """The first append: restore what an earlier session's cache holds of ``ids`` (a multiple
-        of ``align`` tokens), then forward the rest in chunks that end at multiples of ``align``.
-        A fresh prefill runs the same chunks, so a reused prefix gives bit-identical keys, values
-        and logits (a batch of another shape would round differently: llama.cpp's and torch's
-        kernels are deterministic per shape, not across shapes)."""
+    def _prefill(self, ids: list[int], wanted: list[int], marks: Sequence[int] = ()) -> torch.Tensor:
+        """The first append: restore what an earlier session's cache holds of ``ids`` (up to a
+        chunk boundary), then forward the rest in chunks that end at multiples of ``align`` and at
+        ``marks``. A fresh prefill runs the same chunks, so a reused prefix gives bit-identical
+        keys, values and logits (a batch of another shape would round differently: llama.cpp's
+        and torch's kernels are deterministic per shape, not across shapes)."""
         align = self.align
         limit = min(wanted)
         last = len(ids) - 1
         self._whole = wanted == [last]
-        skip = self._begin(ids, (limit // align) * align if align > 0 else limit)
+        self.cuts = tuple(sorted({int(m) for m in marks if 0 < m < len(ids) and m % align})) if align > 0 else ()
+        skip = self._begin(ids, self.boundary_at_most(limit))
         self.length = skip
         self.prompt_length, self.reused = len(ids), skip
         if skip == len(ids):  # the same prompt, kept with its last logits: nothing to forward
@@ -111,7 +117,8 @@ class Session:
         align = self.align
         bounds = [skip]
         if align > 0:
-            bounds += list(range((skip // align + 1) * align, len(ids), align))
+            inner = set(range((skip // align + 1) * align, len(ids), align))
+            bounds += sorted(inner | {c for c in self.cuts if c > skip})
         bounds.append(len(ids))
         if len(bounds) == 2:  # one chunk: the rows as asked
             return self._timed_forward(ids[skip:], [r - skip for r in wanted])
@@ -153,8 +160,8 @@ class Session:
 
     def _begin(self, ids: list[int], max_reuse: int) -> int:
         """Before the first forward: restore up to ``max_reuse`` leading tokens of ``ids`` from an
-        earlier session's cache, rounded down to a multiple of ``align`` (see :meth:`_reuse`);
-        return how many were restored (the cache now holds exactly those)."""
+        earlier session's cache, cut to a chunk boundary (see :meth:`_reuse`); return how many
+        were restored (the cache now holds exactly those)."""
         return 0
 
     # A backend whose logits for a row do not depend on which other rows of the forward were
@@ -166,18 +173,26 @@ class Session:
         """How many leading tokens of the taken store entry (engine.prefix_cache.Taken) this first
         append keeps: all of them when it is exactly this prompt with its last logits and the
         append asks for the last row only (those logits are then the answer), else the shared
-        prefix up to ``max_reuse``, rounded down to a chunk boundary."""
-        if self._whole and taken.last_logits is not None:
+        prefix up to ``max_reuse``, cut to the last chunk boundary both prefills' chunk plans share
+        with nothing different before it (their cuts besides multiples of ``align`` may differ)."""
+        if self._whole and taken.last_logits is not None and tuple(taken.cuts) == self.cuts:
             self.prompt_last = taken.last_logits
             return taken.common
-        return self.aligned(min(taken.common, max_reuse))
+        limit = min(taken.common, max_reuse)
+        differ = set(self.cuts).symmetric_difference(taken.cuts)
+        first_difference = min((c for c in differ if c <= limit), default=None)
+        return self.boundary_at_most(limit if first_difference is None else first_difference - 1)
 
     def kept_logits(self, prompt: list[int]) -> torch.Tensor | None:
         """The last logits to keep with ``prompt``'s cache: only when it is the whole first append."""
         return self.prompt_last if len(prompt) == self.prompt_length else None
 
-    def aligned(self, n: int) -> int:
-        return (n // self.align) * self.align if self.align > 0 else n
+    def boundary_at_most(self, n: int) -> int:
+        """The last chunk boundary of this session's prefill at or before ``n`` (any ``n`` when
+        prefills run in one forward)."""
+        if self.align <= 0:
+            return n
+        return max([(n // self.align) * self.align] + [c for c in self.cuts if c <= n])
 
     def _release(self, prompt: list[int]) -> None:
         """Hand the cache back to the runtime; its first ``len(prompt)`` entries hold ``prompt``."""

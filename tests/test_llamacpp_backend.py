@@ -186,6 +186,14 @@ def test_a_kept_prompt_gives_a_fresh_prefills_last_logits(llama: Engine):
         again.close()
 
 
+def test_a_mark_lets_the_next_prompt_reuse_up_to_it(llama: Engine):
+    from prefix_marks import marked_prompts_reuse_up_to_the_mark
+
+    for mode in ("ar", "program"):  # the base GGUF and the merged selector GGUF
+        loaded = llama.model_for(mode)
+        marked_prompts_reuse_up_to_the_mark(loaded, loaded.runtime.align)
+
+
 def test_close_frees_contexts_and_later_sessions_are_refused():
     from engine.backends.llamacpp import LlamaCppRuntime, _model
     from engine.models import default_gguf_path

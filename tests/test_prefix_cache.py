@@ -10,6 +10,8 @@ import torch
 from engine.api import EditRequest, Engine
 from engine.backends.transformers_backend import PREFILL_ALIGN
 from engine.prefix_cache import PrefixStore, common_prefix
+from engine.prompt import PromptParts, focus_free_prefix
+from prefix_marks import marked_prompts_reuse_up_to_the_mark
 from engine.tokens import encode
 
 pytestmark = [pytest.mark.model]
@@ -22,14 +24,16 @@ def test_store_takes_the_longest_prefix_and_keeps_its_budget():
     store: PrefixStore[str] = PrefixStore(max_tokens=10, max_entries=2, release=released.append)
     store.put([1, 2, 3], "a")
     store.put([1, 2, 9, 9], "b")
-    assert store.take([1, 2, 9, 5]) == ("b", 3, None)
+    assert store.take([1, 2, 9, 5]) == ("b", 3, None, ())
     assert store.take([7]) is None
     store.put([5, 6, 7, 8, 9], "e")
     assert store.take([5, 6, 0]) is None  # 2 of 5 shared: left for a prompt that shares more
-    assert store.take([5, 6, 7, 0]) == ("e", 3, None)
+    assert store.take([5, 6, 7, 0]) == ("e", 3, None, ())
     store.put([1, 2, 9, 9], "b")
     store.put([4] * 7, "c")  # 3 entries > 2: "a" goes; 4 + 7 tokens > 10: "b" goes
     assert released == ["a", "b"] and store.tokens_held() == 7
+    store.put([3, 3, 3, 3], "m", cuts=(2, 9))  # a cut past the tokens kept is dropped
+    assert store.take([3, 3, 3, 3]).cuts == (2,)
     off: PrefixStore[str] = PrefixStore(max_tokens=0, release=released.append)
     off.put([1], "d")
     assert released[-1] == "d" and off.take([1]) is None
@@ -37,8 +41,11 @@ def test_store_takes_the_longest_prefix_and_keeps_its_budget():
 
 
 def _second_prefill_reuses(engine: Engine, mode: str) -> None:
+    from engine.localize import forget_surprises
+
     loaded = engine.model_for(mode)
     loaded.runtime.prefixes.clear()
+    forget_surprises(loaded.runtime)  # an earlier test's localizer read of the same prompt
     request = EditRequest(BUGGY * 8, "Fix the bug in add.", mode=mode, max_new_tokens=48)  # > 1 chunk
     first, second = engine.edit(request), engine.edit(request)
     assert second.output_text == first.output_text and second.raw_output == first.raw_output
@@ -58,7 +65,7 @@ def test_a_cursor_on_code_prefills_what_the_localizer_forwarded(default_engine: 
 
     loaded = default_engine.model_for("program")
     text = BUGGY * 8
-    for focus, reused in ((3, True), (2, False)):
+    for focus, reused in ((3, True), (2, False), (None, False)):
         loaded.runtime.prefixes.clear()
         forget_surprises(loaded.runtime)
         result = default_engine.edit(EditRequest(text, "Fix the bug in add.", mode="program", focus_line=focus,
@@ -66,6 +73,9 @@ def test_a_cursor_on_code_prefills_what_the_localizer_forwarded(default_engine: 
         assert result.breakdown.get("localize_s", 0) > 0
         # (the prefill holds the prompt and the program's forced opening: an aligned reuse is less)
         assert (result.breakdown["prefix_reused"] > result.prompt_tokens) is reused, focus
+        if not reused:  # the hintless prompt's forward: reused up to where the hint begins
+            parts = PromptParts("Fix the bug in add.", text, focus_line=focus)
+            assert result.breakdown["prefix_reused"] == focus_free_prefix(loaded.tokenizer, parts), focus
 
 
 def test_a_kept_prompt_gives_a_fresh_prefills_last_logits(default_engine: Engine):
@@ -125,6 +135,10 @@ def test_reused_prefix_gives_the_same_logits(default_engine: Engine):
     assert common > PREFILL_ALIGN and again.reused == common // PREFILL_ALIGN * PREFILL_ALIGN
     assert torch.equal(got, expected)
     again.close()
+
+
+def test_a_mark_lets_the_next_prompt_reuse_up_to_it(default_engine: Engine):
+    marked_prompts_reuse_up_to_the_mark(default_engine.loaded, PREFILL_ALIGN)
 
 
 def test_setting_turns_reuse_off(default_engine: Engine):

@@ -272,12 +272,13 @@ class LlamaCppRuntime:
                 raise BackendError(f"llama.cpp refused the LoRA adapter {self.adapter_path}")
         return _Slot(lib, ctx, self.batch)
 
-    def _give_back(self, slot: _Slot, prompt: list[int], last_logits: Any = None) -> None:
-        """A session is done with ``slot``; its cache's first ``len(prompt)`` entries hold ``prompt``."""
+    def _give_back(self, slot: _Slot, prompt: list[int], last_logits: Any = None, cuts: Sequence[int] = ()) -> None:
+        """A session is done with ``slot``; its cache's first ``len(prompt)`` entries hold ``prompt``
+        (prefilled in chunks cut at ``cuts`` too)."""
         if self.closed:
             slot.free()
         elif prompt and self.lib.llama_memory_seq_rm(slot.memory, 0, len(prompt), -1):
-            self.prefixes.put(prompt, slot, last_logits)
+            self.prefixes.put(prompt, slot, last_logits, cuts)
         else:
             self._pool(slot)
 
@@ -406,7 +407,7 @@ class LlamaCppSession(Session):
     def _release(self, prompt: list[int]) -> None:
         if self.slot is not None:
             slot, self.slot = self.slot, None
-            self.runtime._give_back(slot, prompt, self.kept_logits(prompt))
+            self.runtime._give_back(slot, prompt, self.kept_logits(prompt), self.cuts)
 
     def __del__(self) -> None:
         try:

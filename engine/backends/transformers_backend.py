@@ -59,7 +59,7 @@ class TransformersSession(Session):
         cache, self.cache = self.cache, None
         if cache is not None and prompt:
             _crop_to(cache, len(prompt))
-            self.runtime.prefixes.put(prompt, cache, self.kept_logits(prompt))
+            self.runtime.prefixes.put(prompt, cache, self.kept_logits(prompt), self.cuts)
 
     @torch.inference_mode()
     def _forward(self, ids: list[int], rows: list[int]) -> torch.Tensor:
