@@ -60,7 +60,9 @@ def run_edit(loaded: LoadedModel, request, cancelled: Callable[[], bool],
         if style == "selector":
             layout = prompt_layout(loaded.selector)
             messages = selector_messages(parts, layout)
-            if not loaded.remote:  # where the localizer's forward, or a later edit's prompt, goes on differently
+            # where the localizer's forward, or a later edit's prompt, goes on differently (forced
+            # mode, a benchmark, keeps one prefill forward: bench edits counts the forwards after it)
+            if request.mode == "program" and not loaded.remote:
                 marks.append(focus_free_prefix(loaded.tokenizer, parts, layout))
         else:
             messages = program_messages(parts)
