@@ -10,11 +10,11 @@ a prompt that shares just the system prompt with an entry (the localizer's befor
 prompt of the same edit) would otherwise crop away what the next edit's same prompt needs.
 The store is bounded by a token budget (``max_tokens``, 0 turns reuse off) and a number of
 entries; an entry is taken out while a session uses it, so two concurrent sessions never share
-one. Outputs do not change: prefills run in aligned chunks (and cut at the prompt's marks: where
-prompts that differ only in their tail part, see :meth:`engine.session.Session.append`), a reused
-prefix is cut to a chunk boundary that both prompts' chunk plans share up to there, so the reused
-keys and values are bit for bit those a fresh prefill computes. An entry also keeps the logits after its last token when the
-session that made it computed them as a prefill does: the same prompt again (the program prompt
+one. Outputs do not change: prefills run in aligned chunks, also cut at the prompt's marks (where
+prompts that share all before them go on differently, see :meth:`engine.session.Session.append`);
+a reused prefix ends at a chunk boundary that both prompts' chunk plans share up to there, so the
+reused keys and values are bit for bit those a fresh prefill computes. An entry also keeps the
+logits after its last token when the session that made it computed them as a prefill does: the same prompt again (the program prompt
 right after the localizer read it) then forwards nothing at all.
 """
 

@@ -11,12 +11,10 @@ from engine.api import EditRequest, Engine
 from engine.backends.transformers_backend import PREFILL_ALIGN
 from engine.prefix_cache import PrefixStore, common_prefix
 from engine.prompt import PromptParts, focus_free_prefix
-from prefix_marks import marked_prompts_reuse_up_to_the_mark
 from engine.tokens import encode
+from prefix_marks import BUGGY, marked_prompts_reuse_up_to_the_mark
 
 pytestmark = [pytest.mark.model]
-
-BUGGY = 'def add(a, b):\n    """Return the sum of a and b."""\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n'
 
 
 def test_store_takes_the_longest_prefix_and_keeps_its_budget():
