@@ -10,13 +10,20 @@ runtime (model, backend, thread count, adapter), and keeps it on disk so the nex
 from it. :func:`best_draft_size` then picks the draft size that maximizes the expected tokens per
 unit of cost given the fraction of drafted tokens accepted so far, or 0 when no draft beats a
 plain step.
+
+A forward's cost need not grow with its size: on llama.cpp on an x86 CPU a 63-token forward costs
+twice a 64-token one (results/BENCHMARKS.md, "Stop 25"). The table therefore keeps sizes apart
+finely enough to see such steps (one bin per size up to 16, then 8-token bins), and
+:meth:`CostModel.plan_padding` decides once, from what was measured, which prompt chunks a backend
+should run as a larger, cheaper forward (llama.cpp pads them with tokens it then drops). Only
+prompt chunks: there a forward of 64 rows or more rounds differently from one-token steps, and a
+verify must keep the rounding of the steps it stands for, so speculative stays equal to ar.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import threading
 import time
@@ -25,19 +32,36 @@ from typing import Callable
 
 from engine.models import cache_dir
 
-# Forwards are grouped by size into buckets (powers of two); each keeps an average (size, seconds).
-_BUCKETS = 13  # 1 .. 4096
-_EMA = 0.2  # weight of a new observation once a bucket has a few
-_WARM = 5  # observations a bucket averages plainly before it moves to the moving average
+# Forwards are grouped by size into bins: one per size up to 16, 8-token bins up to 512, then
+# 64-token bins up to 4096; each keeps an average (size, seconds).
+_BINS = 16 + (512 - 16) // 8 + (4096 - 512) // 64
+_EMA = 0.2  # weight of a new observation once a bin has a few
+_WARM = 5  # observations a bin averages plainly before it moves to the moving average
 _SAVE_EVERY_S = 30.0
 # Before anything is measured (a first draft before the first plain step): a cheap-verify guess,
 # the engine's behaviour before costs were known; measurements replace it within a few forwards.
 _PRIOR_MARGINAL = 0.1
 _BETTER = 1e-3  # a longer draft must beat a shorter one by this much (not by float noise)
+_PAD_GAIN = 0.9  # pad a forward only when the larger one costs at most this fraction of it
+_PAD_SEEN = 2  # observations both sizes' bins need before padding is trusted
 
 
-def _bucket(tokens: int) -> int:
-    return min(_BUCKETS - 1, max(0, round(math.log2(max(1, tokens)))))
+def _bin(tokens: int) -> int:
+    n = max(1, tokens)
+    if n <= 16:
+        return n - 1
+    if n < 512:
+        return 16 + (n - 16) // 8
+    return min(_BINS - 1, 78 + (n - 512) // 64)
+
+
+def _bin_start(b: int) -> int:
+    """The smallest size of bin ``b``."""
+    if b < 16:
+        return b + 1
+    if b < 78:
+        return 16 + 8 * (b - 16) if b > 16 else 17
+    return 512 + 64 * (b - 78)
 
 
 class CostModel:
@@ -53,19 +77,21 @@ class CostModel:
         self.frozen = frozen
         self._clock = clock
         self._lock = threading.Lock()
-        self._n = [0] * _BUCKETS
-        self._tokens = [0.0] * _BUCKETS
-        self._seconds = [0.0] * _BUCKETS
+        self._n = [0] * _BINS
+        self._tokens = [0.0] * _BINS
+        self._seconds = [0.0] * _BINS
         self._saved_at = clock()
         self._dirty = False
+        self._pad: dict[int, int] = {}  # size -> the larger size it runs as (see plan_padding)
         if path is not None:
             self._load(path)
 
     def observe(self, tokens: int, seconds: float) -> None:
-        """One forward of ``tokens`` tokens took ``seconds``."""
+        """One forward of ``tokens`` tokens took ``seconds`` (``tokens``: the size that ran, padding
+        included, so a padded size's own cost stays what it was measured at)."""
         if tokens <= 0 or seconds <= 0 or self.frozen:
             return
-        b = _bucket(tokens)
+        b = _bin(tokens)
         with self._lock:
             n = self._n[b]
             w = 1.0 / (n + 1) if n < _WARM else _EMA
@@ -81,14 +107,14 @@ class CostModel:
         """A frozen model with s(n) = ``ratios[n]`` at the given sizes (s(1) = 1)."""
         model = cls(frozen=True)
         for n, ratio in {1: 1.0, **ratios}.items():
-            b = _bucket(n)
+            b = _bin(n)
             model._n[b], model._tokens[b], model._seconds[b] = _WARM, float(n), float(ratio)
         return model
 
     def points(self) -> list[tuple[float, float]]:
-        """The measured (mean size, mean seconds) per bucket, smallest first."""
+        """The measured (mean size, mean seconds) per bin, smallest first."""
         with self._lock:
-            return [(self._tokens[b], self._seconds[b]) for b in range(_BUCKETS) if self._n[b]]
+            return [(self._tokens[b], self._seconds[b]) for b in range(_BINS) if self._n[b]]
 
     def step_seconds(self) -> float | None:
         with self._lock:
@@ -111,6 +137,31 @@ class CostModel:
         (x0, y0), (x1, y1) = pts[-2], pts[-1]  # beyond the largest measured size: extend its slope
         return max(1.0, (y1 + (y1 - y0) * (n - x1) / max(1e-9, x1 - x0)) / step)
 
+    def plan_padding(self, limit: int) -> None:
+        """Decide, from the table as it stands, which prompt-chunk sizes up to ``limit`` run as a
+        larger one: the cheapest measured bin's first size in (n, 2n] when it costs at most ``_PAD_GAIN``
+        of n's own bin. Decided once (a runtime calls it when it starts), so a prompt's chunks run
+        at the same sizes for the runtime's whole life and a reused prefix stays bit-identical."""
+        with self._lock:
+            seen = {b: self._seconds[b] for b in range(_BINS) if self._n[b] >= _PAD_SEEN}
+        plan: dict[int, int] = {}
+        for n in range(2, limit + 1):
+            own = seen.get(_bin(n))
+            if own is None:
+                continue
+            best, cost = n, own * _PAD_GAIN
+            for b, seconds in seen.items():
+                m = _bin_start(b)
+                if n < m <= min(2 * n, limit) and seconds < cost:
+                    best, cost = m, seconds
+            if best != n:
+                plan[n] = best
+        self._pad = plan
+
+    def padded(self, n: int) -> int:
+        """The size an n-token prompt chunk runs as (see :meth:`plan_padding`)."""
+        return self._pad.get(n, n)
+
     def table(self, sizes: tuple[int, ...] = (2, 4, 8, 16, 32, 64, 128)) -> dict[str, float]:
         """s(N) at a few sizes, for reports."""
         return {str(n): round(self.ratio(n), 3) for n in sizes}
@@ -121,7 +172,7 @@ class CostModel:
         if self.path is None or not self._dirty:
             return
         with self._lock:
-            data = {"buckets": [[self._n[b], self._tokens[b], self._seconds[b]] for b in range(_BUCKETS)]}
+            data = {"bins": [[self._n[b], self._tokens[b], self._seconds[b]] for b in range(_BINS)]}
             self._dirty = False
             self._saved_at = self._clock()
         try:
@@ -134,14 +185,14 @@ class CostModel:
 
     def _load(self, path: Path) -> None:
         try:
-            rows = json.loads(path.read_text(encoding="utf-8"))["buckets"]
+            rows = json.loads(path.read_text(encoding="utf-8"))["bins"]
         except (OSError, ValueError, KeyError, TypeError):
             return
-        if len(rows) != _BUCKETS:
+        if len(rows) != _BINS:
             return
         for b, (n, tokens, seconds) in enumerate(rows):
             if n and tokens > 0 and seconds > 0:
-                # A loaded bucket counts as warm but gives way to this process's own measurements.
+                # A loaded bin counts as warm but gives way to this process's own measurements.
                 self._n[b], self._tokens[b], self._seconds[b] = min(int(n), _WARM), float(tokens), float(seconds)
 
 

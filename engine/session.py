@@ -132,10 +132,15 @@ class Session:
     def _timed_forward(self, ids: list[int], rows: list[int]) -> torch.Tensor:
         start = time.perf_counter()
         out = self._forward(ids, rows)
-        if self.cost is not None:
-            self.cost.observe(len(ids), time.perf_counter() - start)
+        if self.cost is not None:  # at the size that ran (a backend may pad a prompt chunk: see padded)
+            self.cost.observe(self.padded(len(ids)), time.perf_counter() - start)
         self.length += len(ids)
         return out
+
+    def padded(self, n: int) -> int:
+        """The size an n-token forward runs as: a prompt chunk's may be larger where that is cheaper
+        (engine.cost.CostModel.plan_padding); any other forward's is n."""
+        return self.cost.padded(n) if self.prefilling and self.cost is not None else n
 
     def crop(self, length: int) -> None:
         """Forget everything after the first ``length`` tokens (rejected draft tokens)."""

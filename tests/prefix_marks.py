@@ -13,12 +13,13 @@ from engine.tokens import encode
 BUGGY = 'def add(a, b):\n    """Return the sum of a and b."""\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n'
 
 
-def marked_prompts_reuse_up_to_the_mark(loaded: Any, align: int) -> None:
+def marked_prompts_reuse_up_to_the_mark(loaded: Any, align: int, copies: int = 12) -> None:
     """Two prompts that differ only after a common part not ending at a chunk boundary: each
     prefill cut at the end of that part (``marks``) reuses the other's up to there, with exactly
-    the logits of a fresh prefill; without the mark on both it stops at the aligned boundary."""
+    the logits of a fresh prefill; without the mark on both it stops at the aligned boundary.
+    ``copies``: how many copies of BUGGY the common part holds (where its chunks end)."""
     runtime, tok = loaded.runtime, loaded.tokenizer
-    shared = encode(tok, "Rewrite this code.\n" + BUGGY * 12)
+    shared = encode(tok, "Rewrite this code.\n" + BUGGY * copies)
     mark = len(shared)
     assert mark % align and mark > align
     first = shared + encode(tok, "Nothing else.")

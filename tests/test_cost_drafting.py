@@ -33,6 +33,31 @@ def test_cost_model_learns_ratios_from_forwards(tmp_path):
     assert frozen.ratio(8) == pytest.approx(2.0)
 
 
+def test_a_size_dearer_than_a_larger_one_is_padded_to_it(tmp_path):
+    """The step seen on llama.cpp here (a 63-token forward costs twice a 64-token one): once both
+    sizes are measured, the next runtime runs the smaller size as the larger; sizes never measured,
+    or cheaper than every larger one, run as they are."""
+    cost = CostModel(tmp_path / "cost.json")
+    for _ in range(3):
+        cost.observe(1, 0.040)
+        cost.observe(20, 0.300)
+        cost.observe(48, 0.900)
+        cost.observe(64, 0.600)
+    cost.plan_padding(512)
+    assert cost.padded(48) == 64 and cost.padded(55) == 64  # 48..55 share a bin
+    assert cost.padded(20) == 20 and cost.padded(40) == 40 and cost.padded(64) == 64 and cost.padded(1) == 1
+    cost.save()
+    again = CostModel(tmp_path / "cost.json")
+    assert again.padded(48) == 48  # decided only when a runtime plans, from the table it starts with
+    again.plan_padding(60)
+    assert again.padded(48) == 48  # 64 is past what this runtime forwards at once
+    again.plan_padding(512)
+    assert again.padded(48) == 64
+    monotone = CostModel.fixed({8: 4.0, 48: 20.0, 64: 25.0})
+    monotone.plan_padding(512)
+    assert all(monotone.padded(n) == n for n in range(1, 513))
+
+
 def test_best_draft_size_weighs_gain_against_cost():
     assert expected_accepted(0.5, 2) == pytest.approx(1.0)
     dear = CostModel.fixed(DEAR).ratio

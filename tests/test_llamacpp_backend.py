@@ -194,6 +194,43 @@ def test_a_mark_lets_the_next_prompt_reuse_up_to_it(llama: Engine):
         marked_prompts_reuse_up_to_the_mark(loaded, loaded.runtime.align)
 
 
+def test_a_padded_prompt_chunk_keeps_only_its_own_rows(llama: Engine):
+    """A prompt chunk the cost model pads (engine.cost.plan_padding) gives exactly the rows of an
+    unpadded forward of that size (a row does not depend on the rows after it), leaves only its
+    own tokens in the cache, and keeps a reused prefix bit-identical to a fresh prefill."""
+    from prefix_marks import marked_prompts_reuse_up_to_the_mark
+
+    runtime, tok = llama.loaded.runtime, llama.loaded.tokenizer
+    learned = runtime.cost
+    padding = CostModel.fixed({32: 30.0, 40: 30.0, 48: 36.0, 56: 40.0, 64: 20.0})
+    padding.plan_padding(runtime.batch)
+    assert padding.padded(45) == 64
+    ids = encode(tok, "Edit this code.\n" + BUGGY * 2)
+    prompt, step = ids[:45], encode(tok, "\n")
+    try:
+        runtime.cost = CostModel.fixed({})  # no padding: 64 real tokens, then back to the first 45
+        plain = llama.loaded.session()
+        whole = plain.append(ids[:64], "prefill", all_logits=True)
+        plain.crop(45)
+        plain_step = plain.append(step, "step")
+        plain.crop(0)
+        plain.close()
+        runtime.prefixes.clear()
+        runtime.cost = padding
+        padded = llama.loaded.session()
+        rows = padded.append(prompt, "prefill", all_logits=True)
+        assert padded.length == 45 and padded.tokens == prompt
+        assert torch.equal(rows, whole[:45])
+        assert torch.equal(padded.append(step, "step"), plain_step)
+        padded.crop(0)
+        padded.close()
+        # three copies: the chunk before the mark has 54 tokens, run as 64
+        marked_prompts_reuse_up_to_the_mark(llama.loaded, runtime.align, copies=3)
+    finally:
+        runtime.cost = learned
+        runtime.prefixes.clear()
+
+
 def test_close_frees_contexts_and_later_sessions_are_refused():
     from engine.backends.llamacpp import LlamaCppRuntime, _model
     from engine.models import default_gguf_path

@@ -179,6 +179,9 @@ class LlamaCppRuntime:
         self.prefixes: PrefixStore[_Slot] = PrefixStore(model.options.prefix_cache_tokens, release=self._pool)
         self.cost = CostModel(cost_path("llamacpp", model.path.resolve(), model.options.threads, self.batch,
                                         model.options.gpu_layers, adapter))
+        # Sizes whose forward costs more than a larger one's run padded (engine.cost.plan_padding):
+        # decided once from the table the last process left, fixed for this runtime's life.
+        self.cost.plan_padding(self.batch)
         self.closed = False
 
     @property
@@ -375,12 +378,24 @@ class LlamaCppSession(Session):
         for lo in range(0, len(ids), batch_size):
             chunk = ids[lo:lo + batch_size]
             keep = [r - lo for r in wanted if lo <= r < lo + len(chunk)]
-            self._decode(chunk, self.length + lo, keep)
+            padded = self._padded(chunk, self.length + lo)
+            self._decode(padded, self.length + lo, keep)
+            if len(padded) > len(chunk):  # drop the padding's keys and values
+                self._truncate(self.length + lo + len(chunk))
             for r in keep:
                 ptr = self.lib.llama_get_logits_ith(self.slot.ctx, r)
                 out[lo + r] = np.ctypeslib.as_array(ptr, shape=(self.n_vocab,)).copy()
         self.runtime._record(len(ids), time.perf_counter() - start)
         return torch.from_numpy(np.stack([out[r] for r in rows]))
+
+    def _padded(self, chunk: list[int], pos0: int) -> list[int]:
+        """``chunk``, padded when it is a prompt chunk that runs cheaper as a larger one (see
+        Session.padded) with repeats of its last token: they come after every real row, so no
+        real row attends to them, and the caller drops them from the cache at once."""
+        size = self.padded(len(chunk))
+        if pos0 + size > self.runtime.context:
+            size = len(chunk)
+        return chunk + [chunk[-1]] * (size - len(chunk))
 
     def _decode(self, chunk: list[int], pos0: int, keep: list[int]) -> None:
         assert self.slot is not None

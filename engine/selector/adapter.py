@@ -200,10 +200,7 @@ def load_selector(loaded: LoadedModel, selector: str | None = "auto", progress: 
         # a base step costs (engine.selector.gguf_merge says why).
         from engine.selector.gguf_merge import merged_gguf_for
 
-        if progress is not None:
-            progress(f"merging the span-selector adapter {folder} into a GGUF for program mode "
-                     "(first use only, ~20 s)...")
-        runtime = loaded.runtime.with_weights(merged_gguf_for(folder, loaded.runtime.model.path))
+        runtime = loaded.runtime.with_weights(merged_gguf_for(folder, loaded.runtime.model.path, progress=progress))
         return LoadedModel(name=loaded.name, model=None, tokenizer=loaded.tokenizer, device=loaded.device,
                            dtype=loaded.dtype, selector=str(folder), runtime=runtime)
     if loaded.backend == "vllm":

@@ -22,7 +22,7 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -37,8 +37,10 @@ _KEY = re.compile(r"^base_model\.model\.model\.layers\.(\d+)\.(?:self_attn|mlp)\
 KEEP_MERGED = 4  # merged files kept in the cache (the least recently used go first)
 
 
-def merged_gguf_for(adapter: Path, base_gguf: Path, quant: str = "q8_0") -> Path:
-    """Path of ``base_gguf`` with ``adapter`` merged into its weights (written on first use).
+def merged_gguf_for(adapter: Path, base_gguf: Path, quant: str = "q8_0",
+                    progress: Callable[[str], None] | None = None) -> Path:
+    """Path of ``base_gguf`` with ``adapter`` merged into its weights (written on first use, said
+    through ``progress``).
 
     Keyed on the base file's content (not its path or time: a reinstall or a second checkout of
     the same package reuses the merged file) and the adapter's bytes. Each use marks the file as
@@ -56,6 +58,8 @@ def merged_gguf_for(adapter: Path, base_gguf: Path, quant: str = "q8_0") -> Path
         with contextlib.suppress(OSError):  # a read-only cache still serves it
             os.utime(out)
         return out
+    if progress is not None:
+        progress(f"merging the span-selector adapter {adapter} into a GGUF for program mode (first use only, ~20 s)...")
     folder.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + f".tmp{os.getpid()}")
     try:
