@@ -42,8 +42,9 @@ _SAVE_EVERY_S = 30.0
 # the engine's behaviour before costs were known; measurements replace it within a few forwards.
 _PRIOR_MARGINAL = 0.1
 _BETTER = 1e-3  # a longer draft must beat a shorter one by this much (not by float noise)
-_PAD_GAIN = 0.9  # pad a forward only when the larger one costs at most this fraction of it
-_PAD_SEEN = 2  # observations both sizes' bins need before padding is trusted
+_PAD_GAIN = 0.8  # pad only when the larger forward costs at most this fraction (well above noise)
+_PAD_SEEN = 3  # observations both sizes' bins need before padding is trusted
+_PAD_MIN = 16  # smaller forwards are never padded: their cost is mostly per call, the rest noise
 
 
 def _bin(tokens: int) -> int:
@@ -145,7 +146,7 @@ class CostModel:
         with self._lock:
             seen = {b: self._seconds[b] for b in range(_BINS) if self._n[b] >= _PAD_SEEN}
         plan: dict[int, int] = {}
-        for n in range(2, limit + 1):
+        for n in range(_PAD_MIN, limit + 1):
             own = seen.get(_bin(n))
             if own is None:
                 continue

@@ -8,6 +8,7 @@ with line numbers) and ``text`` (the model rewrites the region in a code fence; 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -139,8 +140,14 @@ def focus_free_prefix(tokenizer: Any, parts: PromptParts, layout: str = HINT_AFT
     focus hint says, or with none: the whole numbered input in ``hint-after``. The localizer's
     hintless prompt and the program prompt both cut their prefill chunks there (the ``marks`` of
     engine.session.Session.append), so the program's prefill reuses the localizer's forward up to
-    that token instead of the aligned chunk boundary before it (up to 63 tokens on llama.cpp)."""
-    hintless = render(tokenizer, selector_messages(replace(parts, focus_line=None), layout))
+    that token instead of the aligned chunk boundary before it (up to 63 tokens on llama.cpp).
+    Remembered for the last few prompts: an edit asks twice (localizer, then program prompt)."""
+    return _focus_free_prefix(tokenizer, replace(parts, focus_line=None), layout)
+
+
+@functools.lru_cache(maxsize=8)
+def _focus_free_prefix(tokenizer: Any, parts: PromptParts, layout: str) -> int:
+    hintless = render(tokenizer, selector_messages(parts, layout))
     hinted = render(tokenizer, selector_messages(replace(parts, focus_line=1), layout))
     return common_prefix(hintless, hinted)
 

@@ -38,7 +38,7 @@ def test_a_size_dearer_than_a_larger_one_is_padded_to_it(tmp_path):
     sizes are measured, the next runtime runs the smaller size as the larger; sizes never measured,
     or cheaper than every larger one, run as they are."""
     cost = CostModel(tmp_path / "cost.json")
-    for _ in range(3):
+    for _ in range(3):  # each size measured three times: padding is then trusted
         cost.observe(1, 0.040)
         cost.observe(20, 0.300)
         cost.observe(48, 0.900)

@@ -23,10 +23,9 @@ from engine.oracle import line_oracle
 from engine.program import parse
 from engine.resolve import resolve
 from engine.tokens import encode
+from prefix_marks import BUGGY, marked_prompts_reuse_up_to_the_mark
 
 pytestmark = [pytest.mark.model]
-
-BUGGY = 'def add(a, b):\n    """Return the sum of a and b."""\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n'
 
 
 @pytest.fixture(scope="module")
@@ -187,8 +186,6 @@ def test_a_kept_prompt_gives_a_fresh_prefills_last_logits(llama: Engine):
 
 
 def test_a_mark_lets_the_next_prompt_reuse_up_to_it(llama: Engine):
-    from prefix_marks import marked_prompts_reuse_up_to_the_mark
-
     for mode in ("ar", "program"):  # the base GGUF and the merged selector GGUF
         loaded = llama.model_for(mode)
         marked_prompts_reuse_up_to_the_mark(loaded, loaded.runtime.align)
@@ -198,8 +195,6 @@ def test_a_padded_prompt_chunk_keeps_only_its_own_rows(llama: Engine):
     """A prompt chunk the cost model pads (engine.cost.plan_padding) gives exactly the rows of an
     unpadded forward of that size (a row does not depend on the rows after it), leaves only its
     own tokens in the cache, and keeps a reused prefix bit-identical to a fresh prefill."""
-    from prefix_marks import marked_prompts_reuse_up_to_the_mark
-
     runtime, tok = llama.loaded.runtime, llama.loaded.tokenizer
     learned = runtime.cost
     padding = CostModel.fixed({32: 30.0, 40: 30.0, 48: 36.0, 56: 40.0, 64: 20.0})
