@@ -78,7 +78,8 @@ class DraftedDecode:
             if len(self.out) >= self.max_new_tokens:
                 self.stop_reason = "max_tokens"
                 return
-            draft = drafter.propose(self.out + [next_token], self.max_new_tokens - len(self.out) - 1) if drafter else []
+            room = session.draft_room(self.max_new_tokens - len(self.out) - 1)
+            draft = drafter.propose(self.out + [next_token], room) if drafter else []
             if drafter and not draft:
                 drafter.step_without_draft()
             if draft:

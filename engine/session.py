@@ -137,6 +137,16 @@ class Session:
         self.length += len(ids)
         return out
 
+    # The most rows a forward may have while each row's logits are exactly a one-token step's
+    # (None: no such bound is known). A verify that promises greedy output stays within it
+    # (see :meth:`draft_room`); llama.cpp sets it (engine.backends.llamacpp.EXACT_ROWS).
+    step_exact_rows: int | None = None
+
+    def draft_room(self, limit: int) -> int:
+        """How many drafted tokens a verify may carry, at most ``limit``: a verify is the step's
+        token plus the draft, and within ``step_exact_rows`` its choices are exactly the steps'."""
+        return limit if self.step_exact_rows is None else min(limit, self.step_exact_rows - 1)
+
     def padded(self, n: int) -> int:
         """The size an n-token forward runs as: a prompt chunk's may be larger where that is cheaper
         (engine.cost.CostModel.plan_padding); any other forward's is n."""

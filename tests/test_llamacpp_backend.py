@@ -226,6 +226,43 @@ def test_a_padded_prompt_chunk_keeps_only_its_own_rows(llama: Engine):
         runtime.prefixes.clear()
 
 
+def test_verifies_stay_where_rows_equal_steps_exactly(llama: Engine):
+    """Within EXACT_ROWS rows a forward gives every row exactly a one-token step's logits, and a
+    speculative decode never verifies more (even where every draft pays), so its greedy output
+    is plain greedy decoding's to the bit."""
+    from engine.backends.llamacpp import EXACT_ROWS
+    from engine.drafter import InputDrafter
+    from engine.greedy import DraftedDecode
+
+    loaded, tok = llama.loaded, llama.loaded.tokenizer
+    prompt, ids = encode(tok, "Copy this code.\n"), encode(tok, BUGGY * 3)[:EXACT_ROWS]
+    fused, single = loaded.session(), loaded.session()
+    assert fused.step_exact_rows == EXACT_ROWS
+    fused.append(prompt, "prefill")
+    single.append(prompt, "prefill")
+    rows = fused.append(ids, "verify", all_logits=True)
+    assert torch.equal(rows, torch.stack([single.append([t], "step") for t in ids]))
+    for session in (fused, single):
+        session.close()
+    runtime, learned = loaded.runtime, loaded.runtime.cost
+    runtime.cost = CostModel.fixed({2: 1.0, 256: 1.0})  # every draft pays: as long as allowed
+    try:
+        plain = loaded.session()
+        greedy = [t for chunk in DraftedDecode(plain, prompt, set(), 160).chunks() for t in chunk.tokens]
+        plain.close()
+        # drafts from the greedy output itself: every one is accepted, so the schedule would grow
+        # them to 128 and more without the bound
+        session = loaded.session()
+        with runtime.meter() as log:
+            decode = DraftedDecode(session, prompt, set(), 160, InputDrafter(greedy, cost=session.cost))
+            drafted = [t for chunk in decode.chunks() for t in chunk.tokens]
+        session.close()
+        assert drafted == greedy and decode.accepted > 100
+        assert max(log.sizes(1)) == EXACT_ROWS  # the prompt (one forward: under 64 tokens) skipped
+    finally:
+        runtime.cost = learned
+
+
 def test_close_frees_contexts_and_later_sessions_are_refused():
     from engine.backends.llamacpp import LlamaCppRuntime, _model
     from engine.models import default_gguf_path

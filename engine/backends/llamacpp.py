@@ -131,6 +131,11 @@ class LlamaCppModel:
 
 
 PREFILL_ALIGN = 64
+# On the CPU a forward of fewer than 64 rows gives each row exactly the logits of one-token steps;
+# from 64 rows on llama.cpp takes another matmul path that rounds differently (up to 1.3 in a
+# logit here, enough to flip a greedy choice: it did in 1 of 40 HumanEvalFix-Python edits), so a
+# speculative verify stays within 63 rows (tests/test_llamacpp_backend.py checks the exact side).
+EXACT_ROWS = 63
 
 
 class _Slot:
@@ -162,9 +167,10 @@ class LlamaCppRuntime:
         self.context = min(model.options.context, model.n_ctx_train or model.options.context)
         self.batch = max(1, min(model.options.batch, self.context))
         # Prefills run in chunks ending at multiples of this (engine.session.Session._prefill), so a
-        # reused prompt prefix is bit-identical to a fresh prefill. llama.cpp's batched forward is
-        # compute-bound on a CPU (bench kernel: s(64)/64 = 0.29 steps a token, s(512)/512 = 0.30),
-        # so short chunks cost nothing there; a reused prefix gives back at most 63 tokens of it.
+        # reused prompt prefix is bit-identical to a fresh prefill. On this x86 CPU a forward of 64
+        # rows or more costs about half as much a token as a shorter one (results/BENCHMARKS.md,
+        # "Stop 25"), so 64-token chunks are the cheap size, and a shorter last chunk may be padded
+        # (``_padded``); a reused prefix gives back at most 63 tokens of it.
         self.align = min(PREFILL_ALIGN, self.batch)
         self.adapter_path = adapter
         self.adapter = None
@@ -357,6 +363,8 @@ class LlamaCppSession(Session):
 
     def __init__(self, runtime: LlamaCppRuntime):
         super().__init__(cost=runtime.cost, align=runtime.align)
+        if not runtime.options.gpu_layers:
+            self.step_exact_rows = EXACT_ROWS
         self.runtime, self.lib = runtime, runtime.lib
         self.slot: _Slot | None = None
         self.n_vocab = runtime.vocab_size

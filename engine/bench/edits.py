@@ -120,7 +120,7 @@ def teacher_forced(loaded: Any, arm: str, prompt_ids: Sequence[int], gold_ids: S
             if arm == "pld":
                 draft = pld_draft(prompt + gold[:pos + 1], stop_ids)
             elif arm == "speculative":
-                draft = drafter.propose(gold[:pos + 1], total - pos - 1)
+                draft = drafter.propose(gold[:pos + 1], session.draft_room(total - pos - 1))
                 if not draft:
                     drafter.step_without_draft()
             elif arm != "ar":
