@@ -1,0 +1,86 @@
+"""What a llama.cpp forward of N tokens costs, and whether its rows equal one-token steps, by N:
+the base GGUF (ar) and the merged selector GGUF (program mode), after a 200-token context,
+every row's logits asked for (a verify). Each size: the median of ``--rounds`` timings, and the
+largest difference between the forward's rows and the same tokens stepped one at a time.
+
+It shows the two facts the engine acts on (results/BENCHMARKS.md, "Stop 25"): on this CPU a
+forward of 64 rows or more costs about half as much a token as a shorter one (so a short prompt
+chunk runs padded: engine.cost.CostModel.plan_padding), and rounds differently from steps (so a
+speculative verify stays within 63 rows: engine.backends.llamacpp.EXACT_ROWS).
+
+    .venv/bin/python scripts/measure_forward_sizes.py --threads 1 --json results/backends/forward_sizes_llamacpp.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+import torch
+
+from engine.backends import BackendOptions
+from engine.backends.llamacpp import LlamaCppModel, LlamaCppRuntime
+from engine.cost import CostModel
+from engine.corpora import load_corpus
+from engine.models import default_gguf_path, load_tokenizer
+from engine.selector.adapter import SHIPPED_ADAPTER_DIR
+from engine.selector.gguf_merge import merged_gguf_for
+from engine.tokens import encode
+
+SIZES = (1, 8, 16, 24, 32, 40, 48, 56, 60, 62, 63, 64, 65, 72, 96, 127, 128, 192, 256)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--sizes", default=",".join(map(str, SIZES)))
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    options = BackendOptions(threads=args.threads, context=2048, prefix_cache_tokens=0)
+    base_path = default_gguf_path()
+    runtimes = {
+        "base (ar)": LlamaCppRuntime(LlamaCppModel(base_path, options)),
+        "merged selector (program)": LlamaCppRuntime(LlamaCppModel(merged_gguf_for(SHIPPED_ADAPTER_DIR, base_path),
+                                                                   options)),
+    }
+    tok = load_tokenizer("default")
+    text = "\n".join(case.input for case in load_corpus("humanevalfix-python")[:8])
+    ids = encode(tok, text)
+    context, tokens = ids[:200], ids[200:200 + max(sizes)]
+    report: dict = {"command": "scripts/measure_forward_sizes.py " + " ".join(
+        f"--{k} {v}" for k, v in vars(args).items() if v is not None and k != "json"), "models": {}}
+    for name, runtime in runtimes.items():
+        runtime.cost = CostModel.fixed({})  # no padding: each size as it is
+        steps = runtime.session()
+        steps.append(context, "prefill")
+        stepped = torch.stack([steps.append([t], "step") for t in tokens])
+        steps.close()
+        rows = {}
+        for n in sizes:
+            seconds, diff = [], 0.0
+            for _ in range(args.rounds):
+                session = runtime.session()
+                session.append(context, "prefill")
+                start = time.perf_counter()
+                out = session.append(tokens[:n], "verify", all_logits=True)
+                seconds.append(time.perf_counter() - start)
+                diff = float((out - stepped[:n]).abs().max())
+                session.close()
+            ms = 1e3 * statistics.median(seconds)
+            rows[n] = {"ms": round(ms, 1), "ms_per_token": round(ms / n, 2), "max_logit_diff_vs_steps": diff}
+            print(f"{name:28s} {n:4d} tokens {ms:8.1f} ms  {ms / n:6.2f} ms/token  rows vs steps: {diff:.3g}",
+                  flush=True)
+        report["models"][name] = rows
+        runtime.close()
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(report, f, indent=1)
+        print(f"wrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()
