@@ -132,7 +132,7 @@ class LlamaCppModel:
 
 PREFILL_ALIGN = 64
 # On the CPU a forward of fewer than 64 rows gives each row exactly the logits of one-token steps;
-# from 64 rows on llama.cpp takes another matmul path that rounds differently (up to 1.3 in a
+# from 64 rows on llama.cpp takes another matmul path that rounds differently (up to 1.6 in a
 # logit here, enough to flip a greedy choice: it did in 1 of 40 HumanEvalFix-Python edits), so a
 # speculative verify stays within 63 rows (tests/test_llamacpp_backend.py checks the exact side).
 EXACT_ROWS = 63
