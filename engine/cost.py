@@ -61,7 +61,7 @@ def _bin_start(b: int) -> int:
     if b < 16:
         return b + 1
     if b < 78:
-        return 16 + 8 * (b - 16) if b > 16 else 17
+        return max(17, 16 + 8 * (b - 16))  # bin 16 is 17..23, then 24..31, ...
     return 512 + 64 * (b - 78)
 
 

@@ -67,8 +67,7 @@ def wait() -> str:
     proc, url = _server["proc"], _server["url"]
     while True:
         if proc.poll() is not None:
-            tail = _server["log"].read_text(errors="replace")[-3000:]
-            raise RuntimeError(f"the vLLM server exited with {proc.returncode}:\n{tail}")
+            raise RuntimeError(f"the vLLM server exited with {proc.returncode}:\n{_log_tail()}")
         try:
             with urllib.request.urlopen(url + "/v1/models", timeout=5) as response:
                 if response.status == 200:
@@ -76,9 +75,13 @@ def wait() -> str:
         except OSError:
             pass
         if time.time() - _server["started"] >= READY_TIMEOUT_S:
-            tail = _server["log"].read_text(errors="replace")[-3000:]
-            raise RuntimeError(f"the vLLM server did not answer within {READY_TIMEOUT_S} s (log: {_server['log']}):\n{tail}")
+            raise RuntimeError(f"the vLLM server did not answer within {READY_TIMEOUT_S} s "
+                               f"(log: {_server['log']}):\n{_log_tail()}")
         time.sleep(2)
+
+
+def _log_tail() -> str:
+    return _server["log"].read_text(errors="replace")[-3000:]
 
 
 def stop() -> None:
