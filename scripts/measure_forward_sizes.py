@@ -1,14 +1,18 @@
 """What a llama.cpp forward of N tokens costs, and whether its rows equal one-token steps, by N:
-the base GGUF (ar) and the merged selector GGUF (program mode), after a 200-token context,
-every row's logits asked for (a verify). Each size: the median of ``--rounds`` timings, and the
-largest difference between the forward's rows and the same tokens stepped one at a time.
+the base GGUF (ar) and the merged selector GGUF (program mode), after ``--context-tokens`` of
+context (200), every row's logits asked for (a verify). Each size: the median of ``--rounds``
+timings, and the largest difference between the forward's rows and the same tokens stepped one
+at a time.
 
-It shows the two facts the engine acts on (results/BENCHMARKS.md, "Stop 25"): on this CPU a
-forward of 64 rows or more costs about half as much a token as a shorter one (so a short prompt
-chunk runs padded: engine.cost.CostModel.plan_padding), and rounds differently from steps (so a
-speculative verify stays within 63 rows: engine.backends.llamacpp.EXACT_ROWS).
+It shows the facts the engine acts on (results/BENCHMARKS.md, "Stop 25" and "Stop 26"). With
+flash attention on, on this CPU: a forward of 64 rows or more costs about half as much a token as
+a shorter one (so a short prompt chunk runs padded: engine.cost.CostModel.plan_padding) and
+rounds differently from steps (so a speculative verify stays within 63 rows:
+engine.backends.llamacpp.EXACT_ROWS). With it off (the CPU's default): a step and every forward
+below 64 rows are cheaper, and from 2-3 rows on no forward's rows equal the steps.
 
-    .venv/bin/python scripts/measure_forward_sizes.py --threads 1 --json results/backends/forward_sizes_llamacpp.json
+    .venv/bin/python scripts/measure_forward_sizes.py --threads 1 --flash-attention on --json results/backends/forward_sizes_llamacpp.json
+    .venv/bin/python scripts/measure_forward_sizes.py --threads 1 --flash-attention off --context-tokens 900 --json results/backends/forward_sizes_llamacpp_off_900.json
 """
 
 from __future__ import annotations
@@ -37,10 +41,13 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--sizes", default=",".join(map(str, SIZES)))
+    ap.add_argument("--flash-attention", default="auto", choices=("auto", "on", "off"))
+    ap.add_argument("--context-tokens", type=int, default=200)
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
-    options = BackendOptions(threads=args.threads, context=2048, prefix_cache_tokens=0)
+    options = BackendOptions(threads=args.threads, context=2048, prefix_cache_tokens=0,
+                             flash_attention=args.flash_attention)
     base_path = default_gguf_path()
     runtimes = {
         "base (ar)": LlamaCppRuntime(LlamaCppModel(base_path, options)),
@@ -48,11 +55,12 @@ def main() -> None:
                                                                    options)),
     }
     tok = load_tokenizer("default")
-    text = "\n".join(case.input for case in load_corpus("humanevalfix-python")[:8])
+    text = "\n".join(case.input for case in load_corpus("humanevalfix-python")[:80])
     ids = encode(tok, text)
-    context, tokens = ids[:200], ids[200:200 + max(sizes)]
+    n = args.context_tokens
+    context, tokens = ids[:n], ids[n:n + max(sizes)]
     report: dict = {"command": "scripts/measure_forward_sizes.py " + " ".join(
-        f"--{k} {v}" for k, v in vars(args).items() if v is not None and k != "json"), "models": {}}
+        f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if v is not None and k != "json"), "models": {}}
     for name, runtime in runtimes.items():
         runtime.cost = CostModel.fixed({})  # no padding: each size as it is
         steps = runtime.session()

@@ -35,6 +35,15 @@ def llama() -> Engine:
     return Engine.load("default", backend="llamacpp", options=BackendOptions(threads=1, context=2048))
 
 
+@pytest.fixture(scope="module")
+def llama_flash(llama: Engine) -> Engine:
+    """The same GGUF with flash attention on: its forwards below 64 rows are exactly one-token
+    steps, so the splice's own mechanics (positions, cache) can be checked to the bit. The default
+    (off on the CPU) rounds multi-row attention differently from a step (see EXACT_ROWS)."""
+    return Engine.load("default", backend="llamacpp", selector="none",
+                       options=BackendOptions(threads=1, context=2048, flash_attention="on"))
+
+
 def test_loads_the_gguf_itself(llama: Engine):
     assert llama.loaded.backend == "llamacpp" and llama.loaded.model is None
     assert "Q4_1.gguf" in llama.loaded.runtime.describe()
@@ -107,7 +116,8 @@ def test_merged_gguf_cache_keeps_the_most_recently_used(tmp_path: Path):
 
 
 @pytest.mark.parametrize("seed", [0, 1])
-def test_splice_logits_equal_one_token_at_a_time(llama: Engine, seed: int):
+def test_splice_logits_equal_one_token_at_a_time(llama_flash: Engine, seed: int):
+    llama = llama_flash
     tok = llama.loaded.tokenizer
     rng = random.Random(seed)
     lines = split_lines(load_corpus("humanevalfix-python")[seed].input)
@@ -226,18 +236,22 @@ def test_a_padded_prompt_chunk_keeps_only_its_own_rows(llama: Engine):
         runtime.prefixes.clear()
 
 
-def test_verifies_stay_where_rows_equal_steps_exactly(llama: Engine):
+@pytest.mark.parametrize("flash", [False, True])
+def test_verifies_stay_where_rows_equal_steps_exactly(llama: Engine, llama_flash: Engine, flash: bool):
     """Within EXACT_ROWS rows a forward gives every row exactly a one-token step's logits, and a
     speculative decode never verifies more (even where every draft pays), so its greedy output
-    is plain greedy decoding's to the bit."""
+    is plain greedy decoding's to the bit: with flash attention on (63 rows) and off (the CPU's
+    default: one row, so no draft at all)."""
     from engine.backends.llamacpp import EXACT_ROWS
     from engine.drafter import InputDrafter
     from engine.greedy import DraftedDecode
 
-    loaded, tok = llama.loaded, llama.loaded.tokenizer
-    prompt, ids = encode(tok, "Copy this code.\n"), encode(tok, BUGGY * 3)[:EXACT_ROWS]
+    loaded = (llama_flash if flash else llama).loaded
+    tok, exact = loaded.tokenizer, EXACT_ROWS[flash]
+    assert loaded.runtime.flash_attention is flash
+    prompt, ids = encode(tok, "Copy this code.\n"), encode(tok, BUGGY * 3)[:exact]
     fused, single = loaded.session(), loaded.session()
-    assert fused.step_exact_rows == EXACT_ROWS
+    assert fused.step_exact_rows == exact
     fused.append(prompt, "prefill")
     single.append(prompt, "prefill")
     rows = fused.append(ids, "verify", all_logits=True)
@@ -257,10 +271,23 @@ def test_verifies_stay_where_rows_equal_steps_exactly(llama: Engine):
             decode = DraftedDecode(session, prompt, set(), 160, InputDrafter(greedy, cost=session.cost))
             drafted = [t for chunk in decode.chunks() for t in chunk.tokens]
         session.close()
-        assert drafted == greedy and decode.accepted > 100
-        assert max(log.sizes(1)) == EXACT_ROWS  # the prompt (one forward: under 64 tokens) skipped
+        assert drafted == greedy
+        assert decode.accepted > 100 if exact > 1 else decode.accepted == 0
+        assert max(log.sizes(1)) == exact  # the prompt (one forward: under 64 tokens) skipped
     finally:
         runtime.cost = learned
+
+
+def test_flash_attention_is_off_on_the_cpu_unless_asked_for(llama: Engine):
+    from engine.backends.llamacpp import flash_attention
+
+    assert flash_attention(BackendOptions()) is False
+    assert flash_attention(BackendOptions(gpu_layers=-1)) is None  # llama.cpp's own choice on a GPU
+    assert flash_attention(BackendOptions(flash_attention="on")) is True
+    assert flash_attention(BackendOptions(flash_attention="off", gpu_layers=-1)) is False
+    with pytest.raises(ValueError, match="flash_attention must be one of auto, on, off"):
+        BackendOptions(flash_attention="yes")
+    assert llama.loaded.runtime.describe().endswith("flash attention off)")
 
 
 def test_close_frees_contexts_and_later_sessions_are_refused():

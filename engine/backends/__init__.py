@@ -28,6 +28,7 @@ from engine.prefix_cache import DEFAULT_PREFIX_TOKENS
 
 BACKENDS: tuple[str, ...] = ("auto", "transformers", "llamacpp", "vllm")
 API_KEY_ENV = "COPY_AS_DECODE_API_KEY"
+FLASH_ATTENTION: tuple[str, ...] = ("auto", "on", "off")
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,9 @@ class BackendOptions:
     ``timeout_s``: per-request timeout; ``concurrent``: edits a remote backend runs at once.
     ``prefix_cache_tokens``: tokens of recent prompts whose KV an in-process backend keeps to
     reuse their common prefix in the next edit (:mod:`engine.prefix_cache`); 0 turns it off.
-    ``gpu_layers``: layers llama.cpp offloads to a GPU (Metal/CUDA builds; -1: all)."""
+    ``gpu_layers``: layers llama.cpp offloads to a GPU (Metal/CUDA builds; -1: all).
+    ``flash_attention``: llama.cpp's flash attention, "on", "off" or "auto" (off on the CPU, where
+    its kernel costs more than plain attention below 64 rows; llama.cpp's own choice with GPU layers)."""
 
     threads: int | None = None
     context: int = 4096
@@ -52,6 +55,11 @@ class BackendOptions:
     timeout_s: float = 60.0
     prefix_cache_tokens: int = DEFAULT_PREFIX_TOKENS
     gpu_layers: int = 0
+    flash_attention: str = "auto"
+
+    def __post_init__(self) -> None:
+        if self.flash_attention not in FLASH_ATTENTION:
+            raise ValueError(f"flash_attention must be one of {', '.join(FLASH_ATTENTION)}, not {self.flash_attention!r}")
 
 
 class BackendError(EditError):

@@ -131,11 +131,26 @@ class LlamaCppModel:
 
 
 PREFILL_ALIGN = 64
-# On the CPU a forward of fewer than 64 rows gives each row exactly the logits of one-token steps;
-# from 64 rows on llama.cpp takes another matmul path that rounds differently (up to 1.6 in a
-# logit here, enough to flip a greedy choice: it did in 1 of 40 HumanEvalFix-Python edits), so a
-# speculative verify stays within 63 rows (tests/test_llamacpp_backend.py checks the exact side).
-EXACT_ROWS = 63
+# The most rows a CPU forward may have while each row gets exactly a one-token step's logits, with
+# and without flash attention (tests/test_llamacpp_backend.py checks both); a speculative verify
+# stays within it. With flash attention, llama.cpp's CPU kernel takes each query row alone below
+# 64 rows, as a step does, and tiles them from 64 on, which rounds differently (up to 1.6 in a
+# logit here: enough to flip a greedy choice, as it did in 1 of 40 HumanEvalFix-Python edits).
+# Without it, the attention scores of two rows or more are a matrix product (llamafile's sgemm)
+# that sums in another order than a step's dot products: 0.4-0.8 in a logit from 3 rows on, and
+# at some context lengths from 2 (results/BENCHMARKS.md, "Stop 26"). So no verify is exact there,
+# and speculative decoding decodes like ar.
+EXACT_ROWS = {True: 63, False: 1}
+
+
+def flash_attention(options: BackendOptions) -> bool | None:
+    """Whether llama.cpp contexts run flash attention (None: llama.cpp decides, as with GPU layers).
+    "auto" turns it off on the CPU: there its kernel handles fewer than 64 query rows one at a
+    time, which made a one-token step 1.2-1.5x and a 32-row forward 2-4x dearer than plain
+    attention at 200-900 tokens of context (results/BENCHMARKS.md, "Stop 26")."""
+    if options.flash_attention == "auto":
+        return None if options.gpu_layers else False
+    return options.flash_attention == "on"
 
 
 class _Slot:
@@ -167,10 +182,10 @@ class LlamaCppRuntime:
         self.context = min(model.options.context, model.n_ctx_train or model.options.context)
         self.batch = max(1, min(model.options.batch, self.context))
         # Prefills run in chunks ending at multiples of this (engine.session.Session._prefill), so a
-        # reused prompt prefix is bit-identical to a fresh prefill. On this x86 CPU a forward of 64
-        # rows or more costs about half as much a token as a shorter one (results/BENCHMARKS.md,
-        # "Stop 25"), so 64-token chunks are the cheap size, and a shorter last chunk may be padded
-        # (``_padded``); a reused prefix gives back at most 63 tokens of it.
+        # reused prompt prefix is bit-identical to a fresh prefill; a reused prefix gives back at
+        # most 63 tokens of it. A shorter chunk may run padded where the cost table says a larger
+        # one is cheaper (``_padded``: with flash attention on this CPU, 64 rows cost half a
+        # token of 63; results/BENCHMARKS.md, "Stop 25").
         self.align = min(PREFILL_ALIGN, self.batch)
         self.adapter_path = adapter
         self.adapter = None
@@ -183,8 +198,9 @@ class LlamaCppRuntime:
         self._logs: list[ForwardLog] = []
         self._pld: Any = None
         self.prefixes: PrefixStore[_Slot] = PrefixStore(model.options.prefix_cache_tokens, release=self._pool)
+        self.flash_attention = flash_attention(model.options)
         self.cost = CostModel(cost_path("llamacpp", model.path.resolve(), model.options.threads, self.batch,
-                                        model.options.gpu_layers, adapter))
+                                        model.options.gpu_layers, adapter, f"flash attention {self.flash_attention}"))
         # Sizes whose forward costs more than a larger one's run padded (engine.cost.plan_padding):
         # decided once from the table the last process left, fixed for this runtime's life.
         self.cost.plan_padding(self.batch)
@@ -196,7 +212,8 @@ class LlamaCppRuntime:
 
     def describe(self) -> str:
         threads = self.options.threads or "default"
-        return f"llama.cpp ({self.model.path.name}, {threads} threads, context {self.context})"
+        attention = {None: "llama.cpp's choice", True: "on", False: "off"}[self.flash_attention]
+        return f"llama.cpp ({self.model.path.name}, {threads} threads, context {self.context}, flash attention {attention})"
 
     def eos_ids(self) -> set[int]:
         ids = set()
@@ -268,6 +285,9 @@ class LlamaCppRuntime:
         params.n_batch = params.n_ubatch = self.batch
         params.n_seq_max = 1
         params.no_perf = True
+        if self.flash_attention is not None:
+            params.flash_attn_type = lib.LLAMA_FLASH_ATTN_TYPE_ENABLED if self.flash_attention \
+                else lib.LLAMA_FLASH_ATTN_TYPE_DISABLED
         if self.options.threads:
             params.n_threads = params.n_threads_batch = int(self.options.threads)
         ctx = lib.llama_init_from_model(self.model.ptr, params)
@@ -348,7 +368,7 @@ class LlamaCppRuntime:
 
             kwargs: dict[str, Any] = {"n_ctx": self.context, "n_batch": self.batch, "verbose": False,
                                       "draft_model": LlamaPromptLookupDecoding(num_pred_tokens=10),
-                                      "logits_all": True}
+                                      "logits_all": True, "flash_attn": bool(self.flash_attention)}
             if self.options.threads:
                 kwargs["n_threads"] = kwargs["n_threads_batch"] = int(self.options.threads)
             if self.adapter_path is not None:
@@ -364,7 +384,7 @@ class LlamaCppSession(Session):
     def __init__(self, runtime: LlamaCppRuntime):
         super().__init__(cost=runtime.cost, align=runtime.align)
         if not runtime.options.gpu_layers:
-            self.step_exact_rows = EXACT_ROWS
+            self.step_exact_rows = EXACT_ROWS[bool(runtime.flash_attention)]
         self.runtime, self.lib = runtime, runtime.lib
         self.slot: _Slot | None = None
         self.n_vocab = runtime.vocab_size
