@@ -308,14 +308,17 @@ def test_close_frees_contexts_and_later_sessions_are_refused():
         runtime.session()
 
 
-@pytest.mark.parametrize("cost", ["cheap", "dear", "learned"])
-def test_speculative_and_pld_equal_ar(llama: Engine, cost: str):
+@pytest.mark.parametrize("cost", ["cheap", "cheap, flash attention off", "dear", "learned"])
+def test_speculative_and_pld_equal_ar(llama: Engine, llama_flash: Engine, cost: str):
     """Whatever the cost model decides, speculative == ar. With verifies as cheap as steps it
-    drafts; where every drafted token costs a full step no draft pays, and it decodes like ar."""
+    drafts (with flash attention on: without it no verify equals the steps, so it never drafts);
+    where every drafted token costs a full step no draft pays, and it decodes like ar."""
+    if cost == "cheap":
+        llama = llama_flash
     runtime = llama.loaded.runtime
     learned = runtime.cost
     if cost != "learned":
-        runtime.cost = CostModel.fixed({2: 1.0, 256: 1.0} if cost == "cheap" else {2: 2.0, 256: 256.0})
+        runtime.cost = CostModel.fixed({2: 1.0, 256: 1.0} if cost.startswith("cheap") else {2: 2.0, 256: 256.0})
     try:
         for text in (BUGGY, load_corpus("humanevalfix-python")[2].input):
             outs = {mode: llama.edit(EditRequest(text, "Fix the bug.", mode=mode, max_new_tokens=96)) for mode in
@@ -325,7 +328,7 @@ def test_speculative_and_pld_equal_ar(llama: Engine, cost: str):
             verifies = outs["speculative"].breakdown.get("verify_calls", 0)
             if cost == "cheap":
                 assert verifies >= 1
-            elif cost == "dear":
+            elif cost in ("dear", "cheap, flash attention off"):
                 assert verifies == 0 and outs["speculative"].tokens == outs["ar"].tokens
     finally:
         runtime.cost = learned
