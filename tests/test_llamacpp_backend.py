@@ -39,7 +39,8 @@ def llama() -> Engine:
 def llama_flash(llama: Engine) -> Engine:
     """The same GGUF with flash attention on: its forwards below 64 rows are exactly one-token
     steps, so the splice's own mechanics (positions, cache) can be checked to the bit. The default
-    (off on the CPU) rounds multi-row attention differently from a step (see EXACT_ROWS)."""
+    (off on the CPU) rounds multi-row attention differently from a step (see EXACT_ROWS). It asks
+    for ``llama`` so that it is skipped with it where llama.cpp is not installed."""
     return Engine.load("default", backend="llamacpp", selector="none",
                        options=BackendOptions(threads=1, context=2048, flash_attention="on"))
 
