@@ -12,7 +12,7 @@ engine.backends.llamacpp.EXACT_ROWS). With it off (the CPU's default): a step an
 below 64 rows are cheaper, and from 2-3 rows on no forward's rows equal the steps.
 
     .venv/bin/python scripts/measure_forward_sizes.py --threads 1 --flash-attention on --json results/backends/forward_sizes_llamacpp.json
-    .venv/bin/python scripts/measure_forward_sizes.py --threads 1 --flash-attention off --context-tokens 900 --json results/backends/forward_sizes_llamacpp_off_900.json
+    .venv/bin/python scripts/measure_forward_sizes.py --threads 1 --flash-attention off --context-tokens 900 --json results/backends/forward_sizes_llamacpp_flash_off_900.json
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import torch
 
 from engine.backends import BackendOptions
 from engine.backends.llamacpp import LlamaCppModel, LlamaCppRuntime
+from engine.commands.edit import add_flash_attention_argument
 from engine.cost import CostModel
 from engine.corpora import load_corpus
 from engine.models import default_gguf_path, load_tokenizer
@@ -41,7 +42,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--sizes", default=",".join(map(str, SIZES)))
-    ap.add_argument("--flash-attention", default="auto", choices=("auto", "on", "off"))
+    add_flash_attention_argument(ap, default="auto")
     ap.add_argument("--context-tokens", type=int, default=200)
     ap.add_argument("--json", default=None)
     args = ap.parse_args()

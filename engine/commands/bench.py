@@ -28,6 +28,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from engine.commands.edit import add_flash_attention_argument
+
 
 def add_parser(subparsers: Any) -> None:
     parser = subparsers.add_parser("bench", help="speed benchmarks: kernel curve s(N) and corpus edits",
@@ -44,8 +46,7 @@ def add_parser(subparsers: Any) -> None:
         p.add_argument("--backend", default="transformers", choices=("auto", "transformers", "llamacpp", "vllm"),
                        help="what runs the model (default transformers, so recorded commands keep their meaning)")
         p.add_argument("--server-url", default=None, help="the vLLM server (--backend vllm)")
-        p.add_argument("--flash-attention", default="auto", choices=("auto", "on", "off"),
-                       help="llama.cpp's flash attention (default auto: off on the CPU)")
+        add_flash_attention_argument(p, default="auto")
         p.add_argument("--json", type=Path, metavar="PATH", help="write the results here")
         p.add_argument("--plot", type=Path, metavar="PATH", help="write the PNG here (default: next to --json)")
 
@@ -155,7 +156,7 @@ def _load(args: argparse.Namespace, console: Any, reuse_prompts: bool = False) -
     # edit a first edit. Elsewhere (kernel, localize) every forward is measured from scratch.
     extra = {} if reuse_prompts else {"prefix_cache_tokens": 0}
     options = BackendOptions(threads=args.threads, server_url=args.server_url,
-                             flash_attention=getattr(args, "flash_attention", "auto"), **extra)
+                             flash_attention=args.flash_attention, **extra)
     return get_engine(args.model, args.device, args.dtype, progress=lambda m: console.print(f"[dim]{m}[/dim]"),
                       selector=getattr(args, "selector", "auto"), backend=args.backend, options=options)
 

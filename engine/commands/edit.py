@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.api import MODES, EditError, EditRequest, Engine, language_for
+from engine.backends import FLASH_ATTENTION
 from engine.events import EditFinished, EditResult, EditStarted, OpResolved
 from engine.guards import EditDamage, assess_edit, destructive_reason
 from engine.lines import split_lines
@@ -58,9 +59,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--threads", type=int, default=None, help="llama.cpp CPU threads (default: llama.cpp's)")
     p.add_argument("--gpu-layers", type=int, default=None,
                    help="layers llama.cpp offloads to a GPU (Metal/CUDA builds; -1: all; default: the gpuLayers setting, 0)")
-    p.add_argument("--flash-attention", default=None, choices=("auto", "on", "off"),
-                   help="llama.cpp's flash attention (default auto: off on the CPU, where decoding is faster "
-                   "without it; on: speculative drafting there stays lossless)")
+    add_flash_attention_argument(p)
     p.add_argument("--server-url", default=None, help="vLLM server, e.g. http://127.0.0.1:8000 (its API key, if "
                    "any, is read from $COPY_AS_DECODE_API_KEY)")
     p.add_argument("--served-model", default=None, help="model name on the vLLM server (default: the only one)")
@@ -146,6 +145,14 @@ def write_atomic(path: Path, text: str) -> None:
         raise
 
 
+def add_flash_attention_argument(p: argparse.ArgumentParser, default: str | None = None) -> None:
+    """``--flash-attention``, the same for every command that loads a llama.cpp model (``default``
+    None: the backend options' own, ``auto``)."""
+    p.add_argument("--flash-attention", default=default, choices=FLASH_ATTENTION,
+                   help="llama.cpp's flash attention (default auto: off on the CPU, where decoding is faster "
+                   "without it; on: speculative drafting there stays lossless)")
+
+
 def _settings(args: argparse.Namespace):
     """Workspace settings for FILE, read exactly as the language server reads them (its
     ``.copy-as-decode.toml`` / ``[tool.copy-as-decode]`` files, found from the file's folder up)."""
@@ -168,7 +175,7 @@ def _backend_options(args: argparse.Namespace, settings: Any) -> Any:
 
     options = settings.backend_options()
     flags = {"threads": args.threads, "server_url": args.server_url, "served_model": args.served_model,
-             "gpu_layers": args.gpu_layers, "flash_attention": getattr(args, "flash_attention", None)}
+             "gpu_layers": args.gpu_layers, "flash_attention": args.flash_attention}
     return dataclasses.replace(options, **{k: v for k, v in flags.items() if v is not None})
 
 

@@ -19,6 +19,8 @@ import os
 import sys
 from pathlib import Path
 
+from engine.commands.edit import add_flash_attention_argument
+
 DEFAULT_KEY_ENV = "COPY_AS_DECODE_SERVER_KEY"
 
 
@@ -44,9 +46,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--threads", type=int, default=None, help="torch intra-op threads and llama.cpp's")
     p.add_argument("--gpu-layers", type=int, default=None, help="layers llama.cpp offloads to a GPU (Metal/CUDA "
                    "builds; -1: all; default: the gpuLayers setting, 0)")
-    p.add_argument("--flash-attention", default=None, choices=("auto", "on", "off"),
-                   help="llama.cpp's flash attention (default auto: off on the CPU, where decoding is faster "
-                   "without it; on: speculative drafting there stays lossless)")
+    add_flash_attention_argument(p)
     p.add_argument("--server-url", default=None, help="vLLM server (--backend vllm); its key is read from "
                    "$COPY_AS_DECODE_API_KEY")
     p.add_argument("--served-model", default=None, help="model name on the vLLM server (default: the only one)")
