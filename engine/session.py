@@ -139,7 +139,7 @@ class Session:
 
     # The most rows a forward may have while each row's logits are exactly a one-token step's
     # (None: no such bound is known). A verify that promises greedy output stays within it
-    # (see :meth:`draft_room`); llama.cpp sets it (engine.backends.llamacpp.EXACT_ROWS).
+    # (see :meth:`draft_room`); llama.cpp sets it (engine.backends.llamacpp.exact_rows).
     step_exact_rows: int | None = None
 
     def draft_room(self, limit: int) -> int:

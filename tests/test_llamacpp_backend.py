@@ -39,7 +39,8 @@ def llama() -> Engine:
 def llama_flash(llama: Engine) -> Engine:
     """The same GGUF with flash attention on: its forwards below 64 rows are exactly one-token
     steps, so the splice's own mechanics (positions, cache) can be checked to the bit. The default
-    (off on the CPU) rounds multi-row attention differently from a step (see EXACT_ROWS). It asks
+    (off on the CPU) rounds multi-row attention differently from a step where llama.cpp was built
+    with llamafile's sgemm (see engine.backends.llamacpp.exact_rows). It asks
     for ``llama`` so that it is skipped with it where llama.cpp is not installed."""
     return Engine.load("default", backend="llamacpp", selector="none",
                        options=BackendOptions(threads=1, context=2048, flash_attention="on"))
@@ -239,18 +240,21 @@ def test_a_padded_prompt_chunk_keeps_only_its_own_rows(llama: Engine):
 
 @pytest.mark.parametrize("flash", [False, True])
 def test_verifies_stay_where_rows_equal_steps_exactly(llama: Engine, llama_flash: Engine, flash: bool):
-    """Within EXACT_ROWS rows a forward gives every row exactly a one-token step's logits, and a
+    """Within ``exact_rows`` a forward gives every row exactly a one-token step's logits, and a
     speculative decode never verifies more (even where every draft pays), so its greedy output
     is plain greedy decoding's to the bit: with flash attention on (63 rows) and off (the CPU's
-    default: one row, so no draft at all)."""
-    from engine.backends.llamacpp import EXACT_ROWS
+    default: one row, so no draft at all, where llama.cpp was built with llamafile's sgemm; any
+    number of rows without it)."""
     from engine.drafter import InputDrafter
     from engine.greedy import DraftedDecode
 
     loaded = (llama_flash if flash else llama).loaded
-    tok, exact = loaded.tokenizer, EXACT_ROWS[flash]
-    assert loaded.runtime.flash_attention is flash
-    prompt, ids = encode(tok, "Copy this code.\n"), encode(tok, BUGGY * 3)[:exact]
+    runtime = loaded.runtime
+    tok, exact = loaded.tokenizer, runtime.exact_rows
+    assert runtime.flash_attention is flash
+    assert exact == (63 if flash else 1 if runtime.llamafile_sgemm else None)
+    rows_checked = exact or 96
+    prompt, ids = encode(tok, "Copy this code.\n"), encode(tok, BUGGY * 3)[:rows_checked]
     fused, single = loaded.session(), loaded.session()
     assert fused.step_exact_rows == exact
     fused.append(prompt, "prefill")
@@ -259,7 +263,7 @@ def test_verifies_stay_where_rows_equal_steps_exactly(llama: Engine, llama_flash
     assert torch.equal(rows, torch.stack([single.append([t], "step") for t in ids]))
     for session in (fused, single):
         session.close()
-    runtime, learned = loaded.runtime, loaded.runtime.cost
+    learned = runtime.cost
     runtime.cost = CostModel.fixed({2: 1.0, 256: 1.0})  # every draft pays: as long as allowed
     try:
         plain = loaded.session()
@@ -273,10 +277,22 @@ def test_verifies_stay_where_rows_equal_steps_exactly(llama: Engine, llama_flash
             drafted = [t for chunk in decode.chunks() for t in chunk.tokens]
         session.close()
         assert drafted == greedy
-        assert decode.accepted > 100 if exact > 1 else decode.accepted == 0
-        assert max(log.sizes(1)) == exact  # the prompt (one forward: under 64 tokens) skipped
+        assert decode.accepted == 0 if exact == 1 else decode.accepted > 100
+        if exact is None:
+            assert max(log.sizes(1)) > 63  # unbounded: the drafts grew past flash attention's bound
+        else:
+            assert max(log.sizes(1)) == exact  # the prompt (one forward: under 64 tokens) skipped
     finally:
         runtime.cost = learned
+
+
+def test_exact_rows_follow_flash_attention_and_the_build():
+    from engine.backends.llamacpp import exact_rows
+
+    assert exact_rows(flash_attention=True, llamafile_sgemm=True) == 63
+    assert exact_rows(flash_attention=True, llamafile_sgemm=False) == 63
+    assert exact_rows(flash_attention=False, llamafile_sgemm=True) == 1
+    assert exact_rows(flash_attention=False, llamafile_sgemm=False) is None
 
 
 def test_flash_attention_is_off_on_the_cpu_unless_asked_for(llama: Engine):
@@ -288,7 +304,9 @@ def test_flash_attention_is_off_on_the_cpu_unless_asked_for(llama: Engine):
     assert flash_attention(BackendOptions(flash_attention="off", gpu_layers=-1)) is False
     with pytest.raises(ValueError, match="flash_attention must be one of auto, on, off"):
         BackendOptions(flash_attention="yes")
-    assert llama.loaded.runtime.describe().endswith("flash attention off)")
+    runtime = llama.loaded.runtime
+    assert runtime.describe().endswith("flash attention off)" if runtime.llamafile_sgemm
+                                       else "flash attention off, without llamafile sgemm)")
 
 
 def test_close_frees_contexts_and_later_sessions_are_refused():
@@ -312,7 +330,8 @@ def test_close_frees_contexts_and_later_sessions_are_refused():
 @pytest.mark.parametrize("cost", ["cheap", "cheap, flash attention off", "dear", "learned"])
 def test_speculative_and_pld_equal_ar(llama: Engine, llama_flash: Engine, cost: str):
     """Whatever the cost model decides, speculative == ar. With verifies as cheap as steps it
-    drafts (with flash attention on: without it no verify equals the steps, so it never drafts);
+    drafts (with flash attention on; without it only where llama.cpp was built without llamafile's
+    sgemm, since with it no verify equals the steps);
     where every drafted token costs a full step no draft pays, and it decodes like ar."""
     if cost == "cheap":
         llama = llama_flash
@@ -329,7 +348,9 @@ def test_speculative_and_pld_equal_ar(llama: Engine, llama_flash: Engine, cost: 
             verifies = outs["speculative"].breakdown.get("verify_calls", 0)
             if cost == "cheap":
                 assert verifies >= 1
-            elif cost in ("dear", "cheap, flash attention off"):
+            elif cost == "cheap, flash attention off":
+                assert verifies == 0 if runtime.exact_rows == 1 else verifies >= 1
+            elif cost == "dear":
                 assert verifies == 0 and outs["speculative"].tokens == outs["ar"].tokens
     finally:
         runtime.cost = learned

@@ -131,16 +131,28 @@ class LlamaCppModel:
 
 
 PREFILL_ALIGN = 64
-# The most rows a CPU forward may have while each row gets exactly a one-token step's logits, with
-# and without flash attention (tests/test_llamacpp_backend.py checks both); a speculative verify
-# stays within it. With flash attention, llama.cpp's CPU kernel takes each query row alone below
-# 64 rows, as a step does, and tiles them from 64 on, which rounds differently (up to 1.6 in a
-# logit here: enough to flip a greedy choice, as it did in 1 of 40 HumanEvalFix-Python edits).
-# Without it, the attention scores of two rows or more are a matrix product (llamafile's sgemm)
-# that sums in another order than a step's dot products: 0.4-0.8 in a logit from 3 rows on, and
-# at some context lengths from 2 (results/BENCHMARKS.md, "Stop 26"). So no verify is exact there,
-# and speculative decoding decodes like ar.
-EXACT_ROWS = {True: 63, False: 1}
+# The most rows a CPU forward may have while each row gets exactly a one-token step's logits (None:
+# any number); a speculative verify stays within it (tests/test_llamacpp_backend.py checks it).
+# - Flash attention on: 63. llama.cpp's CPU kernel takes each query row alone below 64 rows, as a
+#   step does, and tiles them from 64 on, which rounds differently (up to 1.6 in a logit here:
+#   enough to flip a greedy choice, as it did in 1 of 40 HumanEvalFix-Python edits).
+# - Off, with llamafile's sgemm in the build (llama.cpp's default on x86): 1. sgemm takes every
+#   matrix product of two rows or more (the attention scores of an f16 cache among them) and sums
+#   in another order than the dot products a step's single row gets: 0.4-1.4 in a logit from 2-4
+#   rows on (results/BENCHMARKS.md, "Stop 26"). So no verify is exact, and speculative decoding
+#   decodes like ar.
+# - Off, built without it (``-DGGML_LLAMAFILE=OFF``): every product is the same dot product
+#   whatever the number of rows, so every row equals a step at any size ("Stop 27").
+def exact_rows(flash_attention: bool, llamafile_sgemm: bool) -> int | None:
+    """How many rows a forward may have and still equal one-token steps, row for row."""
+    if flash_attention:
+        return 63
+    return 1 if llamafile_sgemm else None
+
+
+def _has_llamafile_sgemm(lib: Any) -> bool:
+    """Was llama.cpp's CPU backend built with llamafile's sgemm? Its system info says so."""
+    return b"LLAMAFILE = 1" in lib.llama_print_system_info()
 
 
 def flash_attention(options: BackendOptions) -> bool | None:
@@ -199,8 +211,13 @@ class LlamaCppRuntime:
         self._pld: Any = None
         self.prefixes: PrefixStore[_Slot] = PrefixStore(model.options.prefix_cache_tokens, release=self._pool)
         self.flash_attention = flash_attention(model.options)
+        self.llamafile_sgemm = _has_llamafile_sgemm(self.lib)
+        # GPU builds (layers offloaded) are not bounded: their kernels are not these.
+        self.exact_rows = None if model.options.gpu_layers else exact_rows(bool(self.flash_attention),
+                                                                             self.llamafile_sgemm)
         self.cost = CostModel(cost_path("llamacpp", model.path.resolve(), model.options.threads, self.batch,
-                                        model.options.gpu_layers, adapter, f"flash attention {self.flash_attention}"))
+                                        model.options.gpu_layers, adapter, f"flash attention {self.flash_attention}",
+                                        *(() if self.llamafile_sgemm else ("without llamafile sgemm",))))
         # Sizes whose forward costs more than a larger one's run padded (engine.cost.plan_padding):
         # decided once from the table the last process left, fixed for this runtime's life.
         self.cost.plan_padding(self.batch)
@@ -213,7 +230,9 @@ class LlamaCppRuntime:
     def describe(self) -> str:
         threads = self.options.threads or "default"
         attention = {None: "llama.cpp's choice", True: "on", False: "off"}[self.flash_attention]
-        return f"llama.cpp ({self.model.path.name}, {threads} threads, context {self.context}, flash attention {attention})"
+        sgemm = "" if self.llamafile_sgemm else ", without llamafile sgemm"
+        return (f"llama.cpp ({self.model.path.name}, {threads} threads, context {self.context}, "
+                f"flash attention {attention}{sgemm})")
 
     def eos_ids(self) -> set[int]:
         ids = set()
@@ -383,8 +402,7 @@ class LlamaCppSession(Session):
 
     def __init__(self, runtime: LlamaCppRuntime):
         super().__init__(cost=runtime.cost, align=runtime.align)
-        if not runtime.options.gpu_layers:
-            self.step_exact_rows = EXACT_ROWS[bool(runtime.flash_attention)]
+        self.step_exact_rows = runtime.exact_rows
         self.runtime, self.lib = runtime, runtime.lib
         self.slot: _Slot | None = None
         self.n_vocab = runtime.vocab_size
