@@ -201,7 +201,8 @@ _OPEN_J = re.compile(r'<copy (lines|tokens)="([0-9]+)-([0-9]*)$')
 class RangeConstraint:
     """Per-step mask for what a context-free grammar cannot say cheaply: ``I <= J``, no gen right
     after a gen, ``</program>`` only where the program may end (``engine.program.may_end_after``:
-    after a gen, after a copy that reached the input's end, at once for an empty input), and
+    after a gen, after a copy that reached the input's end, at once for an empty input), nothing
+    else after such a copy (``must_end``: ``engine.program.must_end_after``), and
     (when ``monotonic``) line copies that move forward through the input, each starting after the
     previous one ended, so a program cannot copy a line twice or loop back.
 
@@ -219,6 +220,7 @@ class RangeConstraint:
         self.next_line = 1  # smallest start allowed for the next line copy
         self.after_gen = False  # the last op was a gen
         self.may_end = may_end_after(None, n_lines, n_tokens)  # may </program> come next
+        self.must_end = False  # must it: the last op was a copy that reached the input's end
 
     def op_finished(self, op: Op) -> None:
         """Update the state after an op of the program (the decoders' one entry point)."""
@@ -233,23 +235,25 @@ class RangeConstraint:
         if kind == "lines" and self.monotonic:
             self.next_line = max(self.next_line, end + 1)
         self.after_gen = False
-        self.may_end = end >= self.limits[kind]
+        self.may_end = self.must_end = end >= self.limits[kind]
 
     def gen_closed(self) -> None:
         self.after_gen = True
-        self.may_end = True
+        self.may_end, self.must_end = True, False
 
-    def snapshot(self) -> tuple[int, bool, bool]:
-        return self.next_line, self.after_gen, self.may_end
+    def snapshot(self) -> tuple[int, bool, bool, bool]:
+        return self.next_line, self.after_gen, self.may_end, self.must_end
 
-    def restore(self, state: tuple[int, bool, bool]) -> None:
-        self.next_line, self.after_gen, self.may_end = state
+    def restore(self, state: tuple[int, bool, bool, bool]) -> None:
+        self.next_line, self.after_gen, self.may_end, self.must_end = state
 
     def banned_ops(self) -> str:
         """The second characters of the op literals not allowed next: ``g`` (``<gen>``), ``c``
         (``<copy``), ``/`` (``</program>``)."""
         # A gen never follows a gen (one gen says the same), so after the last copy at most
         # one gen adds text and then only the end is left; a line copy needs lines left.
+        if self.must_end:
+            return "gc"
         return (("g" if self.after_gen else "")
                 + ("c" if self.next_line > self.limits["lines"] and not self.limits["tokens"] else "")
                 + ("" if self.may_end else "/"))

@@ -8,7 +8,9 @@
 Both resolve to the gold byte-exactly by construction (and the tests check it), and both end
 where the grammar lets a program end (``engine.program.may_end_after``): a final copy that stops
 before the input's end gives its last line (token) to a final gen, so the tail deletion is
-written out instead of falling off after ``</program>``. The one exception is a gold that deletes
+written out instead of falling off after ``</program>``; and a copy that reaches the input's end
+with something after it (an append) gives its last unit to the gen that follows, since such a
+copy ends a program (``engine.program.must_end_after``). The one exception is a gold that deletes
 ALL of a non-empty input: the empty program says it, and no decodable program does.
 """
 
@@ -19,7 +21,7 @@ from collections import defaultdict
 from typing import Sequence
 
 from engine.lines import split_lines
-from engine.program import CopyLines, CopyTokens, Gen, Op, Program, may_end_after, merge_adjacent
+from engine.program import CopyLines, CopyTokens, Gen, Op, Program, may_end_after, merge_adjacent, must_end_after
 
 
 def line_oracle(source: str, gold: str) -> Program:
@@ -40,15 +42,26 @@ def line_oracle(source: str, gold: str) -> Program:
 
 
 def _end_properly(ops: list[Op], units: Sequence[str], n_lines: int, n_tokens: int, min_span: int = 1) -> list[Op]:
-    """Make the last op one ``</program>`` may follow: a final copy that stops before the input's
-    end hands its last unit (line or token, whose texts are ``units``) to a gen, or all of its
-    units when what would stay copied is shorter than ``min_span``."""
-    last = ops[-1] if ops else None
-    if not isinstance(last, (CopyLines, CopyTokens)) or may_end_after(last, n_lines, n_tokens):
-        return ops
-    if last.end - last.start >= max(1, min_span):
-        return ops[:-1] + [type(last)(last.start, last.end - 1), Gen(units[last.end - 1])]
-    return ops[:-1] + [Gen("".join(units[last.start - 1:last.end]))]
+    """Make the program end where the grammar lets it: a copy that reaches the input's end with
+    ops after it, and a final copy that stops before the end, each hand their last unit (line or
+    token, whose texts are ``units``) to a gen, or all of their units when what would stay copied
+    is shorter than ``min_span`` (neighbouring gens are joined later by ``merge_adjacent``)."""
+    out: list[Op] = []
+    for i, op in enumerate(ops):
+        final = i == len(ops) - 1
+        if isinstance(op, (CopyLines, CopyTokens)) and (
+                (final and not may_end_after(op, n_lines, n_tokens))
+                or (not final and must_end_after(op, n_lines, n_tokens))):
+            out += _last_unit_to_gen(op, units, min_span)
+        else:
+            out.append(op)
+    return out
+
+
+def _last_unit_to_gen(copy: CopyLines | CopyTokens, units: Sequence[str], min_span: int) -> list[Op]:
+    if copy.end - copy.start >= max(1, min_span):
+        return [type(copy)(copy.start, copy.end - 1), Gen(units[copy.end - 1])]
+    return [Gen("".join(units[copy.start - 1:copy.end]))]
 
 
 def greedy_token_matches(src_ids: Sequence[int], gold_ids: Sequence[int], min_span: int) -> list[tuple[int, int, int]]:

@@ -13,7 +13,12 @@ input's end (line copy: its last line; token copy: its last token), or, for an e
 ``<program>`` itself. A program cannot end by accident one token after a copy that stopped early
 (which would delete the rest of the input silently); deleting the tail stays expressible: a
 final gen rewrites the last kept line. Deleting ALL of a non-empty input is the one edit no
-program can express. The grammar (``engine.grammar.RangeConstraint``), the vLLM segment grammars
+program can express. A copy that reaches the input's end also ends the program
+(:func:`must_end_after`): ``</program>`` is forced there, so the decoders never splice that copy
+(its logits would only choose the end) and a model cannot append to the input after copying all
+of it, which in the shipped selector's evaluations only ever added text that failed its tests
+(48 of 714 final copies, results/BENCHMARKS.md "Stop 27"). Appending stays expressible: a final
+gen rewrites the last line and what follows it. The grammar (``engine.grammar.RangeConstraint``), the vLLM segment grammars
 and the oracles apply this rule; ``engine.resolve.check_ending`` names a program that breaks it.
 
 Escaping: a gen body may never contain a reserved literal raw. On the way in, every ``<`` that
@@ -100,6 +105,12 @@ def may_end_after(last: Op | None, n_lines: int, n_tokens: int = 0) -> bool:
     if isinstance(last, CopyTokens):
         return last.end >= n_tokens
     return True
+
+
+def must_end_after(last: Op | None, n_lines: int, n_tokens: int = 0) -> bool:
+    """Must ``</program>`` follow ``last``? Yes after a copy that reached the input's end (see the
+    module docstring); the decoders then write it without asking the model."""
+    return isinstance(last, (CopyLines, CopyTokens)) and may_end_after(last, n_lines, n_tokens)
 
 
 _RESERVED_START = re.compile("|".join(re.escape(lit) for lit in RESERVED_LITERALS))

@@ -116,7 +116,7 @@ class RollbackPoint(NamedTuple):
 
     grammar_steps: int  # tokens and forced strings the grammar matcher had accepted
     written: WrittenState  # the program text, ops, events, counts and lookahead
-    ranges: tuple[int, bool, bool]  # the range rule's state (RangeConstraint.snapshot)
+    ranges: tuple[int, bool, bool, bool]  # the range rule's state (RangeConstraint.snapshot)
     teacher_pos: int | None  # byte offset in the teacher's program (forced mode), else None
     gen_tokens: int  # tokens written in the current gen body so far
 
@@ -377,7 +377,7 @@ class ProgramDecoder:
         """Append every literal the grammar fixes now, stopping at a copy close (splice point)."""
         while True:
             t = time.perf_counter()
-            literal = accept_forced_literal(self.matcher, self.writer.scanner)
+            literal = accept_forced_literal(self.matcher, self.writer.scanner, self.ranges.must_end)
             if literal:
                 self.steps += 1
             self.grammar_s += time.perf_counter() - t

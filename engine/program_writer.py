@@ -19,7 +19,7 @@ from typing import Any, Iterator, NamedTuple, Sequence
 from engine.events import OpResolved, TokenCounts
 from engine.guards import ProgramLoopWatch
 from engine.outcome import DecodeOutcome
-from engine.program import GEN_CLOSE, Op, Program
+from engine.program import GEN_CLOSE, PROGRAM_CLOSE, Op, Program
 from engine.resolve import resolve_op
 from engine.scanner import ProgramScanner
 from engine.tokens import IncrementalDetokenizer, encode
@@ -32,10 +32,14 @@ def starts_op(text: str) -> bool:
     return len(text) >= 3 and any(lit.startswith(text[:len(lit)]) or text.startswith(lit) for lit in _OP_STARTS)
 
 
-def accept_forced_literal(matcher: Any, scanner: ProgramScanner) -> str:
+def accept_forced_literal(matcher: Any, scanner: ProgramScanner, must_end: bool = False) -> str:
     """The literal the grammar fixes next, cut at a copy close (a splice point), accepted by the
-    matcher; "" when the next token is the model's choice. Both program decoders feed it this way."""
+    matcher; "" when the next token is the model's choice. Both program decoders feed it this way.
+    ``must_end`` (the range rule's: the last op was a copy that reached the input's end) fixes
+    what is left of ``</program>`` too, which the context-free grammar alone would leave open."""
     literal = matcher.find_jump_forward_string()
+    if not literal and must_end and not scanner.in_gen and not scanner.finished and PROGRAM_CLOSE.startswith(scanner.tag):
+        literal = PROGRAM_CLOSE[len(scanner.tag):]
     if literal:
         cut = scanner.copy_close_offset(literal)
         literal = literal[:cut] if cut else literal

@@ -229,7 +229,7 @@ class RemoteProgramDecoder:
         the in-process decoder feeds it: a trained selector has only ever seen that tokenization
         (a server left to pick tokens for a literal picks others, and the selector goes astray)."""
         while True:
-            literal = accept_forced_literal(self.matcher, self.writer.scanner)
+            literal = accept_forced_literal(self.matcher, self.writer.scanner, self.ranges.must_end)
             if not literal:
                 return
             ids = encode(self.tokenizer, literal)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Sequence
 
 from engine.lines import split_lines
-from engine.program import CopyLines, CopyTokens, Gen, Op, Program, may_end_after, parse
+from engine.program import CopyLines, CopyTokens, Gen, Op, Program, may_end_after, must_end_after, parse
 
 Mode = Literal["strict", "clipped"]
 
@@ -85,7 +85,12 @@ def resolve(program: Program | str, source: str, mode: Mode = "strict",
 
 def check_ending(program: Program, n_lines: int, n_tokens: int = 0) -> None:
     """Raise :class:`ResolveError` when ``program`` ends where ``</program>`` is not allowed: right
-    after a copy that stopped before the input's end, or at once over a non-empty input."""
+    after a copy that stopped before the input's end, or at once over a non-empty input; or goes
+    on after a copy that reached the input's end, where it must end."""
+    for i, op in enumerate(program.ops[:-1]):
+        if must_end_after(op, n_lines, n_tokens):
+            raise ResolveError(f"op {i + 2} follows op {i + 1} ({op.serialize()}), a copy that reaches the input's end, "
+                               "where a program ends (to append, write the last line and what follows as a gen)")
     last = program.ops[-1] if program.ops else None
     if may_end_after(last, n_lines, n_tokens):
         return

@@ -225,6 +225,36 @@ def test_events_concatenate_to_the_result(default_engine: Engine, mode: str) -> 
         assert b.resolved.startswith(a.resolved) and b.index == a.index + 1
 
 
+def test_a_copy_to_the_end_ends_the_program_unspliced(default_engine: Engine) -> None:
+    """A copy that reaches the last line ends the program: ``</program>`` is forced after it and
+    its lines never enter the cache (no forward would use them), whether the model wrote the
+    program or a teacher forced it; a gold that appends after the last line is written with the
+    last line in the final gen (engine.oracle)."""
+    from engine.oracle import line_oracle
+
+    runtime = default_engine.loaded.runtime
+    tok = default_engine.loaded.tokenizer
+    lines = split_lines(BUGGY)
+    program = parse(f'<program><copy lines="1-2"/><gen>    return a + b\n</gen><copy lines="4-{len(lines)}"/></program>')
+    tail = len(encode(tok, "".join(lines[3:])))
+    runtime.prefixes.clear()  # the whole prompt is fed, so every written token is counted once
+    with runtime.meter() as log:
+        forced = default_engine.edit(EditRequest(BUGGY, "Fix the bug in add.", mode="forced", program=program,
+                                                 draft=False))
+    assert forced.raw_output == program.serialize() and forced.program == program
+    assert forced.output_text == BUGGY.replace("a - b", "a + b", 1)
+    written = forced.prompt_tokens + forced.tokens.generated + forced.tokens.copied + forced.tokens.forced
+    # without the rule only the copy's close and </program> (a few tokens) would go unfed
+    assert sum(log.sizes()) <= written - tail, "the final copy's lines were fed"
+    free = default_engine.edit(EditRequest(BUGGY, "Fix the bug in add.", mode="program", max_new_tokens=160))
+    ops = free.program.ops
+    assert ops and not any(isinstance(op, CopyLines) and op.end == len(lines) for op in ops[:-1])
+    appended = line_oracle("a\nb\n", "a\nb\nc\n")
+    assert appended.serialize() == '<program><copy lines="1-1"/><gen>b\nc\n</gen></program>'
+    result = default_engine.edit(EditRequest("a\nb\n", "x", mode="forced", program=appended))
+    assert result.output_text == "a\nb\nc\n"
+
+
 def test_a_copy_is_handed_out_before_its_splice(default_engine: Engine) -> None:
     """A copy the model chose is final: its op event reaches the editor before the forward that
     splices its lines into the cache (seconds for a long copy on a CPU), not after it."""

@@ -1,7 +1,8 @@
 """A program cannot end by accident (issue 15 part 5): ``</program>`` only after a gen, after a copy
 that reached the last line, or at once for an empty input. Checked on the real grammar with the
 real vocabularies (SmolLM2's and Qwen2.5's), including tokens that merge ``<`` with ``/``, and on
-the vLLM segment grammars."""
+the vLLM segment grammars. And a copy that reached the last line ends the program (stop 27): the
+decoders force ``</program>`` there, so that copy is never spliced."""
 
 from __future__ import annotations
 
@@ -67,7 +68,7 @@ def _ends(tag: str, choosable: list[str]) -> list[str]:
     ("<program><", False),  # at once over a non-empty input
     ('<program><copy lines="1-3"/><', False),  # a copy that stopped early
     ('<program><gen>x\n</gen><copy lines="2-4"/><', False),
-    ('<program><copy lines="1-5"/><', True),  # a copy that reached the last line
+    ('<program><copy lines="1-5"/><', True),  # a copy that reached the last line (it must end there)
     ('<program><copy lines="1-2"/><gen>y\n</gen><', True),  # after a gen (a deliberate tail deletion)
 ])
 def test_end_only_where_allowed(vocab, program: str, may_end: bool) -> None:
@@ -100,7 +101,7 @@ def test_range_rule_state_rolls_back() -> None:
     assert ranges.banned("<", everything) == [0, 1]
     saved = ranges.snapshot()
     ranges.op_finished(CopyLines(1, N))
-    assert ranges.banned("<", everything) == [3]  # no line left to copy, the end is allowed
+    assert ranges.banned("<", everything) == [2, 3]  # a copy that reached the end: only the end
     ranges.restore(saved)
     assert ranges.banned("<", everything) == [0, 1]
     assert RangeConstraint(texts, 0, 0).banned("<", everything) == [3]  # empty input: end at once
@@ -121,3 +122,41 @@ def test_segment_grammars_follow_the_same_rule(vocab) -> None:
     assert accepts(segment_ebnf(N, 6, after_gen=False, may_end=True), "/program>")
     with pytest.raises(ValueError, match="no program continues"):  # the client never gets there
         segment_ebnf(N, 1, after_gen=False, may_end=False, tag="</")
+
+
+def test_a_copy_to_the_end_forces_the_end() -> None:
+    from engine.program import CopyTokens, must_end_after
+
+    assert must_end_after(CopyLines(2, N), N) and must_end_after(CopyLines(N, N), N)
+    assert not must_end_after(CopyLines(1, N - 1), N) and not must_end_after(Gen("x\n"), N)
+    assert not must_end_after(None, N) and not must_end_after(None, 0)
+    assert must_end_after(CopyTokens(3, 9), N, 9) and not must_end_after(CopyTokens(3, 8), N, 9)
+    ranges = RangeConstraint(["/", "gen>", "copy"], N, 0, monotonic=False)
+    ranges.op_finished(CopyLines(1, N))
+    assert ranges.must_end and ranges.banned_ops() == "gc"  # not even a copy of earlier lines
+    ranges.op_finished(Gen("x\n"))  # (a state no decoder reaches: the rule is per last op)
+    assert not ranges.must_end
+
+
+@pytest.mark.model
+def test_the_forced_end_after_a_copy_to_the_end(vocab) -> None:
+    """``accept_forced_literal`` writes what is left of ``</program>`` where the range rule says
+    the program must end, whether or not the grammar forced the ``<`` already, and nothing else
+    anywhere else."""
+    from engine.program_writer import accept_forced_literal
+
+    grammar, _ = vocab
+    for program in ('<program><copy lines="2-5"/>', '<program><copy lines="2-5"/><'):
+        matcher, scanner = grammar.matcher(N), ProgramScanner()
+        assert matcher.accept_string(program)
+        scanner.feed(program)
+        written = ""
+        while literal := accept_forced_literal(matcher, scanner, must_end=True):
+            scanner.feed(literal)
+            written += literal
+        assert program + written == '<program><copy lines="2-5"/></program>'
+        assert matcher.is_terminated() and scanner.finished
+    matcher, scanner = grammar.matcher(N), ProgramScanner()
+    assert matcher.accept_string('<program><copy lines="2-4"/><')
+    scanner.feed('<program><copy lines="2-4"/><')
+    assert accept_forced_literal(matcher, scanner, must_end=False) == ""  # the model's choice
