@@ -131,7 +131,9 @@ class ProgramStructure:
     structure); ``literal_runs``: token count of each forced literal appended after the prompt
     (``prefix_literal_tokens`` ride along with the prompt's prefill and ``trailing_literal_tokens``,
     forced after the last choice, are never forwarded: neither costs anything);
-    ``splices``: tokens of each copy appended to the cache.
+    ``splices``: tokens of each copy appended to the cache; ``trailing_splice``: the tokens of a
+    final copy that reached the input's end, written but never appended (the program must end
+    there: ``engine.program.must_end_after``).
     """
 
     chosen: int = 0
@@ -140,6 +142,7 @@ class ProgramStructure:
     prefix_literal_tokens: int = 0
     trailing_literal_tokens: int = 0
     splices: list[int] = field(default_factory=list)
+    trailing_splice: int = 0
 
     @property
     def structure_chosen(self) -> int:
@@ -160,6 +163,7 @@ def program_structure(loaded: Any, tables: Any, region: str, program: Any) -> Pr
     from engine.lines import split_lines
     from engine.program import CopyLines, CopyTokens
     from engine.program_decoder import ProgramTeacher
+    from engine.program_writer import accept_forced_literal
     from engine.scanner import ProgramScanner
     from engine.tables import unpack_allowed
     from engine.tokens import encode
@@ -187,13 +191,9 @@ def program_structure(loaded: Any, tables: Any, region: str, program: Any) -> Pr
 
     def take_forced(before_prefill: bool) -> None:
         while True:
-            literal = matcher.find_jump_forward_string()
+            literal = accept_forced_literal(matcher, scanner, ranges.must_end)
             if not literal:
                 return
-            cut = scanner.copy_close_offset(literal)
-            literal = literal[:cut] if cut else literal
-            if not matcher.accept_string(literal):
-                raise RuntimeError(f"grammar refused its own forced literal {literal!r}")
             teacher.advance(literal.encode("utf-8"))
             n = len(encode(tokenizer, literal))
             if before_prefill:
@@ -223,6 +223,8 @@ def program_structure(loaded: Any, tables: Any, region: str, program: Any) -> Pr
         if matcher.is_terminated():  # the decoder stops here: what it forced last is never forwarded
             out.trailing_literal_tokens = sum(out.literal_runs[runs_before:])
             del out.literal_runs[runs_before:]
+            if ranges.must_end:  # nor the copy that ended the program
+                out.trailing_splice = out.splices.pop()
     return out
 
 

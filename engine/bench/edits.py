@@ -299,7 +299,7 @@ class EditBench:
             "T": spans.T, "T_gen": spans.T_gen, "spans": spans.spans,
             "chosen": walk.chosen, "gen_chosen": walk.gen_chosen, "structure_chosen": walk.structure_chosen,
             "literal_runs": walk.literal_runs, "literal_tokens": walk.literal_tokens, "splices": walk.splices,
-            "trailing_literal_tokens": walk.trailing_literal_tokens,
+            "trailing_literal_tokens": walk.trailing_literal_tokens, "trailing_splice": walk.trailing_splice,
             "drafted": drafted.drafted, "drafted_structure": drafted.drafted_structure,
             "drafted_forwards": len(drafted.forward_sizes), "drafted_verify_forwards": drafted.verify_forwards,
         }
@@ -308,7 +308,7 @@ class EditBench:
         if program_run is not None and forced:
             t = program_run.tokens
             rec["walk_matches_engine"] = (walk.chosen == t["generated"] and walk.literal_tokens == t["forced"]
-                                          and sum(walk.splices) == t["copied"])
+                                          and sum(walk.splices) + walk.trailing_splice == t["copied"])
         if drafted_run is not None and forced:
             rec["drafted_walk_matches_engine"] = drafted.forward_sizes == drafted_run.forward_sizes
         if self.kernel is not None:
