@@ -18,8 +18,9 @@ program can express. A copy that reaches the input's end also ends the program
 (its logits would only choose the end) and a model cannot append to the input after copying all
 of it, which in the shipped selector's evaluations only ever added text that failed its tests
 (48 of 714 final copies, results/BENCHMARKS.md "Stop 27"). Appending stays expressible: a final
-gen rewrites the last line and what follows it. The grammar (``engine.grammar.RangeConstraint``), the vLLM segment grammars
-and the oracles apply this rule; ``engine.resolve.check_ending`` names a program that breaks it.
+gen rewrites the last line and what follows it. The grammar (``engine.grammar.RangeConstraint``),
+the vLLM segment grammars and the oracles apply these rules; ``engine.resolve.check_ending`` names
+a program that breaks them.
 
 Escaping: a gen body may never contain a reserved literal raw. On the way in, every ``<`` that
 starts a reserved literal becomes the look-alike ``ESCAPE`` (U+FE64 SMALL LESS-THAN SIGN), and a
