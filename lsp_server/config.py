@@ -85,7 +85,7 @@ class Settings:
     allowed_models: tuple[str, ...] = ("default", "hub:*")
     # What runs the model (engine.backends): auto = llama.cpp for a .gguf when installed, else transformers.
     backend: str = "auto"
-    threads: int = 0  # llama.cpp CPU threads (0: llama.cpp's default)
+    threads: int = 0  # llama.cpp CPU threads (0: the CPUs available, engine.backends.llamacpp.available_cpus)
     context_size: int = 4096  # llama.cpp context (tokens)
     batch_size: int = 512  # llama.cpp batch (tokens per decode call)
     gpu_layers: int = 0  # layers llama.cpp offloads to a GPU (Metal/CUDA builds; -1: all)

@@ -309,6 +309,24 @@ def test_flash_attention_is_off_on_the_cpu_unless_asked_for(llama: Engine):
                                        else "flash attention off, without llamafile sgemm)")
 
 
+def test_default_threads_are_the_cpus_available():
+    """No thread count set: the CPUs this process may use (llama.cpp's own default is 4 whatever
+    the machine, llama-cpp-python's half the CPUs), for the contexts and the pld arm alike."""
+    from engine.backends.llamacpp import LlamaCppRuntime, _model, available_cpus
+    from engine.models import default_gguf_path
+
+    runtime = LlamaCppRuntime(_model(default_gguf_path(), BackendOptions(context=512)))
+    try:
+        assert runtime.threads == available_cpus() >= 1
+        assert f"{available_cpus()} (default) threads" in runtime.describe()
+        session = runtime.session()
+        session.append(list(range(10, 20)), "prefill")
+        assert runtime.lib.llama_n_threads(session.slot.ctx) == available_cpus()
+        session.close()
+    finally:
+        runtime.close()
+
+
 def test_close_frees_contexts_and_later_sessions_are_refused():
     from engine.backends.llamacpp import LlamaCppRuntime, _model
     from engine.models import default_gguf_path

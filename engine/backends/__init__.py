@@ -35,7 +35,7 @@ FLASH_ATTENTION: tuple[str, ...] = ("auto", "on", "off")
 class BackendOptions:
     """Backend settings (user-level: the server URL and key never come from a workspace).
 
-    ``threads``/``context``/``batch``: llama.cpp's CPU threads (None: llama.cpp's default), context
+    ``threads``/``context``/``batch``: llama.cpp's CPU threads (None: the CPUs available), context
     size and batch size. ``server_url``: the vLLM server (``http://127.0.0.1:8000``);
     ``served_model``: the model name the server serves (None: the only one it serves);
     ``api_key_env``: the environment variable holding the server's API key (never logged);

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import functools
+import os
 import threading
 import time
 from pathlib import Path
@@ -155,6 +156,16 @@ def _has_llamafile_sgemm(lib: Any) -> bool:
     return b"LLAMAFILE = 1" in lib.llama_print_system_info()
 
 
+def available_cpus() -> int:
+    """The threads llama.cpp runs when none are set: the CPUs this process may use. llama.cpp's own
+    default is 4 whatever the machine (llama-cpp-python's ``Llama``: half the CPUs); on a 2-core CPU
+    4 threads made a step 1.6x dearer than 2 (31.5 vs 20.0 ms, results/BENCHMARKS.md "Stop 27")."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
 def flash_attention(options: BackendOptions) -> bool | None:
     """Whether llama.cpp contexts run flash attention (None: llama.cpp decides, as with GPU layers).
     "auto" turns it off on the CPU: there its kernel handles fewer than 64 query rows one at a
@@ -211,11 +222,12 @@ class LlamaCppRuntime:
         self._pld: Any = None
         self.prefixes: PrefixStore[_Slot] = PrefixStore(model.options.prefix_cache_tokens, release=self._pool)
         self.flash_attention = flash_attention(model.options)
+        self.threads = int(model.options.threads or available_cpus())
         self.llamafile_sgemm = _has_llamafile_sgemm(self.lib)
         # GPU builds (layers offloaded) are not bounded: their kernels are not these.
         self.exact_rows = None if model.options.gpu_layers else exact_rows(bool(self.flash_attention),
                                                                              self.llamafile_sgemm)
-        self.cost = CostModel(cost_path("llamacpp", model.path.resolve(), model.options.threads, self.batch,
+        self.cost = CostModel(cost_path("llamacpp", model.path.resolve(), self.threads, self.batch,
                                         model.options.gpu_layers, adapter, f"flash attention {self.flash_attention}",
                                         *(() if self.llamafile_sgemm else ("without llamafile sgemm",))))
         # Sizes whose forward costs more than a larger one's run padded (engine.cost.plan_padding):
@@ -228,7 +240,7 @@ class LlamaCppRuntime:
         return self.model.n_vocab
 
     def describe(self) -> str:
-        threads = self.options.threads or "default"
+        threads = self.threads if self.options.threads else f"{self.threads} (default)"
         attention = {None: "llama.cpp's choice", True: "on", False: "off"}[self.flash_attention]
         sgemm = "" if self.llamafile_sgemm else ", without llamafile sgemm"
         return (f"llama.cpp ({self.model.path.name}, {threads} threads, context {self.context}, "
@@ -307,8 +319,7 @@ class LlamaCppRuntime:
         if self.flash_attention is not None:
             params.flash_attn_type = lib.LLAMA_FLASH_ATTN_TYPE_ENABLED if self.flash_attention \
                 else lib.LLAMA_FLASH_ATTN_TYPE_DISABLED
-        if self.options.threads:
-            params.n_threads = params.n_threads_batch = int(self.options.threads)
+        params.n_threads = params.n_threads_batch = self.threads
         ctx = lib.llama_init_from_model(self.model.ptr, params)
         if not ctx:
             raise BackendError(f"llama.cpp cannot create a context of {self.context} tokens (out of memory?)")
@@ -387,9 +398,8 @@ class LlamaCppRuntime:
 
             kwargs: dict[str, Any] = {"n_ctx": self.context, "n_batch": self.batch, "verbose": False,
                                       "draft_model": LlamaPromptLookupDecoding(num_pred_tokens=10),
-                                      "logits_all": True, "flash_attn": bool(self.flash_attention)}
-            if self.options.threads:
-                kwargs["n_threads"] = kwargs["n_threads_batch"] = int(self.options.threads)
+                                      "logits_all": True, "flash_attn": bool(self.flash_attention),
+                                      "n_threads": self.threads, "n_threads_batch": self.threads}
             if self.adapter_path is not None:
                 kwargs["lora_path"] = str(self.adapter_path)
             with _no_extra_bufts_on_amx():

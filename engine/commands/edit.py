@@ -56,7 +56,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--backend", default=None, choices=("auto", "transformers", "llamacpp", "vllm"),
                    help="what runs the model: auto (llama.cpp for a .gguf when installed, else transformers), "
                    "transformers, llamacpp or vllm (needs --server-url) (default: the workspace configuration)")
-    p.add_argument("--threads", type=int, default=None, help="llama.cpp CPU threads (default: llama.cpp's)")
+    p.add_argument("--threads", type=int, default=None, help="llama.cpp CPU threads (default: the CPUs available)")
     p.add_argument("--gpu-layers", type=int, default=None,
                    help="layers llama.cpp offloads to a GPU (Metal/CUDA builds; -1: all; default: the gpuLayers setting, 0)")
     add_flash_attention_argument(p)
