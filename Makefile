@@ -18,6 +18,7 @@ run: setup
 # The linter (configuration in pyproject.toml, [tool.ruff]); CI runs it before the tests.
 lint: setup
 	$(VENV)/bin/ruff check engine lsp_server tests scripts
+	$(VENV)/bin/lint-imports
 
 analyze: setup
 	$(VENV)/bin/copy-as-decode analyze --corpus all --tokenizer default

@@ -17,14 +17,14 @@ import threading
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterator, Literal
 
-from engine.errors import EditError
-from engine.events import EditFinished, EditResult, Event
-from engine.languages import language_for as language_for  # re-exported: the front doors import it from here
-from engine.lines import split_lines
-from engine.prompt import DEFAULT_FOCUS_POLICY, FOCUS_POLICIES
-from engine.models import DEFAULT_MODEL, LoadedModel, load_model
-from engine.program import Program
-from engine.selector.adapter import load_selector
+from engine.core.errors import EditError
+from engine.core.languages import language_for as language_for  # re-exported: the front doors import it from here
+from engine.core.lines import split_lines
+from engine.decoding.events import EditFinished, EditResult, Event
+from engine.decoding.prompt import DEFAULT_FOCUS_POLICY, FOCUS_POLICIES
+from engine.language.program import Program
+from engine.runtime.models import DEFAULT_MODEL, LoadedModel, load_model
+from engine.runtime.selector.adapter import load_selector
 
 Mode = Literal["auto", "program", "speculative", "ar", "pld", "forced"]
 MODES: tuple[str, ...] = ("auto", "program", "speculative", "ar", "pld", "forced")
@@ -57,9 +57,9 @@ class EditRequest:
     logits of the given token ids before the grammar mask (program mode).
     ``localize`` (program mode, with a span selector): without a focus, point the hint at the
     region line the model finds least natural; with one, at the likeliest line near it
-    (engine/localize.py). ``noop_deviation`` (program mode): a gen that writes the user's focus line
-    back unchanged deviates (engine/noop_gen.py). Both on by default; off to measure without them.
-    ``focus_policy`` (with ``localize``; engine.localize.plan_focus): ``guard`` (the default) puts
+    (engine/decoding/localize.py). ``noop_deviation`` (program mode): a gen that writes the user's focus line
+    back unchanged deviates (engine/decoding/noop_gen.py). Both on by default; off to measure without them.
+    ``focus_policy`` (with ``localize``; engine.decoding.localize.plan_focus): ``guard`` (the default) puts
     the hint on the localizer's likeliest line (near the focus, if any) and the no-op deviation
     guards it there; ``keep`` keeps a focus on a code line and guards it only where the localizer
     agrees; ``move`` moves it to the likeliest line unguarded. The benchmarks' ``-keep`` and
@@ -120,7 +120,7 @@ class Engine:
     """A loaded model plus the per-model decoding state (grammar compiler, vocabulary tables).
 
     ``selector_model`` is the program-mode model: the base model with a span-selector adapter
-    merged into a copy (see :mod:`engine.selector.adapter`), or None to use ``loaded`` in every
+    merged into a copy (see :mod:`engine.runtime.selector.adapter`), or None to use ``loaded`` in every
     mode. Text modes always run on ``loaded``.
     """
 
@@ -134,7 +134,7 @@ class Engine:
              selector: str = "auto", backend: str = "auto", options: Any = None) -> "Engine":
         """``selector``: ``auto`` (the shipped adapter with the embedded default model), ``none``
         (base model in program mode too) or an adapter folder. ``backend``/``options``: see
-        :mod:`engine.backends` (``auto``: llama.cpp for a .gguf when installed, else transformers)."""
+        :mod:`engine.runtime.backends` (``auto``: llama.cpp for a .gguf when installed, else transformers)."""
         loaded = load_model(model, device=device, dtype=dtype, progress=progress,
                             trust_remote_code=trust_remote_code, backend=backend, options=options)
         return cls(loaded, load_selector(loaded, selector, progress))
@@ -172,7 +172,7 @@ class Engine:
         about 1 s for a 49k vocabulary) so one-time costs (kernel selection, allocator growth)
         do not land in the first timed edit, nor in an editor's first AI fix; side-by-side timings
         and the language server's model loading call this."""
-        from engine.tables import tables_for
+        from engine.decoding.tables import tables_for
 
         for loaded in self.models():
             tables_for(loaded)
@@ -187,11 +187,11 @@ class Engine:
 
     def forget_prompts(self) -> None:
         """Drop the prompts' KV and the localizer's results kept from earlier edits
-        (engine.prefix_cache), so the next edit runs as a first edit: benchmarks and side-by-side
+        (engine.runtime.prefix_cache), so the next edit runs as a first edit: benchmarks and side-by-side
         timings call this before each measured edit, so that no mode reuses another's prompt.
         Within one edit reuse stays on, as users get it (the localizer's forward stands in for
         the program prompt's prefill)."""
-        from engine.localize import forget_surprises
+        from engine.decoding.localize import forget_surprises
 
         for loaded in self.models():
             prefixes = getattr(loaded.runtime, "prefixes", None)
@@ -214,9 +214,9 @@ class Engine:
         """Events of one edit, as they happen. ``cancelled`` is polled before every model step;
         once it returns True the edit stops within one step with ``stop_reason == "cancelled"``
         and ``output_text`` equal to the input (nothing half-done is returned)."""
-        # Lazy: engine.decode loads torch and the decoders; the language server imports this
+        # Lazy: engine.decoding.run loads torch and the decoders; the language server imports this
         # module when it starts, long before a model loads.
-        from engine.decode import run_edit
+        from engine.decoding.run import run_edit
 
         request.validate()
         if request.mode == "auto":

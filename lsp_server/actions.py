@@ -28,7 +28,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from lsprotocol import types
 
-from engine.lines import line_offsets, split_lines
+from engine.core.lines import line_offsets, split_lines
 from lsp_server.positions import DEFAULT, Encoding, LineIndex
 
 COMMAND_EDIT = "copyAsDecode.server.edit"
@@ -58,7 +58,7 @@ class EditArgs:
         """The engine's focus policy for this request: a diagnostic's line is where a tool found
         the problem, not a guess, so the hint stays on it (``keep``; on HumanEvalFix-Python a hint
         exactly on the bug passes 31 of 164 kept against 25 under the default); a cursor, which
-        is near the bug, gets the engine's default (None: ``guard``, engine/localize.py)."""
+        is near the bug, gets the engine's default (None: ``guard``, engine/decoding/localize.py)."""
         return "keep" if self.focus is not None and self.focus_source == "diagnostic" else None
 
     @classmethod

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from lsprotocol import types
 
-from engine.lines import line_offsets, split_lines
+from engine.core.lines import line_offsets, split_lines
 from lsp_server.positions import DEFAULT, Encoding, LineIndex
 
 

@@ -18,8 +18,8 @@ as the job left it; so does a stop at the token limit or at a degenerate loop (t
 guard), with the reason in the message.
 
 Review before applying: an edit that would delete or rewrite most of its region for a fix
-(:func:`engine.guards.destructive_reason`, assessed on the final result), an edit that breaks the
-syntax (the whole document parsed before and does not after: :mod:`engine.syntax`, Python and
+(:func:`engine.checks.guards.destructive_reason`, assessed on the final result), an edit that breaks the
+syntax (the whole document parsed before and does not after: :mod:`engine.checks.syntax`, Python and
 JavaScript; the message names the parser's error), and every edit under ``applyMode = "preview"``,
 is never applied silently. Streaming holds back (the region is put
 back) as soon as the live text looks destructive; at the end the region shows its original text
@@ -42,16 +42,16 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 from lsprotocol import types
 
 from engine.api import EditError, EditRequest
-from engine.events import EditFinished, EditResult, EditStarted, OpResolved
-from engine.guards import assess_edit, destructive_reason
-from engine.syntax import check_edit
+from engine.checks.guards import assess_edit, destructive_reason
+from engine.checks.syntax import check_edit
+from engine.decoding.events import EditFinished, EditResult, EditStarted, OpResolved
 from lsp_server.documents import Document, DocumentStore
 from lsp_server.edits import LiveRegion, preview_workspace_edit, text_edit, unified_diff, workspace_edit
 from lsp_server.positions import Encoding
 from lsp_server.request import edit_request
 
 if TYPE_CHECKING:
-    from lsp_server.config import Settings
+    from engine.settings import Settings
 
 ECHO_TIMEOUT_S = 10.0     # how long an applied edit may take to come back as didChange
 SETTLE_S = 0.4            # quiet time after which a non-matching document counts as changed
@@ -85,7 +85,7 @@ class Outcome:
     total_s: float | None = None
     summary: dict | None = None
     damage: dict | None = None
-    syntax: dict | None = None  # the parser's verdict on the final edit (engine.syntax.SyntaxVerdict.json)
+    syntax: dict | None = None  # the parser's verdict on the final edit (engine.checks.syntax.SyntaxVerdict.json)
     pending: PendingEdit | None = None
     review: Callable[[], Awaitable["Outcome"]] | None = None
 

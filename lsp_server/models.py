@@ -22,7 +22,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from lsp_server.config import Settings
+from engine.settings import Settings
 
 Loader = Callable[..., Any]
 
@@ -35,7 +35,7 @@ class ModelKey:
     trust_remote_code: bool
     selector: str = "auto"
     backend: str = "auto"
-    options: Any = None  # engine.backends.BackendOptions
+    options: Any = None  # engine.runtime.backends.BackendOptions
 
     @classmethod
     def of(cls, settings: Settings) -> "ModelKey":
@@ -76,7 +76,7 @@ class ModelPool:
 
     async def get(self, key: ModelKey, progress: Callable[[str], None] = lambda _m: None) -> Any:
         """The engine for ``key``, loading it if needed (raises the loader's error, e.g.
-        engine.models.ModelLoadError, to every waiter)."""
+        engine.runtime.models.ModelLoadError, to every waiter)."""
         if key in self._engines:
             self._engines.move_to_end(key)
             return self._engines[key]

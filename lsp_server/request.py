@@ -11,7 +11,6 @@ and the same ``language`` (the code fences of the prompt, and the syntax check o
 from __future__ import annotations
 
 from dataclasses import replace
-
 from typing import TYPE_CHECKING
 
 from pygls.uris import urlparse
@@ -19,11 +18,11 @@ from pygls.uris import urlparse
 from engine.api import EditRequest, language_for
 
 if TYPE_CHECKING:
-    from lsp_server.config import Settings
+    from engine.settings import Settings
     from lsp_server.documents import Document
 
 # The editors' language identifiers (VS Code's languageId, Neovim's filetype) -> the engine's fence
-# language (engine.prompt.LANGUAGE_BY_SUFFIX: what the CLI derives from a file's suffix). An id not
+# language (engine.core.languages.LANGUAGE_BY_SUFFIX: what the CLI derives from a file's suffix). An id not
 # listed here falls back to the document's suffix, so an editor never sends a language the CLI
 # would not send for the same file.
 EDITOR_LANGUAGES = {
@@ -50,7 +49,7 @@ def edit_request(doc: "Document", instruction: str, lines: tuple[int, int] | Non
     ``lines``: engine lines (1-based, inclusive; None: the whole document, see
     :func:`lsp_server.actions.region_lines`); ``mode``: the mode to run (default: the setting,
     which may be ``auto``); ``focus_line``: 1-based document line the user pointed at;
-    ``focus_policy``: the engine's (engine.localize.plan_focus), None for its default.
+    ``focus_policy``: the engine's (engine.decoding.localize.plan_focus), None for its default.
     Raises :class:`engine.api.EditError` saying why the engine would refuse it."""
     request = EditRequest(text=doc.text, instruction=instruction, lines=lines, mode=mode or settings.mode,  # type: ignore[arg-type]
                           max_new_tokens=settings.max_new_tokens, context_lines=settings.context_lines,

@@ -22,10 +22,18 @@ from lsprotocol import types
 from pygls.capabilities import get_capability
 from pygls.lsp.server import LanguageServer
 
+from engine.settings import SECTION, ConfigWatcher, Settings, WorkspaceConfig
 from lsp_server import __version__
-from lsp_server.actions import (COMMAND_CANCEL, COMMAND_EDIT, COMMAND_SETTINGS, EditArgs, code_actions,
-                                focus_line, region_lines, uri_argument)
-from lsp_server.config import SECTION, ConfigWatcher, Settings, WorkspaceConfig
+from lsp_server.actions import (
+    COMMAND_CANCEL,
+    COMMAND_EDIT,
+    COMMAND_SETTINGS,
+    EditArgs,
+    code_actions,
+    focus_line,
+    region_lines,
+    uri_argument,
+)
 from lsp_server.documents import Document, DocumentStore, path_of
 from lsp_server.edits import minimal_replacement, text_edit, workspace_edit
 from lsp_server.jobs import APPLY_TIMEOUT_S, COMMAND_APPLY_PENDING, EditJob, JobContext, Outcome, PendingEdit
@@ -152,7 +160,7 @@ class CopyAsDecodeServer(LanguageServer):
 
     async def engine_for(self, key: ModelKey) -> Any:
         """The engine for ``key``; loads it with a progress bar and status notifications.
-        Raises engine.models.ModelLoadError (reported to the user here)."""
+        Raises engine.runtime.models.ModelLoadError (reported to the user here)."""
         if self.pool.loaded(key):
             return await self.pool.get(key)
         self.status("loading", f"loading {key.describe()}")
@@ -174,7 +182,7 @@ class CopyAsDecodeServer(LanguageServer):
         try:
             engine = await self.pool.get(key, progress)
         except Exception as exc:
-            from engine.models import ModelLoadError
+            from engine.runtime.models import ModelLoadError
 
             message = str(exc) if isinstance(exc, ModelLoadError) else f"model {key.model!r}: {exc}"
             if token is not None:

@@ -1,5 +1,5 @@
 """The selector's held-out evaluation (train-selector --eval-only's cases and counters) once per
-focus policy (engine.localize.plan_focus), so two policies compare on the same cases and decoder.
+focus policy (engine.decoding.localize.plan_focus), so two policies compare on the same cases and decoder.
 
     OMP_NUM_THREADS=1 .venv/bin/python scripts/eval_focus_policies.py keep,guard none,near,oracle OUT.json
 """
@@ -13,8 +13,8 @@ import time
 import torch
 
 from engine.api import Engine
-from engine.selector.evaluate import evaluate
-from engine.synth import build_dataset
+from engine.training.selector.evaluate import evaluate
+from engine.training.synth import build_dataset
 
 
 def main(argv: list[str]) -> int:

@@ -27,8 +27,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from engine.backends.transformers_backend import TransformersRuntime  # noqa: E402
 from engine.bench.kernel import DEFAULT_CONTEXT, DEFAULT_NS, measure_kernel, parse_ns  # noqa: E402
+from engine.runtime.backends.transformers_backend import TransformersRuntime  # noqa: E402
 
 MODELS = ("Qwen2.5-1.5B-Instruct", "Qwen2.5-7B-Instruct")
 

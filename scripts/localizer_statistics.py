@@ -11,7 +11,7 @@ argmax minus log p of the actual token), and ranks code lines (prose excluded, a
   regret: sum of regrets; maxregret; regret>1, regret>2: sums of regrets above 1 or 2 nats.
 
 Top-1 / top-3 of the first changed line without a cursor (``none``) and with the near cursor of
-the benchmarks (``near``: within engine.localize.CURSOR_WINDOW lines, times the cursor prior at
+the benchmarks (``near``: within engine.decoding.localize.CURSOR_WINDOW lines, times the cursor prior at
 CURSOR_SCALE, as plan_focus ranks). Stop 23's answer: none is better enough to change the shipped
 statistic (results/localize/statistics_stop23.json).
 
@@ -28,11 +28,11 @@ from typing import Any, Callable
 import torch
 
 from engine.api import Engine
-from engine.bench.focus import focus_for
-from engine.lines import split_lines
-from engine.localize import CURSOR_SCALE, CURSOR_WINDOW, cursor_prior, prompt_with_lines, prose_lines
-from engine.prompt import PromptParts
-from engine.synth import first_changed_line
+from engine.core.lines import split_lines
+from engine.decoding.localize import CURSOR_SCALE, CURSOR_WINDOW, cursor_prior, prompt_with_lines, prose_lines
+from engine.decoding.prompt import PromptParts
+from engine.evaluation.focus import focus_for
+from engine.training.synth import first_changed_line
 
 Token = tuple[float, float, float]  # (nll, entropy, regret), nats
 
@@ -53,12 +53,12 @@ STATISTICS: dict[str, Callable[[list[Token]], float]] = {
 def cases_of(corpus: str) -> list[tuple[str, str, str, str, str]]:
     """(key, instruction, input, gold, language) per case; ``heldout``: train-selector's 40."""
     if corpus == "heldout":
-        from engine.selector.evaluate import case_key
-        from engine.synth import build_dataset
+        from engine.training.selector.evaluate import case_key
+        from engine.training.synth import build_dataset
 
         return [(case_key(c), c.instruction, c.input, c.gold, c.language)
                 for c in build_dataset(0, 80, seed=0).heldout[:40]]
-    from engine.corpora import load_corpus
+    from engine.evaluation.corpora import load_corpus
 
     return [(c.id, c.instruction, c.input, c.gold, c.language) for c in load_corpus(corpus)]
 

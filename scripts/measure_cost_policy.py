@@ -21,12 +21,12 @@ from collections import defaultdict
 from typing import Any
 
 from engine.api import EditRequest, Engine
-from engine.backends import BackendOptions
 from engine.bench.edits import engine_arm, teacher_forced, text_prompt_ids
-from engine.corpora import load_corpus
-from engine.oracle import line_oracle
-from engine.tables import tables_for
-from engine.tokens import encode
+from engine.core.tokens import encode
+from engine.decoding.tables import tables_for
+from engine.evaluation.corpora import load_corpus
+from engine.language.oracle import line_oracle
+from engine.runtime.backends import BackendOptions
 
 FORCED = ("ar", "speculative", "speculative-uncosted", "program-undrafted", "program-drafted",
           "program-drafted-uncosted")

@@ -8,9 +8,9 @@ A warm-up fix on another file loads the model first, so every measured request h
 (the language server's steady state). Per request it prints the time to the first and to the
 last applied edit (what the user sees land), the total (the command's answer), the prompt's
 prefill and how many prompt tokens came from the previous request's KV (``prefix_reused``,
-engine.prefix_cache). It also prints how much of the prompt two requests with
+engine.runtime.prefix_cache). It also prints how much of the prompt two requests with
 different cursor lines share in each selector prompt layout (the focus sentence before or after
-the code: engine.prompt.HINT_BEFORE / HINT_AFTER).
+the code: engine.decoding.prompt.HINT_BEFORE / HINT_AFTER).
 
     OMP_NUM_THREADS=1 .venv/bin/python scripts/measure_editor_session.py --backend llamacpp --threads 1
     OMP_NUM_THREADS=1 .venv/bin/python scripts/measure_editor_session.py --backend transformers --threads 1
@@ -33,7 +33,7 @@ from typing import Any
 from lsprotocol import types
 from pygls.lsp.client import LanguageClient
 
-from engine.corpora import load_corpus
+from engine.evaluation.corpora import load_corpus
 
 INSTRUCTION = "Fix the bug."
 
@@ -142,11 +142,12 @@ class Editor:
 
 def prompt_sharing(buggy: str, line_a: int, line_b: int) -> dict[str, Any]:
     """Common token prefix of the program-mode prompts for two cursor lines, in each selector
-    prompt layout (engine.prompt: the focus sentence before the code, as older adapters were
+    prompt layout (engine.decoding.prompt: the focus sentence before the code, as older adapters were
     trained, and after it, as adapters trained since are)."""
-    from engine.models import load_tokenizer
-    from engine.prefix_cache import common_prefix
-    from engine.prompt import HINT_AFTER, HINT_BEFORE, PromptParts, render, selector_messages
+    from engine.decoding.prompt import PromptParts, render, selector_messages
+    from engine.runtime.models import load_tokenizer
+    from engine.runtime.prefix_cache import common_prefix
+    from engine.runtime.selector.adapter import HINT_AFTER, HINT_BEFORE
 
     tok = load_tokenizer("default")
 

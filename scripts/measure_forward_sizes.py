@@ -6,9 +6,9 @@ at a time.
 
 It shows the facts the engine acts on (results/BENCHMARKS.md, "Stop 25" and "Stop 26"). With
 flash attention on, on this CPU: a forward of 64 rows or more costs about half as much a token as
-a shorter one (so a short prompt chunk runs padded: engine.cost.CostModel.plan_padding) and
+a shorter one (so a short prompt chunk runs padded: engine.runtime.cost.CostModel.plan_padding) and
 rounds differently from steps (so a speculative verify stays within 63 rows:
-engine.backends.llamacpp.exact_rows). With it off (the CPU's default): a step and every forward
+engine.runtime.backends.llamacpp.exact_rows). With it off (the CPU's default): a step and every forward
 below 64 rows are cheaper, and from 2-4 rows on no forward's rows equal the steps where llama.cpp
 was built with llamafile's sgemm (its default on x86); built without it, every row equals the
 steps at every size ("Stop 27").
@@ -26,15 +26,15 @@ import time
 
 import torch
 
-from engine.backends import BackendOptions
-from engine.backends.llamacpp import LlamaCppModel, LlamaCppRuntime
 from engine.commands.edit import add_flash_attention_argument
-from engine.cost import CostModel
-from engine.corpora import load_corpus
-from engine.models import default_gguf_path, load_tokenizer
-from engine.selector.adapter import SHIPPED_ADAPTER_DIR
-from engine.selector.gguf_merge import merged_gguf_for
-from engine.tokens import encode
+from engine.core.tokens import encode
+from engine.evaluation.corpora import load_corpus
+from engine.runtime.backends import BackendOptions
+from engine.runtime.backends.llamacpp import LlamaCppModel, LlamaCppRuntime
+from engine.runtime.cost import CostModel
+from engine.runtime.models import default_gguf_path, load_tokenizer
+from engine.runtime.selector.adapter import SHIPPED_ADAPTER_DIR
+from engine.runtime.selector.gguf_merge import merged_gguf_for
 
 SIZES = (1, 8, 16, 24, 32, 40, 48, 56, 60, 62, 63, 64, 65, 72, 96, 127, 128, 192, 256)
 

@@ -1,11 +1,17 @@
 """LSP latency, side by side in one run: time from the code action to the first applied edit, and the
 total, per mode (ar, speculative, program), default model on the CPU, three HumanEvalFix files.
 Usage: OMP_NUM_THREADS=1 .venv/bin/python scripts/measure_lsp_latency.py (one warm-up round first)."""
-import asyncio, os, sys, time, tempfile
+import asyncio
+import os
+import sys
+import tempfile
+import time
 from pathlib import Path
+
 from lsprotocol import types
 from pygls.lsp.client import LanguageClient
-from engine.corpora import load_corpus
+
+from engine.evaluation.corpora import load_corpus
 
 CASES = ["Python/158", "Python/33", "Python/0"]
 

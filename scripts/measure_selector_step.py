@@ -1,5 +1,5 @@
 """What a program-mode step costs on llama.cpp: the base model (ar), the span selector as a
-runtime LoRA, and the selector merged into the weights (engine.selector.gguf_merge, Q8_0 and the
+runtime LoRA, and the selector merged into the weights (engine.runtime.selector.gguf_merge, Q8_0 and the
 base's own Q4_1), side by side in one run, plus how far each merged model's logits are from the
 runtime LoRA's (the model program mode was measured with) on a teacher-forced sequence.
 
@@ -14,14 +14,14 @@ import time
 
 import torch
 
-from engine.backends import BackendOptions
-from engine.backends.llamacpp import LlamaCppModel, LlamaCppRuntime
-from engine.corpora import load_corpus
-from engine.models import default_gguf_path, load_tokenizer
-from engine.selector.adapter import SHIPPED_ADAPTER_DIR
-from engine.selector.gguf_lora import gguf_lora_for
-from engine.selector.gguf_merge import merged_gguf_for
-from engine.tokens import encode
+from engine.core.tokens import encode
+from engine.evaluation.corpora import load_corpus
+from engine.runtime.backends import BackendOptions
+from engine.runtime.backends.llamacpp import LlamaCppModel, LlamaCppRuntime
+from engine.runtime.models import default_gguf_path, load_tokenizer
+from engine.runtime.selector.adapter import SHIPPED_ADAPTER_DIR
+from engine.runtime.selector.gguf_lora import gguf_lora_for
+from engine.runtime.selector.gguf_merge import merged_gguf_for
 
 
 def main() -> None:

@@ -19,8 +19,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from engine.api import EditRequest, Engine  # noqa: E402
-from engine.backends import BackendOptions  # noqa: E402
-from engine.corpora import load_corpus  # noqa: E402
+from engine.evaluation.corpora import load_corpus  # noqa: E402
+from engine.runtime.backends import BackendOptions  # noqa: E402
 
 
 def main() -> int:

@@ -1,5 +1,5 @@
 """A check both backends' tests run (tests/test_prefix_cache.py, tests/test_llamacpp_backend.py):
-a prefill cut at a mark (engine.session.Session.append) lets the next prompt reuse up to it."""
+a prefill cut at a mark (engine.runtime.session.Session.append) lets the next prompt reuse up to it."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 
 import torch
 
-from engine.prefix_cache import common_prefix
-from engine.tokens import encode
+from engine.core.tokens import encode
+from engine.runtime.prefix_cache import common_prefix
 
 BUGGY = 'def add(a, b):\n    """Return the sum of a and b."""\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n'
 

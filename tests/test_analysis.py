@@ -7,12 +7,21 @@ import random
 
 import pytest
 
-from engine.analysis import (LineTokenCounter, analyze_cases, analyze_cases_paper, batch_encode, paper_line_ops,
-                             perturb, perturbation_study, structure_text, tokens_per_op)
+from engine.bench.analysis import (
+    LineTokenCounter,
+    analyze_cases,
+    analyze_cases_paper,
+    batch_encode,
+    paper_line_ops,
+    perturb,
+    perturbation_study,
+    structure_text,
+    tokens_per_op,
+)
 from engine.cli import main
-from engine.corpora import SHARED_ENV, CorpusError, EditCase, body_only, load_corpus, shared_dir
-from engine.oracle import line_oracle
-from engine.program import CopyLines, Gen, Program
+from engine.evaluation.corpora import SHARED_ENV, CorpusError, EditCase, body_only, load_corpus, shared_dir
+from engine.language.oracle import line_oracle
+from engine.language.program import CopyLines, Gen, Program
 
 REQUIRED_KEYS = {"tokenizer", "n", "T", "T_copy", "T_gen", "f_line", "K", "span_mean", "span_p50", "span_p95",
                  "token_cover", "lossless", "perturbation"}
@@ -136,14 +145,14 @@ def test_structure_text():
 
 @pytest.fixture(scope="module")
 def default_tokenizer():
-    from engine.models import load_tokenizer
+    from engine.runtime.models import load_tokenizer
 
     return load_tokenizer("default")
 
 
 @pytest.mark.model
 def test_batch_encode_matches_encode(default_tokenizer):
-    from engine.tokens import encode
+    from engine.core.tokens import encode
 
     texts = ["def f():\n    return 1\n", "", "héllo 😀\r\n\t", "<|im_start|>x"]
     assert batch_encode(default_tokenizer, texts) == [encode(default_tokenizer, t) for t in texts]
@@ -151,8 +160,8 @@ def test_batch_encode_matches_encode(default_tokenizer):
 
 @pytest.mark.model
 def test_real_tokenizer_counts_add_up(default_tokenizer):
-    from engine.corpora import load_corpus
-    from engine.tokens import encode
+    from engine.core.tokens import encode
+    from engine.evaluation.corpora import load_corpus
 
     cases = load_corpus("humanevalfix-python")[:8]
     stats = analyze_cases(cases, default_tokenizer, "default")

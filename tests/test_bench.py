@@ -66,7 +66,7 @@ def test_pld_draft_matches_transformers_prompt_lookup() -> None:
 # --- the pass@1 runner on real cases ------------------------------------------------------------
 
 def _cases(name: str, ids: list[str]):
-    from engine.corpora import load_corpus
+    from engine.evaluation.corpora import load_corpus
 
     by_id = {c.id: c for c in load_corpus(name)}
     return [by_id[i] for i in ids]
@@ -89,7 +89,7 @@ def test_runner_passes_gold_and_fails_buggy(corpus: str, ids: list[str]) -> None
 
 def test_runner_times_out_and_isolates(tmp_path: Path) -> None:
     from engine.bench.runner import run_tests
-    from engine.corpora import EditCase
+    from engine.evaluation.corpora import EditCase
 
     loop = EditCase(id="loop", corpus="t", language="python", input="", gold="", instruction="",
                     test="while True:\n    pass\n")
@@ -110,8 +110,7 @@ def test_runner_times_out_and_isolates(tmp_path: Path) -> None:
 def cached_engine(default_engine, monkeypatch):
     """The session's engine, also behind the CLI's engine cache (no second model load)."""
     from engine.bench import harness
-
-    from engine.backends import BackendOptions
+    from engine.runtime.backends import BackendOptions
 
     key = ("default", None, None, "auto", "transformers", BackendOptions())
     monkeypatch.setitem(harness._ENGINES, key, default_engine)
@@ -196,8 +195,8 @@ def test_drafted_walk_against_the_undrafted_walk(default_engine) -> None:
     """The model-free walk of the engine's decoder: drafting (all drafts accepted under the teacher)
     feeds exactly the undrafted tokens in fewer forwards; drafted structure is counted."""
     from engine.bench.bounds import drafted_walk, program_structure
-    from engine.oracle import line_oracle
-    from engine.tables import tables_for
+    from engine.decoding.tables import tables_for
+    from engine.language.oracle import line_oracle
 
     loaded = default_engine.loaded
     tables = tables_for(loaded)
@@ -221,8 +220,8 @@ def test_drafted_walk_against_the_undrafted_walk(default_engine) -> None:
 @pytest.mark.model
 def test_bench_edits_free(cached_engine) -> None:
     from engine.bench.edits import run_corpus
-    from engine.corpora import load_corpus
-    from engine.synth import first_changed_line
+    from engine.evaluation.corpora import load_corpus
+    from engine.training.synth import first_changed_line
 
     partials: list[dict] = []
     arms = ["ar", "program", "program-undrafted", "program-base", "program-near", "program-oracle"]
@@ -261,8 +260,7 @@ def test_bench_edits_free(cached_engine) -> None:
     per = case["arms"]
     assert per["program"]["breakdown"]["localize_s"] > 0 and per["program-near"]["breakdown"]["localize_s"] > 0
     assert per["ar"]["breakdown"].get("prefix_reused", 0) == 0
-    from engine.prompt import HINT_AFTER
-    from engine.selector.adapter import prompt_layout
+    from engine.runtime.selector.adapter import HINT_AFTER, prompt_layout
 
     if prompt_layout(cached_engine.model_for("program").selector) == HINT_AFTER:  # adapters that show the hint last
         assert per["program"]["breakdown"]["prefix_reused"] > 0
@@ -287,7 +285,7 @@ _GOLD = "a = 1\nb = 2\nc = 30\nd = 4\ne = 5\n"  # changes line 3 only
     ("def f():\n    pass\n", 2, 2, 1),                        # a rewrite: 4 of the gold's kept lines gone
 ])
 def test_collateral_damage_hand_made(output: str, changed: int, deleted: int, first: int | None) -> None:
-    from engine.bench.quality import collateral_damage
+    from engine.evaluation.quality import collateral_damage
 
     damage = collateral_damage(_INPUT, output, _GOLD)
     assert (damage.changed, damage.deleted, damage.first) == (changed, deleted, first)
@@ -297,7 +295,7 @@ def test_collateral_damage_hand_made(output: str, changed: int, deleted: int, fi
 def test_collateral_damage_when_the_gold_deletes() -> None:
     """Gold deletes line 2; deleting line 3 instead destroys a line the gold keeps (and line 2,
     which the gold removes anyway, is not counted when the output removes it)."""
-    from engine.bench.quality import collateral_damage
+    from engine.evaluation.quality import collateral_damage
 
     gold = "a\nc\nd\n"
     assert collateral_damage("a\nb\nc\nd\n", gold, gold).lines == 0
@@ -316,14 +314,14 @@ def test_collateral_damage_when_the_gold_deletes() -> None:
     ("a = 1\nb = 2\nx = 0\nc = 3\nd = 4\ne = 5\n", False),  # inserts right before the gold's line
 ])
 def test_wrong_line_edit_hand_made(output: str, wrong: bool) -> None:
-    from engine.bench.quality import wrong_line_edit
+    from engine.evaluation.quality import wrong_line_edit
 
     assert wrong_line_edit(_INPUT, output, _GOLD) is wrong
 
 
 def test_wrong_line_when_the_gold_inserts() -> None:
     """The gold inserts a line between 2 and 3: editing line 2 or 3 is at the right place, line 5 is not."""
-    from engine.bench.quality import wrong_line_edit
+    from engine.evaluation.quality import wrong_line_edit
 
     gold = "a\nb\nnew\nc\nd\ne\n"
     source = "a\nb\nc\nd\ne\n"
@@ -343,14 +341,14 @@ def test_wrong_line_when_the_gold_inserts() -> None:
     ("a = 1\nb = 2\nc = 30\nd = 4\nE = 5\n", _GOLD, 0),          # the last line rewritten, not dropped
 ])
 def test_tail_deletion_hand_made(output: str, gold: str, lines: int) -> None:
-    from engine.bench.quality import tail_deletion
+    from engine.evaluation.quality import tail_deletion
 
     assert tail_deletion(_INPUT, output, gold) == lines
     assert tail_deletion(_INPUT + "\n\n", output, gold + "\n\n") == lines  # trailing blank lines aside
 
 
 def test_syntax_broken_per_language() -> None:
-    from engine.bench.quality import syntax_broken
+    from engine.evaluation.quality import syntax_broken
 
     source = "def f(x):\n    if x:\n        return 1\n    return 2\n"
     assert syntax_broken(source, source.replace("return 1", "return 3"), "python") is False
@@ -363,7 +361,7 @@ def test_syntax_broken_per_language() -> None:
 def test_near_focus_is_seeded_clipped_and_centered() -> None:
     from collections import Counter
 
-    from engine.bench.focus import NEAR_OFFSETS, focus_for, near_line, near_offset, offset_histograms
+    from engine.evaluation.focus import NEAR_OFFSETS, focus_for, near_line, near_offset, offset_histograms
 
     assert near_offset("Python/3") == near_offset("Python/3")
     draws = Counter(near_offset(f"Python/{i}") for i in range(700))
@@ -379,8 +377,8 @@ def test_near_focus_is_seeded_clipped_and_centered() -> None:
 
 
 def test_exact_match_and_valid_program() -> None:
-    from engine.bench.quality import exact_match, valid_program
-    from engine.program import CopyLines, Gen, Program
+    from engine.evaluation.quality import exact_match, valid_program
+    from engine.language.program import CopyLines, Gen, Program
 
     assert exact_match("x = 1  \ny\n\n", "x = 1\ny\n") and exact_match("x\ny", "x\ny\n")
     assert not exact_match("x = 1\n", "x = 2\n") and not exact_match("  x\n", "x\n")
@@ -500,7 +498,7 @@ def test_forced_text_prompt_is_the_engines(default_engine) -> None:
     """The forced text arms decode after exactly the prompt the engine's text modes use."""
     from engine.api import EditRequest
     from engine.bench.edits import _language, text_prompt_ids
-    from engine.events import EditStarted
+    from engine.decoding.events import EditStarted
 
     case = _cases("humanevalfix-js", ["JavaScript/3"])[0]
     stream = default_engine.stream(EditRequest(case.input, case.instruction, mode="ar", max_new_tokens=1,

@@ -4,11 +4,19 @@ from __future__ import annotations
 
 import pytest
 
-from engine.corpora import (CANITEDIT, SHARED_ENV, CorpusError, EditCase, corpus_names, load_corpora, load_corpus,
-                            shared_dir)
-from engine.oracle import line_oracle, token_oracle
-from engine.resolve import resolve
-from engine.tokens import token_pieces
+from engine.core.tokens import token_pieces
+from engine.evaluation.corpora import (
+    CANITEDIT,
+    SHARED_ENV,
+    CorpusError,
+    EditCase,
+    corpus_names,
+    load_corpora,
+    load_corpus,
+    shared_dir,
+)
+from engine.language.oracle import line_oracle, token_oracle
+from engine.language.resolve import resolve
 
 EXPECTED_COUNTS = {**{f"humanevalfix-{lang}": 164 for lang in ("python", "js", "cpp", "go", "java", "rust")},
                    CANITEDIT: 105}
@@ -21,7 +29,7 @@ def corpora():
 
 @pytest.fixture(scope="module")
 def default_tokenizer():
-    from engine.models import load_tokenizer
+    from engine.runtime.models import load_tokenizer
 
     return load_tokenizer("default")
 
@@ -85,7 +93,7 @@ def test_every_case_round_trips_through_its_line_oracle(corpora):
 @pytest.mark.model
 @pytest.mark.parametrize("name", ["humanevalfix-python", "humanevalfix-js", CANITEDIT])
 def test_every_case_round_trips_through_its_token_oracle(corpora, default_tokenizer, name):
-    from engine.analysis import batch_encode
+    from engine.bench.analysis import batch_encode
 
     tok = default_tokenizer
     cases = corpora[name]

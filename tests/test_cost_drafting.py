@@ -1,4 +1,4 @@
-"""Cost-aware drafting (engine.cost, engine.drafter.DraftPolicy): s(N) is learned from the forwards
+"""Cost-aware drafting (engine.runtime.cost, engine.decoding.drafter.DraftPolicy): s(N) is learned from the forwards
 a runtime runs, each draft is as long as its expected gain pays for, none where no draft beats a
 plain step, and outputs never change (speculative == ar, drafted program == undrafted)."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from engine.api import EditRequest, Engine
-from engine.cost import CostModel, best_draft_size, expected_accepted
-from engine.drafter import InputDrafter, ProgramDrafter, ProgramState
+from engine.decoding.drafter import InputDrafter, ProgramDrafter, ProgramState
+from engine.runtime.cost import CostModel, best_draft_size, expected_accepted
 
 BUGGY = 'def add(a, b):\n    """Return the sum of a and b."""\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n'
 DEAR = {2: 2.0, 256: 256.0}  # every token of a forward costs a full step: no draft can pay

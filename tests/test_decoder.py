@@ -9,16 +9,16 @@ import pytest
 import torch
 
 from engine.api import EditError, EditRequest, Engine
-from engine.corpora import load_corpus
-from engine.events import EditFinished, OpResolved
-from engine.grammar import program_ebnf
-from engine.lines import split_lines
-from engine.models import LoadedModel
-from engine.oracle import line_oracle, token_oracle
-from engine.program import CopyLines, may_end_after, parse
-from engine.resolve import resolve
-from engine.tables import tables_for
-from engine.tokens import encode, token_pieces
+from engine.core.lines import split_lines
+from engine.core.tokens import encode, token_pieces
+from engine.decoding.events import EditFinished, OpResolved
+from engine.decoding.tables import tables_for
+from engine.evaluation.corpora import load_corpus
+from engine.language.grammar import program_ebnf
+from engine.language.oracle import line_oracle, token_oracle
+from engine.language.program import CopyLines, may_end_after, parse
+from engine.language.resolve import resolve
+from engine.runtime.models import LoadedModel
 
 # Appending N tokens in one forward vs one at a time differs only by float reassociation; on CPU
 # fp32 the measured gap is ~2e-5 (ENVIRONMENT.md), so 1e-4 is tight without being flaky.
@@ -133,7 +133,7 @@ def test_a_program_pushed_to_end_cannot_end_early(tiny_random_engine: Engine, mo
 
 
 def test_forced_program_that_ends_early_is_refused(default_engine: Engine) -> None:
-    from engine.resolve import ResolveError
+    from engine.language.resolve import ResolveError
 
     with pytest.raises(ResolveError, match=r"stops at line 1 of 2.*last kept line as a gen"):
         default_engine.edit(EditRequest("a\nb\n", "x", mode="forced", program=parse('<program><copy lines="1-1"/></program>')))
@@ -154,9 +154,9 @@ def test_grammar_rejects_out_of_range_and_leading_zeros(default_engine: Engine) 
 def test_every_program_opens_with_the_forced_opening(default_engine: Engine) -> None:
     """The decoder feeds PROGRAM_OPENING with the prompt (the localizer reads it too, so that its
     forward can stand in for the prefill): it is what the grammar forces first, at every size."""
-    from engine.program import PROGRAM_OPENING
-    from engine.program_writer import accept_forced_literal
-    from engine.scanner import ProgramScanner
+    from engine.decoding.program_writer import accept_forced_literal
+    from engine.language.program import PROGRAM_OPENING
+    from engine.language.scanner import ProgramScanner
 
     grammar = tables_for(default_engine.loaded).grammar
     for n in (0, 1, 7, 120):
@@ -164,7 +164,7 @@ def test_every_program_opens_with_the_forced_opening(default_engine: Engine) -> 
 
 
 def test_prefetched_grammar_is_the_one_the_matcher_uses(default_engine: Engine) -> None:
-    """A grammar compiled in the background (the edit's start, engine.decode) is the request's
+    """A grammar compiled in the background (the edit's start, engine.decoding.run) is the request's
     grammar: same limits, and a matcher asked for while the compile runs waits for it."""
     grammar = tables_for(default_engine.loaded).grammar
     for n in (7, 3, 7, 12):
@@ -229,8 +229,8 @@ def test_a_copy_to_the_end_ends_the_program_unspliced(default_engine: Engine) ->
     """A copy that reaches the last line ends the program: ``</program>`` is forced after it and
     its lines never enter the cache (no forward would use them), whether the model wrote the
     program or a teacher forced it; a gold that appends after the last line is written with the
-    last line in the final gen (engine.oracle)."""
-    from engine.oracle import line_oracle
+    last line in the final gen (engine.language.oracle)."""
+    from engine.language.oracle import line_oracle
 
     runtime = default_engine.loaded.runtime
     tok = default_engine.loaded.tokenizer
@@ -258,8 +258,8 @@ def test_a_copy_to_the_end_ends_the_program_unspliced(default_engine: Engine) ->
 def test_a_copy_is_handed_out_before_its_splice(default_engine: Engine) -> None:
     """A copy the model chose is final: its op event reaches the editor before the forward that
     splices its lines into the cache (seconds for a long copy on a CPU), not after it."""
-    from engine.decode import run_edit
-    from engine.program_decoder import FeedRecorder
+    from engine.decoding.program_decoder import FeedRecorder
+    from engine.decoding.run import run_edit
 
     log: list[tuple[str, object]] = []
 
@@ -308,7 +308,7 @@ def test_cancel_stops_within_one_step(default_engine: Engine, mode: str, draft: 
 
 
 def test_forced_program_out_of_range_is_refused(default_engine: Engine) -> None:
-    from engine.resolve import ResolveError
+    from engine.language.resolve import ResolveError
 
     with pytest.raises(ResolveError, match="outside"):
         default_engine.edit(EditRequest("a\nb\n", "x", mode="forced", program=parse('<program><copy lines="1-3"/></program>')))

@@ -244,8 +244,8 @@ class LoopingFakeEngine:
         return SimpleNamespace(runtime=SimpleNamespace(describe=lambda: "a named fake"))
 
     def stream(self, request, cancelled=None):
-        from engine.events import EditFinished, EditResult, EditStarted, TokenCounts
-        from engine.program import Gen, Program
+        from engine.decoding.events import EditFinished, EditResult, EditStarted, TokenCounts
+        from engine.language.program import Gen, Program
 
         self.requests.append(request)
         yield EditStarted(mode=request.mode, model=self.name, input_lines=3, prompt_tokens=10)
@@ -308,8 +308,8 @@ class SyntaxBreakingFakeEngine(LoopingFakeEngine):
     name = "syntax-breaking-fake"
 
     def stream(self, request, cancelled=None):
-        from engine.events import EditFinished, EditResult, EditStarted, TokenCounts
-        from engine.program import CopyLines, Gen, Program
+        from engine.decoding.events import EditFinished, EditResult, EditStarted, TokenCounts
+        from engine.language.program import CopyLines, Gen, Program
 
         self.requests.append(request)
         yield EditStarted(mode=request.mode, model=self.name, input_lines=27, prompt_tokens=10)

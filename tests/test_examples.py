@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from engine.api import EditRequest, Engine
-from engine.backends import BackendOptions, llamacpp_available
+from engine.runtime.backends import BackendOptions, llamacpp_available
 
 pytestmark = [pytest.mark.model]
 

@@ -1,4 +1,4 @@
-"""engine/guards.py: the loop guard fires on degenerate output (the embedded model's own loop in
+"""engine/checks/guards.py: the loop guard fires on degenerate output (the embedded model's own loop in
 program mode included) and never on real code; the damage assessment flags the edits that
 would destroy a region."""
 
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.guards import LONG_LINE_RUN, LoopGuard, assess_edit, destructive_reason, due, normalise_digits
-from engine.lines import split_lines
-from engine.program import CopyLines, Gen
+from engine.checks.guards import LONG_LINE_RUN, LoopGuard, assess_edit, destructive_reason, due, normalise_digits
+from engine.core.lines import split_lines
+from engine.language.program import CopyLines, Gen
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "buggy_add.py"
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
@@ -39,7 +39,7 @@ LONG = "".join(f"def f{i}(x)\n    return x * {i}\n\n" for i in range(8))
 
 def test_the_embedded_model_loop_is_caught_before_the_token_limit(default_engine) -> None:
     from engine.api import EditRequest
-    from engine.events import EditFinished, OpResolved
+    from engine.decoding.events import EditFinished, OpResolved
 
     guard = LoopGuard(LONG)
     fired, fired_lines, total_lines, result = None, 0, 0, None
@@ -140,7 +140,7 @@ def test_gens_that_add_nothing() -> None:
 
 
 def _corpus_cases():
-    from engine.corpora import CorpusError, load_corpus
+    from engine.evaluation.corpora import CorpusError, load_corpus
 
     try:
         return [case for name in ("humanevalfix-python", "humanevalfix-js", "canitedit")

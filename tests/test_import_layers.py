@@ -1,6 +1,7 @@
-"""The core imports in one direction: errors and shared types at the bottom, then models and
-backends, then the decoders, then the API. A circle between them made the import order matter
-(``import engine.backends`` first used to pull in ``engine.api`` half-initialized)."""
+"""The engine's imports point one way. The layer contracts themselves are import-linter's
+(``[tool.importlinter]`` in pyproject.toml, run by ``make lint`` and by the test below); these tests
+add what it does not check: no circle within a layer (a circle made the import order matter), and
+the light modules the language server imports at start-up load no torch."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-BOTTOM = ("engine.errors", "engine.outcome", "engine.languages")
+BOTTOM = ("engine.core.errors", "engine.core.lines", "engine.decoding.outcome", "engine.core.languages")
 
 
 def _module_name(path: Path) -> str:
@@ -21,14 +22,14 @@ def _module_name(path: Path) -> str:
 
 
 # The one circle that stays: the loader picks a backend module, and the backend builds the
-# loader's LoadedModel. engine.models imports the backend modules inside functions (they load torch).
-LAZY_EDGES = ("engine.models", "engine.backends.")
+# loader's LoadedModel. engine.runtime.models imports the backend modules inside functions (they load torch).
+LAZY_EDGES = ("engine.runtime.models", "engine.runtime.backends.")
 
 
 def _import_graph() -> dict[str, set[str]]:
     """Module -> the engine modules its imports load, function-local ones included (they run on
     every edit, so a circle through them is still a circle), except the lazy edges above. A
-    package's ``__init__`` counts: importing ``engine.backends.vllm`` runs ``engine.backends`` first."""
+    package's ``__init__`` counts: importing ``engine.runtime.backends.vllm`` runs ``engine.runtime.backends`` first."""
     modules = {_module_name(p): p for p in (ROOT / "engine").rglob("*.py")}
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
@@ -55,24 +56,28 @@ def _reachable(graph: dict[str, set[str]], start: str) -> set[str]:
     return seen
 
 
-def test_core_modules_import_without_a_circle():
-    """The core: engine/*.py and engine/backends/*.py (a circle may pass through other packages)."""
+PRODUCT = ("core", "language", "checks", "runtime", "decoding")
+
+
+def test_product_modules_import_without_a_circle():
+    """Every module of the product's layers (a circle may pass through other packages)."""
     graph = _import_graph()
-    core = {_module_name(p) for p in [*(ROOT / "engine").glob("*.py"), *(ROOT / "engine" / "backends").glob("*.py")]}
+    core = {_module_name(p) for layer in PRODUCT for p in (ROOT / "engine" / layer).rglob("*.py")}
+    core |= {_module_name(p) for p in (ROOT / "engine").glob("*.py")}
     circles = sorted(name for name in core if name in _reachable(graph, name))
     assert not circles, f"module-level imports come back to these modules: {circles}"
 
 
 @pytest.mark.parametrize("bottom", BOTTOM)
 def test_bottom_modules_import_no_layer_above(bottom):
-    above = {"engine.api", "engine.decode", "engine.models", "engine.backends"}
+    above = {"engine.api", "engine.decoding.run", "engine.runtime.models", "engine.runtime.backends"}
     assert not (_reachable(_import_graph(), bottom) & above)
 
 
 @pytest.mark.parametrize("first, then", [
-    ("engine.backends", "engine.api"),
-    ("engine.syntax", "engine.api"),
-    ("engine.models", "engine.backends"),
+    ("engine.runtime.backends", "engine.api"),
+    ("engine.checks.syntax", "engine.api"),
+    ("engine.runtime.models", "engine.runtime.backends"),
 ])
 def test_light_modules_import_in_any_order_without_torch(first, then):
     """The language server imports these when it starts, long before a model loads."""
@@ -83,13 +88,23 @@ def test_light_modules_import_in_any_order_without_torch(first, then):
 
 def test_reexports_keep_old_imports_working():
     from engine.api import EditError, language_for
-    from engine.backends import BackendError
-    from engine.errors import EditError as BottomEditError
-    from engine.errors import ModelLoadError as BottomModelLoadError
-    from engine.models import ModelLoadError
-    from engine.program_decoder import DecodeOutcome
+    from engine.core.errors import EditError as BottomEditError
+    from engine.core.errors import ModelLoadError as BottomModelLoadError
+    from engine.decoding.program_decoder import DecodeOutcome
+    from engine.runtime.backends import BackendError
+    from engine.runtime.models import ModelLoadError
 
     assert EditError is BottomEditError and ModelLoadError is BottomModelLoadError
     assert issubclass(BackendError, EditError)
-    assert DecodeOutcome.__module__ == "engine.outcome"
+    assert DecodeOutcome.__module__ == "engine.decoding.outcome"
     assert language_for("a/b.PY") == "python" and language_for("Makefile") == ""
+
+
+def test_layer_contracts_hold():
+    """import-linter's contracts (pyproject.toml): the layers, the product free of bench and
+    training, the engine free of the language server."""
+    lint = Path(sys.executable).with_name("lint-imports")
+    if not lint.exists():
+        pytest.skip("import-linter is not installed (pip install -e '.[test]')")
+    run = subprocess.run([str(lint), "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout[-4000:]

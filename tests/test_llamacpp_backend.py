@@ -12,18 +12,18 @@ from pathlib import Path
 
 import pytest
 import torch
+from prefix_marks import BUGGY, marked_prompts_reuse_up_to_the_mark
 
 from engine.api import EditRequest, Engine
-from engine.backends import BackendError, BackendOptions, llamacpp_available
-from engine.corpora import load_corpus
-from engine.cost import CostModel
-from engine.lines import split_lines
-from engine.models import ModelLoadError
-from engine.oracle import line_oracle
-from engine.program import parse
-from engine.resolve import resolve
-from engine.tokens import encode
-from prefix_marks import BUGGY, marked_prompts_reuse_up_to_the_mark
+from engine.core.lines import split_lines
+from engine.core.tokens import encode
+from engine.evaluation.corpora import load_corpus
+from engine.language.oracle import line_oracle
+from engine.language.program import parse
+from engine.language.resolve import resolve
+from engine.runtime.backends import BackendError, BackendOptions, llamacpp_available
+from engine.runtime.cost import CostModel
+from engine.runtime.models import ModelLoadError
 
 pytestmark = [pytest.mark.model]
 
@@ -40,7 +40,7 @@ def llama_flash(llama: Engine) -> Engine:
     """The same GGUF with flash attention on: its forwards below 64 rows are exactly one-token
     steps, so the splice's own mechanics (positions, cache) can be checked to the bit. The default
     (off on the CPU) rounds multi-row attention differently from a step where llama.cpp was built
-    with llamafile's sgemm (see engine.backends.llamacpp.exact_rows). It asks
+    with llamafile's sgemm (see engine.runtime.backends.llamacpp.exact_rows). It asks
     for ``llama`` so that it is skipped with it where llama.cpp is not installed."""
     return Engine.load("default", backend="llamacpp", selector="none",
                        options=BackendOptions(threads=1, context=2048, flash_attention="on"))
@@ -58,9 +58,9 @@ def test_merged_selector_weights_are_base_plus_lora():
     import numpy as np
     from gguf import quants
 
-    from engine.models import default_gguf_path
-    from engine.selector.adapter import SHIPPED_ADAPTER_DIR
-    from engine.selector.gguf_merge import _deltas, merged_gguf_for
+    from engine.runtime.models import default_gguf_path
+    from engine.runtime.selector.adapter import SHIPPED_ADAPTER_DIR
+    from engine.runtime.selector.gguf_merge import _deltas, merged_gguf_for
 
     base_path = default_gguf_path()
     merged = gguf.GGUFReader(str(merged_gguf_for(SHIPPED_ADAPTER_DIR, base_path)))
@@ -85,9 +85,9 @@ def test_merged_gguf_is_keyed_on_content_not_path(tmp_path: Path):
     merged file instead of writing another 145 MB one; a changed base gets its own."""
     import shutil
 
-    from engine.models import default_gguf_path
-    from engine.selector.adapter import SHIPPED_ADAPTER_DIR
-    from engine.selector.gguf_merge import content_digest, merged_gguf_for
+    from engine.runtime.models import default_gguf_path
+    from engine.runtime.selector.adapter import SHIPPED_ADAPTER_DIR
+    from engine.runtime.selector.gguf_merge import content_digest, merged_gguf_for
 
     base = default_gguf_path()
     first = merged_gguf_for(SHIPPED_ADAPTER_DIR, base)
@@ -105,7 +105,7 @@ def test_merged_gguf_is_keyed_on_content_not_path(tmp_path: Path):
 def test_merged_gguf_cache_keeps_the_most_recently_used(tmp_path: Path):
     import os
 
-    from engine.selector.gguf_merge import prune
+    from engine.runtime.selector.gguf_merge import prune
 
     for age, name in enumerate(["d", "c", "b", "a"]):  # a is the oldest
         path = tmp_path / f"{name}.gguf"
@@ -204,7 +204,7 @@ def test_a_mark_lets_the_next_prompt_reuse_up_to_it(llama: Engine):
 
 
 def test_a_padded_prompt_chunk_keeps_only_its_own_rows(llama: Engine):
-    """A prompt chunk the cost model pads (engine.cost.plan_padding) gives exactly the rows of an
+    """A prompt chunk the cost model pads (engine.runtime.cost.plan_padding) gives exactly the rows of an
     unpadded forward of that size (a row does not depend on the rows after it), leaves only its
     own tokens in the cache, and keeps a reused prefix bit-identical to a fresh prefill."""
     runtime, tok = llama.loaded.runtime, llama.loaded.tokenizer
@@ -245,8 +245,8 @@ def test_verifies_stay_where_rows_equal_steps_exactly(llama: Engine, llama_flash
     is plain greedy decoding's to the bit: with flash attention on (63 rows) and off (the CPU's
     default: one row, so no draft at all, where llama.cpp was built with llamafile's sgemm; any
     number of rows without it)."""
-    from engine.drafter import InputDrafter
-    from engine.greedy import DraftedDecode
+    from engine.decoding.drafter import InputDrafter
+    from engine.decoding.greedy import DraftedDecode
 
     loaded = (llama_flash if flash else llama).loaded
     runtime = loaded.runtime
@@ -287,7 +287,7 @@ def test_verifies_stay_where_rows_equal_steps_exactly(llama: Engine, llama_flash
 
 
 def test_exact_rows_follow_flash_attention_and_the_build():
-    from engine.backends.llamacpp import exact_rows
+    from engine.runtime.backends.llamacpp import exact_rows
 
     assert exact_rows(flash_attention=True, llamafile_sgemm=True) == 63
     assert exact_rows(flash_attention=True, llamafile_sgemm=False) == 63
@@ -296,7 +296,7 @@ def test_exact_rows_follow_flash_attention_and_the_build():
 
 
 def test_flash_attention_is_off_on_the_cpu_unless_asked_for(llama: Engine):
-    from engine.backends.llamacpp import flash_attention
+    from engine.runtime.backends.llamacpp import flash_attention
 
     assert flash_attention(BackendOptions()) is False
     assert flash_attention(BackendOptions(gpu_layers=-1)) is None  # llama.cpp's own choice on a GPU
@@ -312,8 +312,8 @@ def test_flash_attention_is_off_on_the_cpu_unless_asked_for(llama: Engine):
 def test_default_threads_are_the_cpus_available():
     """No thread count set: the CPUs this process may use (llama.cpp's own default is 4 whatever
     the machine, llama-cpp-python's half the CPUs), for the contexts and the pld arm alike."""
-    from engine.backends.llamacpp import LlamaCppRuntime, _model, available_cpus
-    from engine.models import default_gguf_path
+    from engine.runtime.backends.llamacpp import LlamaCppRuntime, _model, available_cpus
+    from engine.runtime.models import default_gguf_path
 
     runtime = LlamaCppRuntime(_model(default_gguf_path(), BackendOptions(context=512)))
     try:
@@ -328,8 +328,8 @@ def test_default_threads_are_the_cpus_available():
 
 
 def test_close_frees_contexts_and_later_sessions_are_refused():
-    from engine.backends.llamacpp import LlamaCppRuntime, _model
-    from engine.models import default_gguf_path
+    from engine.runtime.backends.llamacpp import LlamaCppRuntime, _model
+    from engine.runtime.models import default_gguf_path
 
     options = BackendOptions(threads=1, context=512, gpu_layers=0)
     runtime = LlamaCppRuntime(_model(default_gguf_path(), options))

@@ -1,4 +1,4 @@
-"""The localizer (engine/localize.py): which prompt tokens belong to which region line, how lines
+"""The localizer (engine/decoding/localize.py): which prompt tokens belong to which region line, how lines
 are ranked, and the focus a program edit runs with, on the real embedded model."""
 
 from __future__ import annotations
@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from engine.localize import LineSurprise, rank_lines
+from engine.decoding.localize import LineSurprise, rank_lines
 
 REGION = "def f(x):\n\n    y = x * 2\n    return y\r\nprint(f(3))"
 
 
 def test_prompt_tokens_are_mapped_to_their_lines() -> None:
-    from engine.localize import prompt_with_lines
-    from engine.models import load_tokenizer
-    from engine.prompt import PromptParts, render, selector_messages
+    from engine.decoding.localize import prompt_with_lines
+    from engine.decoding.prompt import PromptParts, render, selector_messages
+    from engine.runtime.models import load_tokenizer
 
     tokenizer = load_tokenizer("default")
     parts = PromptParts(instruction="Fix the bug", region=REGION, focus_line=3)
@@ -50,8 +50,8 @@ def test_plan_focus_on_the_example(default_engine) -> None:
     """examples/buggy_add.py: the least natural line is the bug; under the default policy (guard)
     the hint goes there and is guarded wherever the cursor is; under keep a user focus on code is
     kept; without the localizer the focus is exactly what was sent."""
-    from engine.localize import _SURPRISES, CURSOR_WINDOW, plan_focus
-    from engine.prompt import PromptParts
+    from engine.decoding.localize import _SURPRISES, CURSOR_WINDOW, plan_focus
+    from engine.decoding.prompt import PromptParts
 
     text = (Path(__file__).resolve().parents[1] / "examples" / "buggy_add.py").read_text()
     loaded = default_engine.model_for("program")
@@ -95,7 +95,7 @@ def test_plan_focus_on_the_example(default_engine) -> None:
 
 def test_prose_lines_are_never_candidates() -> None:
     """Docstrings and comment lines are the least natural lines of all; the hint is for code."""
-    from engine.localize import prose_lines
+    from engine.decoding.localize import prose_lines
 
     source = ('def f(x):\n    """Twice x.\n\n    More words.\n    """\n    # a comment\n    y = x * 2  # trailing\n'
               '    "also a string statement"\n    return y\n')
@@ -126,8 +126,8 @@ def test_localize_benchmark_counts_hits() -> None:
 def test_a_cursor_scores_only_the_lines_near_it(default_engine) -> None:
     """With a cursor the localizer ranks lines within CURSOR_WINDOW of it only, so it scores just
     those: the same values as the full forward, on a fraction of the LM-head rows."""
-    from engine.localize import _SURPRISES, line_surprise
-    from engine.prompt import PromptParts
+    from engine.decoding.localize import _SURPRISES, line_surprise
+    from engine.decoding.prompt import PromptParts
 
     loaded = default_engine.model_for("program")
     region = "".join(f"def f{i}(x):\n    return x * {i} + {i % 3}\n" for i in range(12))

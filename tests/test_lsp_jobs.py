@@ -15,14 +15,13 @@ import time
 from concurrent.futures import Future
 
 import pytest
+from lsp_client_positions import client_offset
 from lsprotocol import types
 
-from lsp_client_positions import client_offset
-
-from engine.events import EditFinished, EditResult, EditStarted, OpResolved, TokenCounts
-from engine.program import Gen, Program
+from engine.decoding.events import EditFinished, EditResult, EditStarted, OpResolved, TokenCounts
+from engine.language.program import Gen, Program
+from engine.settings import Settings
 from lsp_server import jobs
-from lsp_server.config import Settings
 from lsp_server.documents import DocumentStore
 from lsp_server.jobs import EditJob, JobContext
 
@@ -436,7 +435,7 @@ async def test_a_document_that_did_not_parse_is_not_held_for_its_syntax():
 async def test_prompt_style_setting_reaches_the_edit_request(tmp_path, style):
     """promptStyle as the client sends it (user settings), through the server's config, to the
     engine's EditRequest.program_prompt."""
-    from lsp_server.config import load_workspace_settings
+    from engine.settings import load_workspace_settings
 
     settings, warnings = load_workspace_settings(tmp_path / "doc.py", user={"copyAsDecode": {"promptStyle": style}})
     assert not warnings and settings.prompt_style == style
@@ -480,7 +479,7 @@ class RecordingEngine(FakeEngine):
         return SimpleNamespace(runtime=SimpleNamespace(describe=lambda: "a recording fake"))
 
     def stream(self, request, cancelled=None):
-        from engine.lines import split_lines
+        from engine.core.lines import split_lines
 
         self.requests.append(request)
         a, b = request.region_bounds()
@@ -501,7 +500,7 @@ async def test_the_request_is_the_clis_for_the_same_file(tmp_path, monkeypatch, 
     (VS Code's, Neovim's filetype) maps to the fence name the CLI takes from the suffix."""
     import engine.commands.edit as edit_command
     from engine.cli import main
-    from lsp_server.config import load_workspace_settings
+    from engine.settings import load_workspace_settings
 
     text = "a = 1\nb = 2\nc = 3\n"
     path = tmp_path / name
@@ -543,7 +542,7 @@ def test_prompt_styles_are_the_engines():
     import typing
 
     from engine.api import EditRequest
-    from lsp_server.config import PROMPT_STYLES, ConfigError, parse_layer
+    from engine.settings import PROMPT_STYLES, ConfigError, parse_layer
 
     assert PROMPT_STYLES == typing.get_args(typing.get_type_hints(EditRequest)["program_prompt"])
     with pytest.raises(ConfigError, match="few-shot, selector"):

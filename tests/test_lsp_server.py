@@ -25,9 +25,8 @@ from typing import Any, Callable, Union
 
 import pytest
 import pytest_lsp
-from lsprotocol import types
-
 from lsp_client_positions import client_offset, client_position
+from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
 from engine.api import EditRequest
@@ -529,7 +528,7 @@ async def test_edits_for_review(client: LanguageClient, workspace: Path, engine,
     """A destructive fix, and every edit under applyMode preview, waits for the user: VS Code gets
     a WorkspaceEdit annotated needsConfirmation (its refactor preview; the test editor confirms
     it), Neovim 0.7 (no changeAnnotationSupport) a message and the edit on applyPending."""
-    from engine.guards import assess_edit, destructive_reason
+    from engine.checks.guards import assess_edit, destructive_reason
 
     editor: Editor = client.editor
     folder, text, mode = ("spec/", NOTE, "speculative") if case == "destructive" else ("preview/", BUGGY, "ar")

@@ -7,11 +7,13 @@ import re
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from lsprotocol import types
 
-from engine.lines import split_lines
-from lsp_server import actions, config, edits, positions
+from engine import settings as config
+from engine.core.lines import split_lines
+from lsp_server import actions, edits, positions
 from lsp_server.models import EditQueue, ModelKey, ModelPool
 
 # --- positions --------------------------------------------------------------------------------
@@ -308,7 +310,7 @@ def test_client_capabilities_through_pygls():
 
 
 def test_document_language_maps_editor_ids_to_the_engines_fence_names():
-    from engine.prompt import LANGUAGE_BY_SUFFIX
+    from engine.core.languages import LANGUAGE_BY_SUFFIX
     from lsp_server.request import EDITOR_LANGUAGES, document_language
 
     assert set(EDITOR_LANGUAGES.values()) <= set(LANGUAGE_BY_SUFFIX.values())  # names the CLI sends too
@@ -460,7 +462,7 @@ def test_backend_settings_reach_the_backend_options(tmp_path: Path):
     """gpuLayers and prefixCacheTokens are workspace settings that end in the engine's
     BackendOptions (the model key, so a change loads the model again); the default prompt cache
     is the engine's own default, and out-of-range values are refused with the key named."""
-    from engine.prefix_cache import DEFAULT_PREFIX_TOKENS
+    from engine.runtime.prefix_cache import DEFAULT_PREFIX_TOKENS
 
     assert config.Settings().backend_options().prefix_cache_tokens == DEFAULT_PREFIX_TOKENS
     (tmp_path / ".copy-as-decode.toml").write_text("gpu_layers = -1\nprefix_cache_tokens = 0\n")

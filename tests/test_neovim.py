@@ -49,7 +49,7 @@ NO_NVIM = "nvim is not installed (make test installs Debian's neovim as root; or
 def buggy_case() -> tuple[str, str]:
     """(file text, the diagnostic message) of the HumanEvalFix case."""
     try:
-        from engine.corpora import load_corpus
+        from engine.evaluation.corpora import load_corpus
 
         for case in load_corpus("humanevalfix-python"):
             if case.id == CASE_ID:

@@ -1,4 +1,4 @@
-"""No-op gens at the focus (engine.noop_gen): what counts as one, which deviation is taken, and
+"""No-op gens at the focus (engine.decoding.noop_gen): what counts as one, which deviation is taken, and
 the decoder with the real model and the shipped selector (it deviates where asked for a no-op,
 stays lossless under drafting, and leaves a request without a focus alone)."""
 
@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from engine.noop_gen import NoOpGenGuard
+from engine.decoding.noop_gen import NoOpGenGuard
 
 LINES = ["def f(a, b):\n", "    if a < b:\n", "        return a\n", "    return b\n"]
 VOCAB = ["    if", " a", " <", " >", " b", ":\n", ":", "\n", "<", "    return", " <=", ""]
@@ -68,7 +68,7 @@ def test_the_deviation_is_the_least_sure_token_and_leaves_the_input() -> None:
 
 def test_a_deviation_far_below_the_choice_is_refused_and_the_line_kept() -> None:
     """A model that finds the line right (its best way out of the input scores far below the
-    no-op) keeps it: forcing a change there is damage (engine.noop_gen.MAX_GAP)."""
+    no-op) keeps it: forcing a change there is damage (engine.decoding.noop_gen.MAX_GAP)."""
     gen, mark = (1, 1), SimpleNamespace(kv_length=10)
     for max_gap, taken in ((0.5, True), (0.49, False)):
         guard = NoOpGenGuard(LINES, VOCAB, focus_line=2, max_gap=max_gap)
@@ -98,8 +98,8 @@ CHMOD = ('def chmod(self, tarinfo, targetpath):\n'
 
 
 def _noop_gens_over(program, region: str, focus: int) -> int:
-    from engine.lines import split_lines
-    from engine.program import CopyLines, Gen
+    from engine.core.lines import split_lines
+    from engine.language.program import CopyLines, Gen
 
     guard = NoOpGenGuard(split_lines(region), VOCAB, focus_line=focus)
     consumed, found = 0, 0
@@ -116,7 +116,7 @@ def _noop_gens_over(program, region: str, focus: int) -> int:
 def test_program_mode_never_writes_the_focus_line_back_and_stays_lossless(default_engine, instruction: str) -> None:
     """The second instruction asks for the no-op outright: the decoder must still change line 4,
     deviating once, and the drafted decode must equal the undrafted one. The localizer is off: it
-    may move the hint off line 4, and then nothing is guarded (engine.localize.plan_focus, tested
+    may move the hint off line 4, and then nothing is guarded (engine.decoding.localize.plan_focus, tested
     in tests/test_localize.py); here the mechanism itself is under test."""
     from engine.api import EditRequest
 

@@ -25,10 +25,10 @@ import openai
 import pytest
 
 from engine.api import EditRequest, Engine
-from engine.backends import BackendOptions, llamacpp_available
-from engine.commands.edit import json_summary
+from engine.decoding.tables import tables_for
 from engine.openai_api.completion import ChatDecode, build_job
-from engine.tables import tables_for
+from engine.runtime.backends import BackendOptions, llamacpp_available
+from engine.verdict import json_summary
 
 pytestmark = [pytest.mark.model, pytest.mark.timeout(900)]
 
@@ -132,7 +132,7 @@ def test_prediction_is_lossless_and_counts_are_the_decoders(client: openai.OpenA
     assert plain.usage.completion_tokens_details.accepted_prediction_tokens == 0
     mine = _in_process(default_engine, PREDICTION, 40)
     assert mine.text == text and 0 < mine.accepted <= mine.completion_tokens
-    # Draft sizes follow each process's learned forward costs (engine.cost), so the split between
+    # Draft sizes follow each process's learned forward costs (engine.runtime.cost), so the split between
     # accepted and rejected may differ between this process and the server; the totals may not.
     for usage_ in (predicted.usage, usage):
         details = usage_.completion_tokens_details

@@ -1,4 +1,4 @@
-"""Prefix reuse across edits (engine.prefix_cache): the same edit twice gives the same output and
+"""Prefix reuse across edits (engine.runtime.prefix_cache): the same edit twice gives the same output and
 the same logits within float rounding, while the second prefill forwards only what changed; the
 store is bounded and a setting turns it off."""
 
@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import pytest
 import torch
+from prefix_marks import BUGGY, marked_prompts_reuse_up_to_the_mark
 
 from engine.api import EditRequest, Engine
-from engine.backends.transformers_backend import PREFILL_ALIGN
-from engine.prefix_cache import PrefixStore, common_prefix
-from engine.prompt import PromptParts, focus_free_prefix
-from engine.tokens import encode
-from prefix_marks import BUGGY, marked_prompts_reuse_up_to_the_mark
+from engine.core.tokens import encode
+from engine.decoding.prompt import PromptParts, focus_free_prefix
+from engine.runtime.backends.transformers_backend import PREFILL_ALIGN
+from engine.runtime.prefix_cache import PrefixStore, common_prefix
 
 pytestmark = [pytest.mark.model]
 
@@ -39,7 +39,7 @@ def test_store_takes_the_longest_prefix_and_keeps_its_budget():
 
 
 def _second_prefill_reuses(engine: Engine, mode: str) -> None:
-    from engine.localize import forget_surprises
+    from engine.decoding.localize import forget_surprises
 
     loaded = engine.model_for(mode)
     loaded.runtime.prefixes.clear()
@@ -59,7 +59,7 @@ def test_a_cursor_on_code_prefills_what_the_localizer_forwarded(default_engine: 
     """With the cursor on a code line the localizer reads the program prompt itself (hint and all),
     so the edit's own prefill takes all of it but the last chunk from the prefix cache; on a
     docstring line the hint may move, and the localizer reads the hintless prompt instead."""
-    from engine.localize import forget_surprises
+    from engine.decoding.localize import forget_surprises
 
     loaded = default_engine.model_for("program")
     text = BUGGY * 8
@@ -79,7 +79,7 @@ def test_a_cursor_on_code_prefills_what_the_localizer_forwarded(default_engine: 
 def test_a_kept_prompt_gives_a_fresh_prefills_last_logits(default_engine: Engine):
     """A prompt read with other rows asked for too (the localizer's forward) is kept with its last
     logits; the same prompt's prefill then forwards nothing and gets exactly the logits a fresh
-    prefill computes (the LM head runs on the last row apart, engine.backends.transformers_backend)."""
+    prefill computes (the LM head runs on the last row apart, engine.runtime.backends.transformers_backend)."""
     for loaded in (default_engine.loaded, default_engine.model_for("program")):
         runtime = loaded.runtime
         ids = encode(loaded.tokenizer, "Rewrite this code.\n" + BUGGY * 12)  # more than one chunk

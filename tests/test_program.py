@@ -8,12 +8,23 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-from engine.lines import line_offsets, split_lines
-from engine.oracle import greedy_token_matches, line_oracle, token_oracle
-from engine.program import (ESCAPE, RESERVED_LITERALS, CopyLines, CopyTokens, Gen, Program, ProgramSyntaxError,
-                            escape_body, may_end_after, parse, unescape_body)
-from engine.resolve import ResolveError, check_ending, resolve
-from engine.tokens import decode, encode, token_pieces
+from engine.core.lines import line_offsets, split_lines
+from engine.core.tokens import decode, encode, token_pieces
+from engine.language.oracle import greedy_token_matches, line_oracle, token_oracle
+from engine.language.program import (
+    ESCAPE,
+    RESERVED_LITERALS,
+    CopyLines,
+    CopyTokens,
+    Gen,
+    Program,
+    ProgramSyntaxError,
+    escape_body,
+    may_end_after,
+    parse,
+    unescape_body,
+)
+from engine.language.resolve import ResolveError, check_ending, resolve
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -131,7 +142,7 @@ def test_may_end_after_and_check_ending():
 def test_every_corpus_oracle_ends_properly():
     """Lossless AND decodable: on every real case the line oracle resolves to the gold and ends
     where the grammar lets a program end."""
-    from engine.corpora import load_corpora
+    from engine.evaluation.corpora import load_corpora
 
     total = 0
     for cases in load_corpora("all").values():
@@ -281,7 +292,7 @@ def test_clipped_mode_clamps_and_warns(source, ranges):
 
 @pytest.fixture(scope="module")
 def default_tokenizer():
-    from engine.models import load_tokenizer
+    from engine.runtime.models import load_tokenizer
 
     return load_tokenizer("default")
 

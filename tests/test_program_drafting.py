@@ -8,13 +8,13 @@ import pytest
 import torch
 
 from engine.api import EditRequest, Engine
-from engine.corpora import load_corpus
-from engine.drafter import DraftText, DraftTokens, InputDrafter, ProgramDrafter, ProgramState
-from engine.models import LoadedModel
-from engine.oracle import line_oracle
-from engine.program import CopyLines
-from engine.record import record_fed_sequence
-from engine.tokens import encode
+from engine.core.tokens import encode
+from engine.decoding.drafter import DraftText, DraftTokens, InputDrafter, ProgramDrafter, ProgramState
+from engine.evaluation.corpora import load_corpus
+from engine.language.oracle import line_oracle
+from engine.language.program import CopyLines
+from engine.runtime.models import LoadedModel
+from engine.training.record import record_fed_sequence
 
 BUGGY = 'def add(a, b):\n    """Return the sum of a and b."""\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n'
 
@@ -65,7 +65,7 @@ def test_forced_drafting_reaches_gold_and_records_the_same_sequence(default_engi
 
 def test_recorded_sequence_marks_only_chosen_tokens(default_engine: Engine) -> None:
     """Spliced copies and forced literals are never loss targets; the program's own end is, after a
-    gen, and is forced after a copy that reached the last line (engine.program.must_end_after)."""
+    gen, and is forced after a copy that reached the last line (engine.language.program.must_end_after)."""
     tok = default_engine.loaded.tokenizer
     gold = BUGGY.replace("return a - b\n\n\ndef sub", "return a + b\n\n\ndef sub")
     seq = record_fed_sequence(default_engine.loaded, EditRequest(BUGGY, "Fix the bug in add.", mode="forced",
@@ -112,7 +112,7 @@ def test_drafting_is_lossless_on_a_random_model(tiny_random_engine: Engine, n_li
         assert runs[1].raw_output == runs[0].raw_output
         assert runs[1].output_text == runs[0].output_text
         drafted += runs[1].breakdown["drafted_tokens"]
-    # One line leaves little to draft: its copy ends the program (engine.program.must_end_after).
+    # One line leaves little to draft: its copy ends the program (engine.language.program.must_end_after).
     assert drafted > 0 or n_lines == 1, "the drafter should have proposed something to verify"
 
 

@@ -11,11 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.grammar import GrammarCompilerCache, RangeConstraint
-from engine.program import CopyLines, Gen
-from engine.remote_decode import segment_ebnf
-from engine.scanner import ProgramScanner
-from engine.tables import unpack_allowed
+from engine.decoding.remote_decode import segment_ebnf
+from engine.decoding.tables import unpack_allowed
+from engine.language.grammar import GrammarCompilerCache, RangeConstraint
+from engine.language.program import CopyLines, Gen
+from engine.language.scanner import ProgramScanner
 
 QWEN = Path(__file__).resolve().parents[1].parent / "shared" / "tokenizers" / "qwen2.5"
 N = 5
@@ -23,7 +23,7 @@ N = 5
 
 def _tokenizer(name: str):
     if name == "smollm2":
-        from engine.models import load_tokenizer
+        from engine.runtime.models import load_tokenizer
 
         return load_tokenizer("default")
     if not QWEN.is_dir():
@@ -125,7 +125,7 @@ def test_segment_grammars_follow_the_same_rule(vocab) -> None:
 
 
 def test_a_copy_to_the_end_forces_the_end() -> None:
-    from engine.program import CopyTokens, must_end_after
+    from engine.language.program import CopyTokens, must_end_after
 
     assert must_end_after(CopyLines(2, N), N) and must_end_after(CopyLines(N, N), N)
     assert not must_end_after(CopyLines(1, N - 1), N) and not must_end_after(Gen("x\n"), N)
@@ -143,7 +143,7 @@ def test_the_forced_end_after_a_copy_to_the_end(vocab) -> None:
     """``accept_forced_literal`` writes what is left of ``</program>`` where the range rule says
     the program must end, whether or not the grammar forced the ``<`` already, and nothing else
     anywhere else."""
-    from engine.program_writer import accept_forced_literal
+    from engine.decoding.program_writer import accept_forced_literal
 
     grammar, _ = vocab
     for program in ('<program><copy lines="2-5"/>', '<program><copy lines="2-5"/><'):

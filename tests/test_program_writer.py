@@ -1,11 +1,11 @@
-"""The program writer both program decoders share (engine.program_writer), without a model: a
+"""The program writer both program decoders share (engine.decoding.program_writer), without a model: a
 character tokenizer stands in (one token per character), a stub for the grammar matcher."""
 
 from __future__ import annotations
 
-from engine.events import TokenCounts
-from engine.program import CopyLines, Gen
-from engine.program_writer import ProgramWriter, starts_op
+from engine.decoding.events import TokenCounts
+from engine.decoding.program_writer import ProgramWriter, starts_op
+from engine.language.program import CopyLines, Gen
 
 REGION = "a = 1\nb = 2\nc = 3\n"
 LINES = REGION.splitlines(keepends=True)

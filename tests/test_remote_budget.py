@@ -8,10 +8,10 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from engine.backends.http_client import RemoteError
-from engine.models import LoadedModel, load_tokenizer
-from engine.remote_decode import RemoteProgramDecoder
-from engine.tables import tables_for
+from engine.decoding.remote_decode import RemoteProgramDecoder
+from engine.decoding.tables import tables_for
+from engine.runtime.backends.http_client import RemoteError
+from engine.runtime.models import LoadedModel, load_tokenizer
 
 REGION = "def add(a, b):\n    return a - b\n"
 

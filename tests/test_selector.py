@@ -12,17 +12,31 @@ from pathlib import Path
 import pytest
 import torch
 
-from engine.models import DEFAULT_MODEL, LoadedModel
-from engine.selector import adapter as adapter_mod
-from engine.selector.adapter import (ADAPTER_CONFIG, ADAPTER_WEIGHTS, MAX_ADAPTER_BYTES, AdapterTooLarge,
-                                     SelectorError, load_selector, merged_model, resolve_selector, save_adapter)
-from engine.selector.dataset import IGNORE, TrainExample, example_from_fed
-from engine.selector.train import CHECKPOINT, CheckpointMismatch, TrainConfig, example_loss, lora_model, train_adapter
+from engine.runtime.models import DEFAULT_MODEL, LoadedModel
+from engine.runtime.selector import adapter as adapter_mod
+from engine.runtime.selector.adapter import (
+    MAX_ADAPTER_BYTES,
+    AdapterTooLarge,
+    load_selector,
+    merged_model,
+    resolve_selector,
+    save_adapter,
+)
+from engine.runtime.selector.files import ADAPTER_CONFIG, ADAPTER_WEIGHTS, SelectorError
+from engine.training.selector.dataset import IGNORE, TrainExample, example_from_fed
+from engine.training.selector.train import (
+    CHECKPOINT,
+    CheckpointMismatch,
+    TrainConfig,
+    example_loss,
+    lora_model,
+    train_adapter,
+)
 
 
 @dataclass
 class FedSequence:
-    """Same fields as ``engine.record.FedSequence``: what the program decoder fed, and which
+    """Same fields as ``engine.training.record.FedSequence``: what the program decoder fed, and which
     positions the model chose."""
 
     ids: list[int]
@@ -165,8 +179,7 @@ def test_adapter_round_trip_merges_into_a_copy(tmp_path: Path) -> None:
 
 
 def test_adapter_records_the_prompt_layout_it_was_trained_on(tmp_path: Path) -> None:
-    from engine.prompt import HINT_AFTER, HINT_BEFORE
-    from engine.selector.adapter import SELECTOR_INFO, prompt_layout
+    from engine.runtime.selector.adapter import HINT_AFTER, HINT_BEFORE, SELECTOR_INFO, prompt_layout
 
     peft_model = lora_model(tiny_llama(), TrainConfig(rank=4, alpha=8))
     save_adapter(peft_model, tmp_path / "new", "tiny", dtype=torch.float32)
@@ -185,9 +198,10 @@ def test_adapter_records_the_prompt_layout_it_was_trained_on(tmp_path: Path) -> 
 def test_hint_after_layout_keeps_the_region_a_shared_prefix() -> None:
     """The hint after the region: a hintless prompt (the localizer's forward) and prompts with the
     cursor anywhere share every token up to the region's last line (reused from the prefix cache)."""
-    from engine.models import load_tokenizer
-    from engine.prefix_cache import common_prefix
-    from engine.prompt import HINT_AFTER, HINT_BEFORE, PromptParts, render, selector_messages
+    from engine.decoding.prompt import PromptParts, render, selector_messages
+    from engine.runtime.models import load_tokenizer
+    from engine.runtime.prefix_cache import common_prefix
+    from engine.runtime.selector.adapter import HINT_AFTER, HINT_BEFORE
 
     tokenizer = load_tokenizer("default")
     region = "".join(f"    x{i} = f(x{i - 1})\n" for i in range(1, 40))
@@ -266,7 +280,7 @@ def test_selector_setting_resolution(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
 def test_engine_runs_program_mode_on_the_selector_and_text_modes_on_the_base(tmp_path: Path) -> None:
     from engine.api import EditRequest, Engine
-    from engine.models import load_tokenizer
+    from engine.runtime.models import load_tokenizer
 
     tokenizer = load_tokenizer(DEFAULT_MODEL)
     base = tiny_llama(vocab=len(tokenizer))
@@ -286,7 +300,7 @@ def test_engine_runs_program_mode_on_the_selector_and_text_modes_on_the_base(tmp
 # --- The data path through the real recorder and the command, on a tiny model with the real tokenizer.
 
 def _cases():
-    from engine.synth import SynthCase
+    from engine.training.synth import SynthCase
 
     def case(src: str, gold: str, kind: str, changed: int, focus: int | None, split: str = "train") -> SynthCase:
         return SynthCase(input=src, gold=gold, instruction="Fix the bug", kind=kind, language="python",
@@ -301,16 +315,16 @@ def _cases():
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    from engine.models import load_tokenizer
+    from engine.runtime.models import load_tokenizer
 
     return load_tokenizer(DEFAULT_MODEL)
 
 
 def test_recorded_sequences_mask_prompt_forced_and_spliced_tokens(tokenizer) -> None:
     from engine.api import Engine
-    from engine.record import record_fed_sequence
-    from engine.selector.dataset import record_examples, training_request
-    from engine.tokens import encode
+    from engine.core.tokens import encode
+    from engine.training.record import record_fed_sequence
+    from engine.training.selector.dataset import record_examples, training_request
 
     loaded = LoadedModel("tiny", tiny_llama(vocab=len(tokenizer)), tokenizer, "cpu", torch.float32)
     cases = _cases()[:2]
@@ -344,16 +358,16 @@ def test_train_selector_refuses_a_share_outside_0_1(option: str, tmp_path: Path,
 
 def test_train_selector_command_end_to_end(tmp_path: Path, tokenizer, monkeypatch: pytest.MonkeyPatch) -> None:
     """Record, train (stopped and resumed), save, evaluate and write the card, on a tiny model folder."""
-    import engine.synth
+    import engine.training.synth
     from engine.cli import main
-    from engine.synth import SynthDataset
+    from engine.training.synth import SynthDataset
 
     model_dir = tmp_path / "tiny"
     tiny_llama(vocab=len(tokenizer)).save_pretrained(model_dir)
     tokenizer.save_pretrained(model_dir)
     cases = _cases()
     dataset = SynthDataset(train=cases[:2], heldout=cases[2:], stats={"decontamination": {"dropped": 7, "functions_checked": 90}})
-    monkeypatch.setattr(engine.synth, "build_dataset", lambda n_train, n_heldout, seed=0, **kw: dataset)
+    monkeypatch.setattr(engine.training.synth, "build_dataset", lambda n_train, n_heldout, seed=0, **kw: dataset)
     out, work = tmp_path / "out", tmp_path / "work"
     common = ["train-selector", "--model", str(model_dir), "--out", str(out), "--work-dir", str(work), "--steps", "4",
               "--warmup-steps", "1", "--rank", "4", "--alpha", "8", "--threads", "1", "--eval-cases", "1",
@@ -376,7 +390,7 @@ def test_train_selector_command_end_to_end(tmp_path: Path, tokenizer, monkeypatc
 
 def test_heldout_focus_settings() -> None:
     """The held-out evaluation's three hints: none, a seeded cursor within 3 lines of the bug, the bug."""
-    from engine.selector.evaluate import case_key, eval_focus, eval_request
+    from engine.training.selector.evaluate import case_key, eval_focus, eval_request
 
     for case in _cases():
         n = len(case.input.splitlines())
@@ -396,13 +410,13 @@ def test_train_selector_recipe_on_a_tiny_qwen25(tmp_path: Path, monkeypatch: pyt
     it proves the code path, not quality."""
     import json as _json
 
-    import engine.synth
     from transformers import AutoConfig, AutoTokenizer, Qwen2ForCausalLM
 
+    import engine.training.synth
     from engine.api import EditRequest, Engine
     from engine.cli import main
-    from engine.corpora import shared_dir
-    from engine.synth import SynthDataset
+    from engine.evaluation.corpora import shared_dir
+    from engine.training.synth import SynthDataset
 
     folder = shared_dir() / "tokenizers" / "qwen2.5"
     if not (folder / "tokenizer.json").is_file():
@@ -419,7 +433,7 @@ def test_train_selector_recipe_on_a_tiny_qwen25(tmp_path: Path, monkeypatch: pyt
     tokenizer.save_pretrained(model_dir)
     cases = _cases()
     dataset = SynthDataset(train=cases[:2], heldout=cases[2:], stats={})
-    monkeypatch.setattr(engine.synth, "build_dataset", lambda n_train, n_heldout, seed=0, **kw: dataset)
+    monkeypatch.setattr(engine.training.synth, "build_dataset", lambda n_train, n_heldout, seed=0, **kw: dataset)
     out = tmp_path / "adapter"
     assert main(["train-selector", "--model", str(model_dir), "--out", str(out), "--work-dir", str(tmp_path / "work"),
                  "--steps", "2", "--warmup-steps", "1", "--rank", "4", "--alpha", "8", "--threads", "1",

@@ -1,6 +1,6 @@
-"""engine.syntax: real parsers (CPython's for Python, tree-sitter for JavaScript) judge an edit."""
+"""engine.checks.syntax: real parsers (CPython's for Python, tree-sitter for JavaScript) judge an edit."""
 
-from engine.syntax import breaks_syntax, first_error, parses, syntax_break
+from engine.checks.syntax import breaks_syntax, first_error, parses, syntax_break
 
 FLATTEN = '''def flatten(arr):
     for x in arr:

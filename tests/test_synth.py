@@ -12,13 +12,13 @@ import tempfile
 
 import pytest
 
-from engine.lines import split_lines
-from engine.synth import BUG_KINDS, EDIT_KINDS, SynthCase, build_dataset, first_changed_line
-from engine.synth.decontam import NgramIndex
-from engine.synth.functions import SourceFunction
-from engine.synth.js_edits import js_sites
-from engine.synth.python_edits import python_sites
-from engine.synth.python_source import functions_in_file, stdlib_dir
+from engine.core.lines import split_lines
+from engine.training.synth import BUG_KINDS, EDIT_KINDS, SynthCase, build_dataset, first_changed_line
+from engine.training.synth.decontam import NgramIndex
+from engine.training.synth.functions import SourceFunction
+from engine.training.synth.js_edits import js_sites
+from engine.training.synth.python_edits import python_sites
+from engine.training.synth.python_source import functions_in_file, stdlib_dir
 
 PY_FUNCTION = '''def count_words(text, limit=10):
     """Count words, at most limit."""
@@ -164,8 +164,8 @@ def test_ngram_index_similarity() -> None:
 
 
 def test_decontamination_drops_a_copied_humanevalfix_function() -> None:
-    from engine.corpora import CorpusError, load_corpus
-    from engine.synth.decontam import evaluation_index
+    from engine.evaluation.corpora import CorpusError, load_corpus
+    from engine.training.synth.decontam import evaluation_index
 
     try:
         case = load_corpus("humanevalfix-python")[0]
@@ -218,7 +218,7 @@ def test_cursor_placement_shares_and_rules() -> None:
     function), a few farther on a line the edit does not touch; seeded."""
     from collections import Counter
 
-    from engine.synth.cursor import AWAY_SHARE, EXACT_SHARE, NEAR_SHARE, cursor_placement
+    from engine.training.synth.cursor import AWAY_SHARE, EXACT_SHARE, NEAR_SHARE, cursor_placement
 
     source = "".join(f"x{i} = {i}\n" for i in range(1, 21))
     gold = source.replace("x10 = 10\n", "x10 = 11\n").replace("x11 = 11\n", "x11 = 12\n")
@@ -243,7 +243,7 @@ def test_cursor_placement_exact_share() -> None:
     rest; 1.0 always puts the hint on the changed line (the shipped adapter's data), 0.0 never."""
     from collections import Counter
 
-    from engine.synth.cursor import AWAY_SHARE, NEAR_SHARE, cursor_placement
+    from engine.training.synth.cursor import AWAY_SHARE, NEAR_SHARE, cursor_placement
 
     source = "".join(f"x{i} = {i}\n" for i in range(1, 21))
     gold = source.replace("x10 = 10\n", "x10 = 11\n")
@@ -256,7 +256,7 @@ def test_cursor_placement_exact_share() -> None:
 @pytest.mark.skipif(shutil.which("npm") is None or shutil.which("node") is None,
                     reason="npm/node not installed: the JavaScript sources come from npm packages")
 def test_javascript_sources_from_npm_with_allowed_licenses() -> None:
-    from engine.synth.js_source import ALLOWED_LICENSES, PACKAGES, JsParser, ensure_installed, js_functions
+    from engine.training.synth.js_source import ALLOWED_LICENSES, PACKAGES, JsParser, ensure_installed, js_functions
 
     cache = ensure_installed()
     wanted = tuple(p for p in PACKAGES if p.name in ("lodash-es", "semver"))

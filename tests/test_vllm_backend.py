@@ -14,8 +14,8 @@ import pytest
 import vllm_server
 
 from engine.api import EditRequest, Engine
-from engine.backends import BackendOptions
-from engine.corpora import load_corpus
+from engine.evaluation.corpora import load_corpus
+from engine.runtime.backends import BackendOptions
 
 pytestmark = [pytest.mark.model, pytest.mark.slow, pytest.mark.timeout(1200)]
 
@@ -58,7 +58,7 @@ def _cases() -> list[tuple[str, str, str]]:
 def test_edits_match_the_in_process_engine(remote: Engine, local: Engine, mode: str):
     """Program mode: the span selector on both sides (a vLLM LoRA module vs the merged adapter),
     greedy on both: the deviation from a gen that writes the hinted line back unchanged
-    (engine/noop_gen.py) is not on vLLM yet (README, "vLLM"), so it is off in-process here; the
+    (engine/decoding/noop_gen.py) is not on vLLM yet (README, "vLLM"), so it is off in-process here; the
     localizer's hint is on both sides."""
     for name, text, instruction in _cases():
         request = dict(text=text, instruction=instruction, mode=mode, max_new_tokens=64, language="python",

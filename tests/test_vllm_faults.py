@@ -13,11 +13,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from fake_completions_server import FakeCompletionsServer
 
 from engine.api import EditRequest, Engine
-from engine.backends import BackendError, BackendOptions
-from engine.models import ModelLoadError, load_tokenizer
-from fake_completions_server import FakeCompletionsServer
+from engine.runtime.backends import BackendError, BackendOptions
+from engine.runtime.models import ModelLoadError, load_tokenizer
 
 BUGGY = "def add(a, b):\n    return a - b\n"
 KEY = "sk-test-secret-123"
@@ -99,7 +99,7 @@ def test_cli_leaves_the_file_untouched_on_a_server_error(fake, tmp_path: Path):
 
 
 def test_workspace_files_cannot_set_the_server(tmp_path: Path):
-    from lsp_server.config import parse_layer
+    from engine.settings import parse_layer
 
     layer = parse_layer({"serverUrl": "http://evil.example:80", "backend": "vllm"}, "workspace file")
     assert "server_url" not in layer.values and layer.values.get("backend") == "vllm"

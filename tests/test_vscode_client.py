@@ -26,7 +26,7 @@ extension logs); docs/vscode-ai-fix.png and docs/vscode-preview.png are written 
 when COPY_AS_DECODE_UPDATE_DOCS=1.
 
 `test_settings_mirror_the_server` is fast and needs neither Node nor the model: package.json,
-src/settings.ts and vscode-client/README.md must match lsp_server/config.py's Settings.
+src/settings.ts and vscode-client/README.md must match engine/settings.py's Settings.
 """
 
 from __future__ import annotations
@@ -181,10 +181,10 @@ def _readme_default(value: object) -> str:
 
 
 def test_settings_mirror_the_server() -> None:
-    """Every server setting (lsp_server/config.py Settings) is contributed under the same camelCase
+    """Every server setting (engine/settings.py Settings) is contributed under the same camelCase
     name with the server's default and choices, listed in src/settings.ts, and documented with
     that default in the README: a stale mirror would offer values the server rejects."""
-    from lsp_server import config
+    from engine import settings as config
 
     settings = config.Settings()
     names = {config._camel(f.name): getattr(settings, f.name) for f in dataclasses.fields(settings)}

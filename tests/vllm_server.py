@@ -42,8 +42,8 @@ def _free_port() -> int:
 def start(log_dir: Path) -> None:
     if _server or not available():
         return
-    from engine.models import _default_model_folder
-    from engine.selector.adapter import SHIPPED_ADAPTER_DIR
+    from engine.runtime.models import _default_model_folder
+    from engine.runtime.selector.adapter import SHIPPED_ADAPTER_DIR
 
     folder = _default_model_folder(None)
     port = _free_port()

@@ -5,11 +5,11 @@
 * :mod:`engine.bench.edits`: corpus benchmarks, ``forced`` family (every arm produces the gold;
   isolates the mechanism) and ``free`` family (the model decides; pass@1 by running tests).
 * :mod:`engine.bench.arms`: each family's arms (engine mode, drafting, selector or base model,
-  focus hint). :mod:`engine.bench.focus`: where the hint points (none, near: a cursor by the bug,
+  focus hint). :mod:`engine.evaluation.focus`: where the hint points (none, near: a cursor by the bug,
   oracle: on it).
 * :mod:`engine.bench.bounds`: s(N) interpolation, the paper-style, structure-aware, fused and
   drafted bounds.
-* :mod:`engine.bench.quality`: exact match, valid programs, collateral damage, wrong-line edits,
+* :mod:`engine.evaluation.quality`: exact match, valid programs, collateral damage, wrong-line edits,
   tail deletions and syntax breaks of free edits.
 * :mod:`engine.bench.merge`: partial results (case ranges) merged into one record.
 * :mod:`engine.bench.runner`: runs a corpus case's tests on a candidate, isolated, with a timeout.

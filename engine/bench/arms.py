@@ -14,13 +14,13 @@ Free family (the model decides):
   equal ``program``'s (recorded per case as ``identical_to_program``);
   ``program-base``: program mode on the base model (selector ``none``), drafted;
   ``program-near``: ``program`` with the focus hint on a cursor near the bug (the first input
-  line the gold changes moved by a seeded offset in -3..+3: :mod:`engine.bench.focus`): what a
+  line the gold changes moved by a seeded offset in -3..+3: :mod:`engine.evaluation.focus`): what a
   user's AI fix sends, the hinted headline;
   ``program-oracle``: ``program`` with the focus exactly on the first line the gold changes, the
   upper bound no user gives (called ``program-focus`` before; old result files are read with the
   new name). ``program`` itself has no hint (focus ``none``). Whole-file edits, so input lines are
   document lines. Hinted arms are reported as rows of their own, never pooled with unhinted ones.
-  Program arms run as users get them: with the localizer (engine/localize.py: the hint goes to
+  Program arms run as users get them: with the localizer (engine/decoding/localize.py: the hint goes to
   the least natural code line, near the cursor if there is one) and the no-op deviation guarding
   that line (``focus_policy="guard"``). To measure those, ``-unlocalized`` arms run without the
   localizer (``EditRequest.localize=False``: the hint is exactly the focus sent, or none),
@@ -35,7 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from engine.prompt import DEFAULT_FOCUS_POLICY
+from engine.decoding.prompt import DEFAULT_FOCUS_POLICY
 
 
 @dataclass(frozen=True)
@@ -44,10 +44,10 @@ class Arm:
     mode: str  # the engine mode (forced text arms: the teacher-forced arm's name)
     draft: bool = True
     base: bool = False  # run on the base model even when the engine has a selector
-    focus: str = "none"  # none | near | oracle (engine.bench.focus)
-    localize: bool = True  # EditRequest.localize (engine/localize.py)
-    noop: bool = True  # EditRequest.noop_deviation (engine/noop_gen.py)
-    policy: str = DEFAULT_FOCUS_POLICY  # EditRequest.focus_policy (engine/localize.py)
+    focus: str = "none"  # none | near | oracle (engine.evaluation.focus)
+    localize: bool = True  # EditRequest.localize (engine/decoding/localize.py)
+    noop: bool = True  # EditRequest.noop_deviation (engine/decoding/noop_gen.py)
+    policy: str = DEFAULT_FOCUS_POLICY  # EditRequest.focus_policy (engine/decoding/localize.py)
 
     @property
     def hinted(self) -> bool:

@@ -13,8 +13,8 @@ from typing import Any, Callable, Sequence
 from engine.bench.edits import teacher_forced, text_prompt_ids
 from engine.bench.harness import machine_info, median, rotate
 from engine.bench.kernel import measure_kernel
-from engine.tables import tables_for
-from engine.tokens import encode
+from engine.core.tokens import encode
+from engine.decoding.tables import tables_for
 
 
 def compare_backends(engines: dict[str, Any], cases: Sequence[Any], kernel_ns: Sequence[int], kernel_trials: int,

@@ -6,7 +6,7 @@ s(1) = 1 by definition and s held flat beyond the largest measured N.
 
 * paper-style bound, per corpus: ``T / (T_gen + sum_k N_k / s(N_k))`` over the line-oracle span
   histogram (T gold tokens, T_gen of them generated, N_k the tokens of copy span k; the token
-  convention of :mod:`engine.analysis`).
+  convention of :mod:`engine.bench.analysis`).
 * structure-aware bound: the program mode's real work for the oracle program. Every token the
   model must choose (gen text and program structure: op openers, digits, closers) is one decode
   step, every forced literal one forward of its tokens, every splice one forward of the copied
@@ -24,7 +24,7 @@ s(1) = 1 by definition and s held flat beyond the largest measured N.
   "one step per chosen token" becomes one forward per *undrafted* choice, of
   ``1 + drafted tokens + their literals + their splices`` tokens, costed ``n / s(n)``:
   ``T / sum_f n_f / s(n_f)`` over the forwards of :func:`drafted_walk`, which runs the engine's
-  own :class:`engine.program_decoder.ProgramDecoder` under the teacher (a drafted token stands
+  own :class:`engine.decoding.program_decoder.ProgramDecoder` under the teacher (a drafted token stands
   while it equals the teacher's) with its cache replaced by a counter, so no model runs and the
   walk cannot drift from the decoder. The benchmark checks its forward sizes against the
   ``program-drafted`` arm's measured ones on every case (``drafted_walk_matches_engine``).
@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from engine.session import Session
+from engine.runtime.session import Session
 
 
 @dataclass(frozen=True)
@@ -100,7 +100,7 @@ def bound(tokens: float, cost: float) -> float | None:
 
 @dataclass
 class OracleSpans:
-    """The line-oracle span histogram of one case (token convention of :mod:`engine.analysis`)."""
+    """The line-oracle span histogram of one case (token convention of :mod:`engine.bench.analysis`)."""
 
     T: int
     T_gen: int
@@ -108,11 +108,11 @@ class OracleSpans:
 
 
 def oracle_spans(tokenizer: Any, source: str, gold: str) -> OracleSpans:
-    from engine.analysis import tokens_per_op
-    from engine.lines import split_lines
-    from engine.oracle import line_oracle
-    from engine.program import CopyLines
-    from engine.tokens import encode, token_pieces
+    from engine.bench.analysis import tokens_per_op
+    from engine.core.lines import split_lines
+    from engine.core.tokens import encode, token_pieces
+    from engine.language.oracle import line_oracle
+    from engine.language.program import CopyLines
 
     gold_ids = encode(tokenizer, gold)
     program = line_oracle(source, gold)
@@ -133,7 +133,7 @@ class ProgramStructure:
     forced after the last choice, are never forwarded: neither costs anything);
     ``splices``: tokens of each copy appended to the cache; ``trailing_splice``: the tokens of a
     final copy that reached the input's end, written but never appended (the program must end
-    there: ``engine.program.must_end_after``).
+    there: ``engine.language.program.must_end_after``).
     """
 
     chosen: int = 0
@@ -157,16 +157,16 @@ def program_structure(loaded: Any, tables: Any, region: str, program: Any) -> Pr
     """Walk ``program`` through the grammar exactly as ``forced`` mode does, without the model:
     at each point either the grammar fixes a literal (jump-forward string, cut at a copy close,
     as the decoder cuts it) or the teacher picks the next token. Mirrors
-    :func:`engine.program_decoder.decode_program`; the benchmark checks the counts against the
+    :func:`engine.decoding.program_decoder.decode_program`; the benchmark checks the counts against the
     engine's own token counts for every case."""
-    from engine.grammar import RangeConstraint
-    from engine.lines import split_lines
-    from engine.program import CopyLines, CopyTokens
-    from engine.program_decoder import ProgramTeacher
-    from engine.program_writer import accept_forced_literal
-    from engine.scanner import ProgramScanner
-    from engine.tables import unpack_allowed
-    from engine.tokens import encode
+    from engine.core.lines import split_lines
+    from engine.core.tokens import encode
+    from engine.decoding.program_decoder import ProgramTeacher
+    from engine.decoding.program_writer import accept_forced_literal
+    from engine.decoding.tables import unpack_allowed
+    from engine.language.grammar import RangeConstraint
+    from engine.language.program import CopyLines, CopyTokens
+    from engine.language.scanner import ProgramScanner
 
     tokenizer = loaded.tokenizer
     lines = split_lines(region)
@@ -264,8 +264,8 @@ def drafted_walk(loaded: Any, tables: Any, region: str, program: Any, draft: boo
     """Run the engine's program decoder in ``forced`` mode on ``program`` with a counting cache
     (see :class:`_CountingSession`): the exact forward sizes drafted (or, with ``draft=False``,
     undrafted) decoding makes, without the model."""
-    from engine.program import CopyTokens
-    from engine.program_decoder import ProgramDecoder
+    from engine.decoding.program_decoder import ProgramDecoder
+    from engine.language.program import CopyTokens
 
     out = DraftedWalk()
 

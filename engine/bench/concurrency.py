@@ -14,7 +14,7 @@ import threading
 import time
 from typing import Any, Callable, Sequence
 
-from engine.events import EditFinished, OpResolved
+from engine.decoding.events import EditFinished, OpResolved
 
 
 def _one(engine: Any, request: Any) -> dict[str, float]:

@@ -8,19 +8,19 @@ Families (the arms are defined in :mod:`engine.bench.arms`)
     last 2-gram, else 1-gram, in prompt + output; up to 10 draft tokens; drafts cut at an end
     token), each draft verified in one forward with logits for every position and accepted while
     it equals the gold.
-  * ``speculative``: the engine's line-aligned drafting (:class:`engine.drafter.InputDrafter`,
+  * ``speculative``: the engine's line-aligned drafting (:class:`engine.decoding.drafter.InputDrafter`,
     with its draft-size schedule and back-off), verified against the gold the same way.
   * ``program``: Copy-as-Decode through the engine's ``forced`` mode with the line-oracle program
     (``Engine.edit(EditRequest(mode="forced", program=line_oracle(input, gold), draft=False))``);
     its output must equal the gold. ``program-drafted``: the same with ``draft=True`` (drafts
     verified in the step's forward, accepted while they equal the teacher's choice).
-  The text arms run on the engine's own :class:`engine.session.Session` and text prompt, so
+  The text arms run on the engine's own :class:`engine.runtime.session.Session` and text prompt, so
   their forwards are timed by the same code as the engine's.
 ``free``: the model decides. Text modes and program-mode variants (selector or base model,
-  drafted or not, focus hint none / near / oracle: :mod:`engine.bench.focus`) through
+  drafted or not, focus hint none / near / oracle: :mod:`engine.evaluation.focus`) through
   ``Engine.edit`` with the corpus instruction. Per arm: pass@1 (the corpus tests), exact match,
   valid programs, token-limit and loop stops, collateral damage, wrong-line edits, tail deletions
-  and syntax breaks (:mod:`engine.bench.quality`) and speed vs ``ar``.
+  and syntax breaks (:mod:`engine.evaluation.quality`) and speed vs ``ar``.
 
 Measures
 --------
@@ -38,14 +38,28 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from engine.bench.arms import DEFAULT_ARMS, FAMILY_ARMS, Arm, check_arms
-from engine.bench.bounds import (KernelCurve, bound, drafted_cost, drafted_walk, oracle_spans, paper_cost,
-                                 program_structure, structure_cost)
+from engine.bench.bounds import (
+    KernelCurve,
+    bound,
+    drafted_cost,
+    drafted_walk,
+    oracle_spans,
+    paper_cost,
+    program_structure,
+    structure_cost,
+)
 from engine.bench.harness import machine_info, median, ratio, rotate
-from engine.bench.focus import focus_for, near_offset, offset_histograms
-from engine.bench.quality import (collateral_damage, exact_match, syntax_broken, tail_deletion, valid_program,
-                                  wrong_line_edit)
 from engine.bench.runner import DEFAULT_TIMEOUT_S, TestOutcome, run_tests
-from engine.lines import split_lines
+from engine.core.lines import split_lines
+from engine.evaluation.focus import focus_for, near_offset, offset_histograms
+from engine.evaluation.quality import (
+    collateral_damage,
+    exact_match,
+    syntax_broken,
+    tail_deletion,
+    valid_program,
+    wrong_line_edit,
+)
 
 FAMILIES = ("forced", "free")
 ARMS = tuple(dict.fromkeys([*FAMILY_ARMS["forced"], *FAMILY_ARMS["free"]]))  # every arm name of either family
@@ -104,7 +118,7 @@ def teacher_forced(loaded: Any, arm: str, prompt_ids: Sequence[int], gold_ids: S
     """A text arm decoding the gold: ``ar`` one token per forward, ``pld``/``speculative`` drafts
     verified in one forward each (all positions' logits, as a verifier needs) and accepted while
     they equal the gold; the rejected tail is cropped from the cache as a real verifier does."""
-    from engine.drafter import InputDrafter
+    from engine.decoding.drafter import InputDrafter
     session = loaded.session()
     gold = list(gold_ids)
     total = len(gold)
@@ -154,7 +168,7 @@ def teacher_forced(loaded: Any, arm: str, prompt_ids: Sequence[int], gold_ids: S
 
 def engine_arm(engine: Any, request: Any) -> tuple[ArmRun, Any]:
     """One ``Engine.edit`` call, metered. Returns the run and the :class:`EditResult`."""
-    from engine.tokens import encode
+    from engine.core.tokens import encode
 
     loaded = engine.model_for(request.mode)  # program mode may run on the selector's merged copy
     engine.forget_prompts()  # every measured edit is a first edit
@@ -190,8 +204,8 @@ def _language(case: Any) -> dict[str, str]:
 
 
 def text_prompt_ids(tokenizer: Any, case: Any) -> list[int]:
-    """The text modes' prompt for a whole-file edit of ``case``, built as engine/decode.py builds it."""
-    from engine import prompt
+    """The text modes' prompt for a whole-file edit of ``case``, built as engine/decoding/run.py builds it."""
+    from engine.decoding import prompt
 
     parts = prompt.PromptParts(instruction=case.instruction, region=case.input, **_language(case))
     fence = parts.fence() if hasattr(parts, "fence") else prompt.TEXT_FENCE_OPEN
@@ -205,7 +219,7 @@ class EditBench:
                  max_new_tokens: int | None = None, test_timeout: float = DEFAULT_TIMEOUT_S,
                  run_tests_: bool = True):
         from engine.api import Engine
-        from engine.tables import tables_for
+        from engine.decoding.tables import tables_for
 
         if family not in FAMILIES:
             raise ValueError(f"unknown family {family!r}; choose forced or free")
@@ -225,7 +239,7 @@ class EditBench:
     # -- one case -------------------------------------------------------------------------
     def cap(self, case: Any) -> int:
         """New-token limit of a free-family case: ``--max-new-tokens`` or 1.5 x input tokens + 64."""
-        from engine.tokens import encode
+        from engine.core.tokens import encode
 
         if self.max_new_tokens:
             return self.max_new_tokens
@@ -234,7 +248,7 @@ class EditBench:
     @staticmethod
     def changed_line(case: Any) -> int | None:
         """The first input line the gold changes (None if it changes nothing): the oracle focus."""
-        from engine.synth import first_changed_line
+        from engine.training.synth import first_changed_line
 
         try:
             return first_changed_line(case.input, case.gold)
@@ -247,8 +261,8 @@ class EditBench:
 
     def run_arm(self, case: Any, arm: str) -> ArmRun:
         from engine.api import EditRequest
-        from engine.oracle import line_oracle
-        from engine.tokens import encode
+        from engine.core.tokens import encode
+        from engine.language.oracle import line_oracle
 
         spec = self.specs[arm]
         tok = self.loaded.tokenizer
@@ -275,7 +289,7 @@ class EditBench:
     def warm_up(self) -> None:
         """Every arm once on a small edit (the first forwards and ``generate`` call of a process
         are several times slower), results thrown away."""
-        from engine.corpora import EditCase
+        from engine.evaluation.corpora import EditCase
 
         case = EditCase(id="warmup", corpus="warmup", language="python", input=WARMUP_INPUT, gold=WARMUP_GOLD,
                         instruction="Fix the bug in add.")
@@ -289,7 +303,7 @@ class EditBench:
     def oracle_record(self, case: Any, runs: dict[str, ArmRun]) -> dict[str, Any]:
         """The case's bound inputs: oracle spans, the program's structure (walk), the drafted walk,
         their costs, and (forced family) whether the walks match the engine's own counts."""
-        from engine.oracle import line_oracle
+        from engine.language.oracle import line_oracle
 
         program = line_oracle(case.input, case.gold)
         spans = oracle_spans(self.loaded.tokenizer, case.input, case.gold)
@@ -343,7 +357,7 @@ class EditBench:
 
     def run_case(self, case: Any, order: Sequence[str], on_arm: Callable[[str], None] | None = None,
                  index: int | None = None) -> dict[str, Any]:
-        from engine.tokens import encode
+        from engine.core.tokens import encode
 
         runs: dict[str, ArmRun] = {}
         for arm in order:
@@ -413,8 +427,14 @@ class EditBench:
             for i, case in enumerate(cases):
                 one(i, case)
             return records
-        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                                   TimeRemainingColumn)
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
 
         columns = (TextColumn("[progress.description]{task.description}"), BarColumn(), MofNCompleteColumn(),
                    TimeElapsedColumn(), TimeRemainingColumn())
@@ -566,7 +586,7 @@ def run_corpus(engine: Any, corpus: str, family: str, arms: Sequence[str] | None
                on_partial: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """The results record of one corpus and family (the JSON a ``bench edits`` run writes).
     ``on_partial`` gets the record of the cases done so far (``complete: false``) after each case."""
-    from engine.corpora import load_corpus
+    from engine.evaluation.corpora import load_corpus
 
     all_cases = load_corpus(corpus)
     cases = all_cases[offset:]
@@ -603,13 +623,13 @@ DEFINITIONS = {
     "exact": "output == gold line by line, trailing whitespace and trailing blank lines ignored",
     "valid_program": "program arms: finished with </program>, parses, resolves strictly to the output",
     "unfinished": "stopped at the token limit (max_tokens) or by the loop guard (loop)",
-    "collateral": "input lines the output changes or deletes that the gold keeps (engine/bench/quality.py)",
+    "collateral": "input lines the output changes or deletes that the gold keeps (engine/evaluation/quality.py)",
     "identical_to_program": "program-undrafted: output and program text identical to program's (drafting is lossless)",
     "focus": "the arm's hint: none; near = first changed line + a seeded offset in -3..+3, clipped "
-             "(engine/bench/focus.py); oracle = the first changed line",
-    "wrong_line": "the output edits the input, and only lines the gold keeps (engine/bench/quality.py)",
+             "(engine/evaluation/focus.py); oracle = the first changed line",
+    "wrong_line": "the output edits the input, and only lines the gold keeps (engine/evaluation/quality.py)",
     "tail_deletions": "cases whose output drops the input's last lines that the gold keeps (a program that ended early)",
-    "syntax_broken": "the input parses and the output does not (engine/syntax.py; python and javascript)",
+    "syntax_broken": "the input parses and the output does not (engine/checks/syntax.py; python and javascript)",
 }
 
 

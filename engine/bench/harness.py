@@ -14,15 +14,6 @@ from pathlib import Path
 from typing import Any, Sequence
 
 
-def set_threads(threads: int | None) -> None:
-    """Pin torch's intra-op threads. On a shared machine one thread per process is far steadier
-    than oversubscribed OpenMP threads spinning against other work (see results/BENCHMARKS.md)."""
-    if threads:
-        import torch
-
-        torch.set_num_threads(threads)
-
-
 def cpu_name() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():

@@ -39,7 +39,7 @@ def measure_kernel(runtime: Any, device: str, context: int = DEFAULT_CONTEXT, ns
                    trials: int = 3, warmup: int = 1, seed: int = 0,
                    progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Measure s(N) for every N in ``ns`` on a backend ``runtime`` (anything with ``session()`` and
-    ``vocab_size``: see :mod:`engine.backends`), through the same session the decoders use.
+    ``vocab_size``: see :mod:`engine.runtime.backends`), through the same session the decoders use.
     Returns ``{"context", "trials", "warmup", "points": [...]}`` with, per N, the median times
     (``ar_s``, ``prefill_s``), ``speedup`` = ar_s / prefill_s and the raw per-trial times."""
     import random

@@ -1,8 +1,8 @@
 """How well does a signal find the line to fix? The localizer's benchmark (``bench localize``).
 
-Per corpus case: the region's per-line surprise (:mod:`engine.localize`) under the program-mode
+Per corpus case: the region's per-line surprise (:mod:`engine.decoding.localize`) under the program-mode
 model (the selector; ``base`` too when asked), the first line the gold changes, every line it
-edits, and the near cursor the ``program-near`` arm sends (:mod:`engine.bench.focus`). Each
+edits, and the near cursor the ``program-near`` arm sends (:mod:`engine.evaluation.focus`). Each
 case's per-line scores are stored, so every ranking below is recomputed from the JSON without a
 model. A ranking *hits* at k when the first changed line is among its first k lines (``any``:
 when any line the gold edits is).
@@ -11,7 +11,7 @@ Rankings: ``cursor`` (lines by distance from the near cursor: what the hint alon
 ``<statistic>`` (surprise alone, no cursor: what a request without a focus can use) and
 ``<statistic> x cursor/<scale>`` (surprise times the cursor prior ``1 / (1 + d / scale)``);
 ``code ...``: the same over code lines only (comments and docstrings left out:
-:func:`engine.localize.prose_lines`); ``last`` and ``longest``: the last code line and the line
+:func:`engine.decoding.localize.prose_lines`); ``last`` and ``longest``: the last code line and the line
 with the most tokens, baselines any signal must beat.
 """
 
@@ -21,24 +21,24 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from engine.bench.focus import focus_for
-from engine.lines import split_lines
-from engine.localize import (
+from engine.core.lines import split_lines
+from engine.decoding.localize import (
     STATISTICS,
     LineSurprise,
     line_surprise,
     prose_lines,
     rank_lines,
 )
+from engine.evaluation.focus import focus_for
 
 SCALES = (1.0, 2.0, 4.0)
 
 
 def case_record(engines: dict[str, Any], case: Any) -> dict[str, Any]:
     """One case: the gold's lines, the near cursor and each model's per-line surprise."""
-    from engine.bench.quality import edit_sites
-    from engine.prompt import PromptParts
-    from engine.synth import first_changed_line
+    from engine.decoding.prompt import PromptParts
+    from engine.evaluation.quality import edit_sites
+    from engine.training.synth import first_changed_line
 
     n = len(split_lines(case.input))
     try:
@@ -110,7 +110,7 @@ def summarize(records: Sequence[dict[str, Any]], regions: dict[str, str], langua
 def run_localize(engine: Any, corpus: str, limit: int | None = None, offset: int = 0, base: bool = False,
                  on_case: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """The localizer's results record for ``corpus`` (the JSON ``bench localize`` writes)."""
-    from engine.corpora import load_corpus
+    from engine.evaluation.corpora import load_corpus
 
     cases = load_corpus(corpus)[offset:]
     if limit is not None:
@@ -134,7 +134,7 @@ def run_localize(engine: Any, corpus: str, limit: int | None = None, offset: int
 
 def resummarize(data: dict[str, Any]) -> dict[str, Any]:
     """A stored results record with its summary recomputed from the per-case scores (no model)."""
-    from engine.corpora import load_corpus
+    from engine.evaluation.corpora import load_corpus
 
     cases = {c.id: c for c in load_corpus(data["corpus"])}
     language = next(iter(cases.values())).language if cases else ""

@@ -1,7 +1,7 @@
 """``bench predicted``: Predicted Outputs through the OpenAI-compatible endpoint, side by side.
 
 For each corpus case the model's greedy rewrite (the text modes' messages,
-:func:`engine.prompt.text_messages`, stopped at the closing code fence as the text modes stop) is
+:func:`engine.decoding.prompt.text_messages`, stopped at the closing code fence as the text modes stop) is
 requested four ways, in a rotating order, after a warm-up:
 
 * ``http-plain``: ``POST /v1/chat/completions`` without a prediction (a ``serve-openai``
@@ -15,7 +15,7 @@ whether all four texts are identical, the prediction tokens accepted / rejected,
 overhead: what the server adds around its own decode (its ``x-copy-as-decode-decode-seconds``
 header), and the HTTP wall time against the in-process one. Ratios are measured in one run; the
 server and this process each use ``--threads`` threads and never decode at once. Prefix reuse
-(:mod:`engine.prefix_cache`) is off on both sides: every request prefills its whole prompt, so
+(:mod:`engine.runtime.prefix_cache`) is off on both sides: every request prefills its whole prompt, so
 no arm gains from the one before it.
 """
 
@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 ARMS = ("http-plain", "http-predicted", "local-plain", "local-predicted")
-STOP = ("\n```",)  # the rewrite ends at its closing fence, as in the text modes (engine.prompt.TEXT_FENCE_CLOSE)
+STOP = ("\n```",)  # the rewrite ends at its closing fence, as in the text modes (engine.decoding.prompt.TEXT_FENCE_CLOSE)
 DECODE_HEADER = "x-copy-as-decode-decode-seconds"  # engine.openai_api.app.DECODE_HEADER (no FastAPI import here)
 
 
@@ -93,7 +93,7 @@ def serve(model: str, backend: str, threads: int | None, progress: Callable[[str
 
 
 def _messages(case: Any) -> list[dict[str, str]]:
-    from engine.prompt import PromptParts, text_messages
+    from engine.decoding.prompt import PromptParts, text_messages
 
     return text_messages(PromptParts(instruction=case.instruction, region=case.input, language=case.language))
 
@@ -113,8 +113,8 @@ def _http(client: Any, messages: list[dict[str, str]], max_tokens: int, predicti
 
 
 def _local(loaded: Any, messages: list[dict[str, str]], max_tokens: int, prediction: str | None) -> dict[str, Any]:
+    from engine.decoding.tables import tables_for
     from engine.openai_api.completion import ChatDecode, build_job
-    from engine.tables import tables_for
 
     start = time.perf_counter()
     job = build_job(loaded, messages, max_tokens, STOP, 0.0, 1.0, None, prediction)
@@ -131,7 +131,7 @@ def measure_predicted(loaded: Any, base_url: str, cases: Sequence[Any], max_new_
     import openai
 
     from engine.bench.harness import rotate
-    from engine.tokens import encode
+    from engine.core.tokens import encode
 
     client = openai.OpenAI(base_url=base_url, api_key="unused", max_retries=0, timeout=1800)
     warm = _messages(cases[0])
@@ -220,11 +220,11 @@ def run(args: Any) -> int:
         command_line,
         get_engine,
         machine_info,
-        set_threads,
         write_json,
     )
-    from engine.corpora import CorpusError, load_corpus
-    from engine.models import ModelLoadError
+    from engine.evaluation.corpora import CorpusError, load_corpus
+    from engine.runtime.models import ModelLoadError
+    from engine.runtime.threads import set_threads
 
     console = Console(stderr=True)
 
@@ -234,7 +234,7 @@ def run(args: Any) -> int:
     set_threads(args.threads)
     try:
         cases = [c for name, n in parse_cases(args.cases) for c in load_corpus(name)[:n]]
-        from engine.backends import BackendOptions
+        from engine.runtime.backends import BackendOptions
 
         engine = get_engine(args.model, progress=progress, selector="none", backend=args.backend,
                             options=BackendOptions(threads=args.threads, prefix_cache_tokens=0))

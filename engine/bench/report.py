@@ -179,7 +179,7 @@ def _of(value: Any, cases: int) -> str:
 
 def _focus(s: dict[str, Any]) -> str:
     """An arm's focus setting: none, near (a cursor by the bug) or oracle (exactly on it), and
-    what was off: the localizer (engine/localize.py), the no-op deviation (engine/noop_gen.py)."""
+    what was off: the localizer (engine/decoding/localize.py), the no-op deviation (engine/decoding/noop_gen.py)."""
     focus = s.get("focus") or ("oracle" if s.get("hinted") else "none")
     off = [name for key, name in (("localize", "localizer"), ("noop_deviation", "no-op deviation"))
            if s.get(key) is False]

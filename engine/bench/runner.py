@@ -1,6 +1,6 @@
 """Runs a corpus case's tests on a candidate file (pass@1), isolated and with a timeout.
 
-The runnable text is :meth:`engine.corpora.EditCase.test_program` (HumanEvalFix: declaration +
+The runnable text is :meth:`engine.evaluation.corpora.EditCase.test_program` (HumanEvalFix: declaration +
 candidate + "\\n" + test; CanItEdit: code + "\\n" + tests). Python runs with ``python -I``
 (isolated: no user site, no PYTHON* variables, no script folder on sys.path); JavaScript with
 ``node``, where any "Assertion failed" in the output is a failure (``console.assert`` only

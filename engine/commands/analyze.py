@@ -1,4 +1,4 @@
-"""``copy-as-decode analyze``: copy statistics of oracle programs per corpus (see engine/analysis.py)."""
+"""``copy-as-decode analyze``: copy statistics of oracle programs per corpus (see engine/bench/analysis.py)."""
 
 from __future__ import annotations
 
@@ -114,9 +114,15 @@ def render_table(corpus: str, stats: dict[str, Any]) -> Any:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from engine.analysis import PAPER, analyze_cases, analyze_cases_paper, LineTokenCounter, load_analysis_tokenizer
-    from engine.corpora import CorpusError, body_only, load_corpora
-    from engine.models import ModelLoadError
+    from engine.bench.analysis import (
+        PAPER,
+        LineTokenCounter,
+        analyze_cases,
+        analyze_cases_paper,
+        load_analysis_tokenizer,
+    )
+    from engine.evaluation.corpora import CorpusError, body_only, load_corpora
+    from engine.runtime.models import ModelLoadError
 
     console = Console()
     started = time.perf_counter()

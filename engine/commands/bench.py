@@ -146,9 +146,9 @@ def _plot_path(args: argparse.Namespace) -> Path | None:
 
 
 def _load(args: argparse.Namespace, console: Any, reuse_prompts: bool = False) -> Any:
-    from engine.bench.harness import get_engine, set_threads
-
-    from engine.backends import BackendOptions
+    from engine.bench.harness import get_engine
+    from engine.runtime.backends import BackendOptions
+    from engine.runtime.threads import set_threads
 
     set_threads(args.threads)
     # ``reuse_prompts`` (bench edits): prompt reuse stays on within an edit (the localizer's forward
@@ -167,7 +167,7 @@ def run_kernel(args: argparse.Namespace) -> int:
 
     from engine.bench.harness import command_line, write_json
     from engine.bench.kernel import kernel_table, parse_ns
-    from engine.models import ModelLoadError
+    from engine.runtime.models import ModelLoadError
 
     console = Console(stderr=True)
     try:
@@ -216,8 +216,8 @@ def run_edits(args: argparse.Namespace) -> int:
     from engine.bench.edits import run_corpus
     from engine.bench.harness import command_line, write_json
     from engine.bench.kernel import DEFAULT_NS
-    from engine.corpora import CorpusError, load_corpus
-    from engine.models import ModelLoadError
+    from engine.evaluation.corpora import CorpusError, load_corpus
+    from engine.runtime.models import ModelLoadError
 
     console = Console(stderr=True)
     try:
@@ -268,12 +268,13 @@ def run_backends(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from engine.backends import BackendOptions
     from engine.bench.backends import backends_table, compare_backends
-    from engine.bench.harness import command_line, get_engine, set_threads, write_json
+    from engine.bench.harness import command_line, get_engine, write_json
     from engine.bench.kernel import parse_ns
-    from engine.corpora import CorpusError, load_corpus
-    from engine.models import ModelLoadError
+    from engine.evaluation.corpora import CorpusError, load_corpus
+    from engine.runtime.backends import BackendOptions
+    from engine.runtime.models import ModelLoadError
+    from engine.runtime.threads import set_threads
 
     console = Console(stderr=True)
     set_threads(args.threads)
@@ -307,11 +308,11 @@ def run_concurrency(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from engine.api import EditRequest, Engine
-    from engine.backends import BackendOptions
     from engine.bench.concurrency import measure_concurrency
     from engine.bench.harness import command_line, machine_info, write_json
-    from engine.corpora import CorpusError, load_corpus
-    from engine.models import ModelLoadError
+    from engine.evaluation.corpora import CorpusError, load_corpus
+    from engine.runtime.backends import BackendOptions
+    from engine.runtime.models import ModelLoadError
 
     console = Console(stderr=True)
     try:
@@ -346,9 +347,10 @@ def run_localize(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from engine.bench.harness import command_line, machine_info, write_json
-    from engine.bench.localize import localize_table, run_localize as measure
-    from engine.corpora import CorpusError, load_corpus
-    from engine.models import ModelLoadError
+    from engine.bench.localize import localize_table
+    from engine.bench.localize import run_localize as measure
+    from engine.evaluation.corpora import CorpusError, load_corpus
+    from engine.runtime.models import ModelLoadError
 
     console = Console(stderr=True)
     try:

@@ -6,7 +6,7 @@ Exit status: 0 done (and written where asked); 1 cancelled; 2 a bad request (fil
 model); 3 the edit did not finish (token limit or a degenerate loop); 4 a destructive edit refused
 (it would delete or rewrite most of the region for a fix); 5 an edit refused because it breaks the
 syntax (the whole file parsed before the edit and does not after it; Python and JavaScript are
-checked, see engine/syntax.py)."""
+checked, see engine/checks/syntax.py)."""
 
 from __future__ import annotations
 
@@ -20,15 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from engine.api import MODES, EditError, EditRequest, Engine, language_for
-from engine.backends import FLASH_ATTENTION
-from engine.events import EditFinished, EditResult, EditStarted, OpResolved
-from engine.guards import EditDamage, assess_edit, destructive_reason
-from engine.lines import split_lines
-from engine.prompt import DEFAULT_FOCUS_POLICY, FOCUS_POLICIES
-from engine.models import ModelLoadError
-from engine.resolve import ResolveError
-from engine.selector.adapter import resolve_selector
-from engine.syntax import check_edit
+from engine.decoding.events import EditFinished, EditResult, EditStarted, OpResolved
+from engine.decoding.prompt import DEFAULT_FOCUS_POLICY, FOCUS_POLICIES
+from engine.language.resolve import ResolveError
+from engine.runtime.backends import FLASH_ATTENTION
+from engine.runtime.models import ModelLoadError
+from engine.runtime.selector.adapter import resolve_selector
+from engine.verdict import EXIT_BAD_REQUEST, EXIT_CANCELLED, check_focus, json_summary, refusal
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -74,7 +72,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-EXIT_CANCELLED, EXIT_BAD_REQUEST, EXIT_UNFINISHED, EXIT_DESTRUCTIVE, EXIT_SYNTAX = 1, 2, 3, 4, 5
 
 
 def parse_lines(spec: str | None) -> tuple[int, int] | None:
@@ -85,40 +82,6 @@ def parse_lines(spec: str | None) -> tuple[int, int] | None:
         return int(a), int(b or a)
     except ValueError:
         raise EditError(f"--lines {spec!r}: expected A-B, e.g. 10-24") from None
-
-
-def check_focus(focus: int | None, text: str, lines: tuple[int, int] | None) -> None:
-    """``--focus`` must name a line of the edited region (1-based, document numbering)."""
-    if focus is None:
-        return
-    n = len(split_lines(text)) or 1
-    first, last = lines if lines else (1, n)
-    if not first <= focus <= min(last, n):
-        where = f"the edited lines {first}-{last}" if lines else f"the file's {n} lines"
-        raise EditError(f"--focus {focus} is outside {where}; give a line of the region (1-based)")
-
-
-def refusal(result: EditResult, instruction: str, max_new_tokens: int,
-            language: str = "") -> tuple[int, str, EditDamage | None]:
-    """(exit status, message, damage) for a result that must not be written without --force;
-    exit status 0 when it may be written. ``language`` (``language_for``): checks the syntax of
-    the whole document before and after (none when empty or unsupported)."""
-    if result.stop_reason == "cancelled":
-        return EXIT_CANCELLED, "the edit was cancelled", None
-    if result.stop_reason == "max_tokens":
-        return EXIT_UNFINISHED, (f"the edit did not finish: the model used all {max_new_tokens} new tokens "
-                                 "(raise --max-new-tokens or edit fewer --lines)"), None
-    if result.stop_reason == "loop":
-        why = next((w for w in result.warnings if "loop" in w), "the output became a degenerate loop")
-        return EXIT_UNFINISHED, f"the edit did not finish: {why}", None
-    damage = assess_edit(result.region_input, result.region_output)
-    reason = destructive_reason(damage, instruction)
-    if reason:
-        return EXIT_DESTRUCTIVE, f"refusing a destructive edit: it {reason}", damage
-    broken = check_edit(result.input_text, result.output_text, language).reason()
-    if broken:
-        return EXIT_SYNTAX, f"refusing an edit that breaks the syntax: it {broken}", damage
-    return 0, "", damage
 
 
 def read_text(path: Path) -> str:
@@ -156,7 +119,7 @@ def add_flash_attention_argument(p: argparse.ArgumentParser, default: str | None
 def _settings(args: argparse.Namespace):
     """Workspace settings for FILE, read exactly as the language server reads them (its
     ``.copy-as-decode.toml`` / ``[tool.copy-as-decode]`` files, found from the file's folder up)."""
-    from lsp_server.config import Settings, load_workspace_settings
+    from engine.settings import Settings, load_workspace_settings
 
     try:
         settings, warnings = load_workspace_settings(args.file.resolve())
@@ -240,19 +203,6 @@ def run(args: argparse.Namespace) -> int:
         err.print(f"[bold red]error:[/bold red] {message}; {what}"
                   + ("" if status == EXIT_CANCELLED else " (--force writes it anyway)"))
     return status
-
-
-def json_summary(result: EditResult, compared: dict[str, EditResult], damage: EditDamage | None, message: str,
-                 written: list[Path], language: str = "") -> dict[str, Any]:
-    """What ``--json`` prints (the OpenAI-compatible server's edit endpoint answers the same).
-    ``syntax``: the parser's verdict on the whole document (engine.syntax.SyntaxVerdict.json)."""
-    summary = result.summary()
-    summary["syntax"] = check_edit(result.input_text, result.output_text, language).json()
-    summary["compare"] = {m: r.summary() for m, r in compared.items()}
-    summary["damage"] = damage.json() if damage is not None else None
-    summary["refused"] = message or None
-    summary["written"] = [str(path) for path in written]
-    return summary
 
 
 def _run_one(engine: Engine, request: EditRequest, out, quiet: bool) -> EditResult:

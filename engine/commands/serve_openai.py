@@ -86,11 +86,11 @@ def run(args: argparse.Namespace) -> int:
     import uvicorn
 
     from engine.api import EditError, Engine
-    from engine.bench.harness import set_threads
-    from engine.models import ModelLoadError
     from engine.openai_api.app import ServerConfig, create_app
-    from engine.selector.adapter import resolve_selector
-    from lsp_server.config import load_workspace_settings
+    from engine.runtime.models import ModelLoadError
+    from engine.runtime.selector.adapter import resolve_selector
+    from engine.runtime.threads import set_threads
+    from engine.settings import load_workspace_settings
 
     api_key = os.environ.get(args.api_key_env) or None
     if not _loopback(args.host) and api_key is None:

@@ -1,4 +1,4 @@
-"""``copy-as-decode synth``: build the span selector's synthetic edit cases (see engine/synth/)."""
+"""``copy-as-decode synth``: build the span selector's synthetic edit cases (see engine/training/synth/)."""
 
 from __future__ import annotations
 
@@ -36,9 +36,9 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from engine.corpora import CorpusError
-    from engine.synth import SynthError, build_dataset
-    from engine.synth.js_source import JsSourceError
+    from engine.evaluation.corpora import CorpusError
+    from engine.training.synth import SynthError, build_dataset
+    from engine.training.synth.js_source import JsSourceError
 
     console = Console(stderr=True)
     languages = tuple(part.strip() for part in args.languages.split(",") if part.strip())

@@ -1,6 +1,6 @@
 """``copy-as-decode train-selector``: train, save, evaluate and describe the span-selector adapter.
 
-Steps: build the synthetic cases (``engine.synth``), record each training case's fed token
+Steps: build the synthetic cases (``engine.training.synth``), record each training case's fed token
 sequence through the program decoder (cached in the work folder), train LoRA (checkpoints in the
 work folder; ``--resume`` continues), write the adapter + loss curve + card to ``--out``, then
 evaluate program mode with the adapter on the held-out split and add the table to the card.
@@ -24,14 +24,14 @@ RECIPE_DEFAULTS = {"train": 640, "heldout": 80, "data_seed": 0, "max_tokens": 10
 
 
 def add_parser(sub: Any) -> None:
-    from engine.selector.train import TrainConfig
+    from engine.training.selector.train import TrainConfig
 
     d = TrainConfig()
     p = sub.add_parser("train-selector", help="train the span-selector LoRA adapter for program mode",
                        description=__doc__.splitlines()[0])
     p.add_argument("--model", default="default", help="base model (default: the embedded SmolLM2-135M)")
     p.add_argument("--out", type=Path, default=None,
-                   help="adapter folder (default for the embedded model: the shipped engine/selector/smollm2-135m)")
+                   help="adapter folder (default for the embedded model: the shipped engine/runtime/selector/smollm2-135m)")
     p.add_argument("--work-dir", type=Path, default=DEFAULT_WORK_DIR,
                    help=f"checkpoints and the recorded sequences (default {DEFAULT_WORK_DIR}, git-ignored)")
     g = p.add_argument_group("data")
@@ -87,7 +87,7 @@ def command_line(args: argparse.Namespace) -> str:
 
 
 def _config(args: argparse.Namespace) -> Any:
-    from engine.selector.train import TrainConfig
+    from engine.training.selector.train import TrainConfig
 
     return TrainConfig(steps=args.steps, lr=args.lr, warmup_steps=args.warmup_steps, min_lr_ratio=args.min_lr_ratio,
                        rank=args.rank, alpha=args.alpha, target_modules=args.target_modules, seed=args.seed,
@@ -95,8 +95,8 @@ def _config(args: argparse.Namespace) -> Any:
 
 
 def _out_dir(args: argparse.Namespace) -> Path:
-    from engine.models import DEFAULT_MODEL
-    from engine.selector.adapter import SHIPPED_ADAPTER_DIR
+    from engine.runtime.models import DEFAULT_MODEL
+    from engine.runtime.selector.adapter import SHIPPED_ADAPTER_DIR
 
     if args.out is not None:
         return args.out
@@ -141,7 +141,7 @@ def _clock(seconds: float) -> str:
 
 def _data_summary(dataset: Any, recorded: Any, max_tokens: int) -> dict[str, Any]:
     """What the card says about the data (sources, licenses, kinds, decontamination, sizes),
-    from the cases and the statistics ``engine.synth.build_dataset`` reports."""
+    from the cases and the statistics ``engine.training.synth.build_dataset`` reports."""
     stats = _jsonable(dict(getattr(dataset, "stats", {}) or {}))
     splits = stats.get("splits", {})
     kinds: dict[str, dict[str, int]] = {}
@@ -185,7 +185,7 @@ def _synth_progress(stage: str, done: int, total: int) -> None:
 
 
 def _record(args: argparse.Namespace, loaded: Any, dataset: Any) -> tuple[Any, float]:
-    from engine.selector.dataset import cases_fingerprint, read_examples, record_examples, write_examples
+    from engine.training.selector.dataset import cases_fingerprint, read_examples, record_examples, write_examples
 
     meta = {"model": args.model, "cases": cases_fingerprint(dataset.train), "max_tokens": args.max_tokens, "version": 1}
     path = args.work_dir / "examples.jsonl"
@@ -206,11 +206,11 @@ def _record(args: argparse.Namespace, loaded: Any, dataset: Any) -> tuple[Any, f
 def _train(args: argparse.Namespace, out: Path) -> int:
     import torch
 
-    from engine.models import load_model, log_progress
-    from engine.selector.adapter import save_adapter
-    from engine.selector.card import plot_loss, write_card
-    from engine.selector.train import CheckpointMismatch, train_adapter
-    from engine.synth import build_dataset
+    from engine.runtime.models import load_model, log_progress
+    from engine.runtime.selector.adapter import save_adapter
+    from engine.training.selector.card import plot_loss, write_card
+    from engine.training.selector.train import CheckpointMismatch, train_adapter
+    from engine.training.synth import build_dataset
 
     loaded = load_model(args.model, device=args.device, progress=log_progress)
     t0 = time.perf_counter()
@@ -277,12 +277,12 @@ def _write_info(out: Path, info: dict[str, Any]) -> None:
 
 def _evaluate(args: argparse.Namespace, out: Path) -> int:
     from engine.api import Engine
-    from engine.bench.focus import FOCUS_SETTINGS
-    from engine.prompt import DEFAULT_FOCUS_POLICY
-    from engine.models import log_progress
-    from engine.selector.card import write_card
-    from engine.selector.evaluate import evaluate
-    from engine.synth import build_dataset
+    from engine.decoding.prompt import DEFAULT_FOCUS_POLICY
+    from engine.evaluation.focus import FOCUS_SETTINGS
+    from engine.runtime.models import log_progress
+    from engine.training.selector.card import write_card
+    from engine.training.selector.evaluate import evaluate
+    from engine.training.synth import build_dataset
 
     info = _read_info(out)
     if info is None:
@@ -318,8 +318,8 @@ def _evaluate(args: argparse.Namespace, out: Path) -> int:
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    from engine.models import ModelLoadError
-    from engine.synth import SynthError
+    from engine.runtime.models import ModelLoadError
+    from engine.training.synth import SynthError
 
     for name in ("focus_share", "exact_share"):
         if not 0.0 <= getattr(args, name) <= 1.0:

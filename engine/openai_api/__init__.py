@@ -3,7 +3,7 @@
 * :mod:`.schemas`: the request bodies (pydantic) and the OpenAI response shapes.
 * :mod:`.errors`: errors in OpenAI's shape with their HTTP status.
 * :mod:`.completion`: one chat completion: messages through the chat template, decoded by
-  :class:`engine.greedy.DraftedDecode` with the prediction as the draft source (lossless under
+  :class:`engine.decoding.greedy.DraftedDecode` with the prediction as the draft source (lossless under
   greedy), stop strings, streamed text deltas and the prediction's accepted/rejected counts.
 * :mod:`.queue`: one decode at a time on an in-process backend, with a bounded wait queue; a
   remote backend (vLLM) runs requests concurrently.

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from engine.api import EditError, Engine
+from engine.decoding.tables import tables_for
 from engine.openai_api.completion import ChatDecode, build_job, chat_messages
 from engine.openai_api.edits import EditRun, edit_request
 from engine.openai_api.errors import ApiError, error_body
@@ -38,7 +39,6 @@ from engine.openai_api.schemas import (
     content_text,
     usage_json,
 )
-from engine.tables import tables_for
 
 M = TypeVar("M", bound=BaseModel)
 DISCONNECT_POLL_S = 0.05

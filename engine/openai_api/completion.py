@@ -1,8 +1,8 @@
 """One chat completion: the messages through the model's chat template, then the decode.
 
-In-process backends (transformers, llama.cpp) decode with :class:`engine.greedy.DraftedDecode`,
+In-process backends (transformers, llama.cpp) decode with :class:`engine.decoding.greedy.DraftedDecode`,
 the loop the text modes use: with a prediction and greedy decoding, an
-:class:`engine.drafter.InputDrafter` over the prediction's tokens proposes drafts and each draft
+:class:`engine.decoding.drafter.InputDrafter` over the prediction's tokens proposes drafts and each draft
 is verified in one forward, so the text is exactly what the same request without the prediction
 returns. ``accepted``/``rejected`` count the prediction tokens the decode kept / verified and
 threw away. With ``temperature > 0`` the decode samples (seeded) without drafts: the prediction
@@ -24,13 +24,13 @@ from typing import Any
 
 import torch
 
-from engine.drafter import InputDrafter
-from engine.greedy import DraftedDecode, argmax
-from engine.models import LoadedModel
+from engine.core.tokens import IncrementalDetokenizer, encode
+from engine.decoding.drafter import InputDrafter
+from engine.decoding.greedy import DraftedDecode, argmax
+from engine.decoding.prompt import render
+from engine.decoding.tables import ModelTables
 from engine.openai_api.errors import ApiError
-from engine.prompt import render
-from engine.tables import ModelTables
-from engine.tokens import IncrementalDetokenizer, encode
+from engine.runtime.models import LoadedModel
 
 
 @dataclass(frozen=True)

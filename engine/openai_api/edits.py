@@ -8,9 +8,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from engine.api import EditError, EditRequest, Engine, language_for
-from engine.commands.edit import check_focus, json_summary, refusal
-from engine.events import EditFinished, EditResult, EditStarted, Event, OpResolved
+from engine.decoding.events import EditFinished, EditResult, EditStarted, Event, OpResolved
 from engine.openai_api.schemas import EditBody
+from engine.verdict import check_focus, json_summary, refusal
 
 
 def edit_request(engine: Engine, body: EditBody, max_new_tokens: int, context_lines: int) -> EditRequest:

@@ -1,0 +1,265 @@
+"""Guard rails shared by every mode: stop a degenerate loop early, and recognise an edit that
+would destroy most of its region.
+
+``LoopGuard`` is built once per edit from the region's input and asked after every decoded line
+(or op, or every ``LONG_LINE_RUN`` characters of a line still being written: see ``due``) whether
+the output is degenerating. It looks only at the tail of the output, so a call costs a few slice
+comparisons: the output ends in a unit repeated back to back (compared exactly, and again with
+every digit run normalised to ``0`` so ``lines[32]``, ``lines[33]``, ... count as one unit) more
+often than any run of that unit in the input. Units without a letter or digit (``}``, blank
+lines, ``)``) count only within one line longer than ``LONG_LINE_RUN`` and than every input line
+(``x ==========...`` to the token limit): real code repeats those across lines, and in separator
+comments of a line's length. ``check_ops`` adds the program-mode case of gens that add nothing
+(the same gen again and again, whitespace-only gens).
+
+``assess_edit`` counts what an edit does to the region's lines (difflib on lines) and
+``destructive_reason`` says when that is too much to apply without the user's confirmation.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass
+from typing import Any, Iterator, Sequence
+
+from engine.core.lines import split_lines
+from engine.language.program import Gen, Op, unescape_body
+
+MAX_PERIOD = 400          # longest repeated unit (characters) looked for
+WINDOW = 4096             # characters of the output tail examined per call
+MIN_RUN_CHARS = 48        # a run shorter than this is never a loop (e.g. "a, a, a, ")
+EXACT_REPEATS = 4         # exact units back to back, beyond what the input has
+NORMALISED_REPEATS = 8    # units equal only up to their numbers (lines[32], lines[33], ...)
+SAME_GEN_REPEATS = 3      # program mode: identical gens in a row
+BLANK_GEN_REPEATS = 3     # program mode: whitespace-only gens in a row
+DESTRUCTIVE_MIN_LINES = 4
+LONG_LINE_RUN = 120       # a run of punctuation within one line longer than this (and every input line) loops
+_DIGITS = re.compile(r"\d+")
+_WORD = re.compile(r"[^\W_]")  # a letter or digit in any script
+_NOT_WORD = re.compile(r"[\W_]+")
+
+
+def normalise_digits(text: str) -> str:
+    """Every run of digits becomes ``0``: units that differ only by a counter compare equal."""
+    return _DIGITS.sub("0", text)
+
+
+def skeleton(text: str) -> str:
+    """Letters and (normalised) digits only: what "the input has this run" compares, so a run the
+    input holds in a slightly different form (an edit that adds a colon to every line) counts."""
+    return _NOT_WORD.sub("", normalise_digits(text))
+
+
+def _tail_runs(text: str, min_repeats: int) -> Iterator[tuple[int, int]]:
+    """(period, run length in characters) of every unit, shortest first, that ``text`` ends with
+    at least ``min_repeats`` times back to back (the run may start mid-unit)."""
+    n = len(text)
+    last = text[-1:]
+    for p in range(1, min(MAX_PERIOD, n // 2) + 1):
+        if text[n - 1 - p] != last:  # cheap pre-check before slicing
+            continue
+        unit = text[n - p:]
+        if not text.endswith(unit, 0, n - p):
+            continue
+        reps = 2
+        while n - (reps + 1) * p >= 0 and text[n - (reps + 1) * p:n - reps * p] == unit:
+            reps += 1
+        if reps < min_repeats:
+            continue
+        start = n - reps * p
+        while start > 0 and text[start - 1] == text[start - 1 + p]:
+            start -= 1
+        yield p, n - start
+
+
+def _shown(unit: str, limit: int = 60) -> str:
+    """A unit for a message: its lines joined with ⏎, cut to ``limit`` characters."""
+    text = " ⏎ ".join(part.strip() for part in unit.strip("\n").split("\n"))
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+class LoopGuard:
+    """Tells a decoder when its output has become a degenerate loop (module docstring)."""
+
+    def __init__(self, region_input: str):
+        self._input_skeleton = skeleton(region_input)
+        self._longest_line = max((len(line.rstrip("\r\n")) for line in split_lines(region_input)), default=0)
+        self._looked_at = (0, 0)  # ``due`` of the output check_when_due last looked at
+
+    def check_when_due(self, output_so_far: str) -> str | None:
+        """:meth:`check`, once a line completed or grew long since the last look (``due``); a
+        text decoder calls it after every token."""
+        now = due(output_so_far)
+        if now == self._looked_at:
+            return None
+        self._looked_at = now
+        return self.check(output_so_far)
+
+    def _input_run(self, run: str) -> int:
+        """How much of ``run`` (the output's repeating tail, as a skeleton) the input also holds
+        as one contiguous run: the length of the longest suffix of ``run`` found in the input."""
+        haystack = self._input_skeleton
+        low, high = 0, len(run)
+        while low < high:  # a suffix that occurs implies every shorter one does: binary search
+            mid = (low + high + 1) // 2
+            if run[len(run) - mid:] in haystack:
+                low = mid
+            else:
+                high = mid - 1
+        return low
+
+    def check(self, output_so_far: str) -> str | None:
+        """A message when the output so far ends in a degenerate loop, else None: its tail repeats a
+        unit at least ``EXACT_REPEATS`` times (``NORMALISED_REPEATS`` when equal only up to
+        numbers) more than the input's longest run of it, and at least as many times again."""
+        tail = output_so_far[-WINDOW:]
+        for normalised, need in ((False, EXACT_REPEATS), (True, NORMALISED_REPEATS)):
+            text = normalise_digits(tail) if normalised else tail
+            for period, length in _tail_runs(text, need):
+                unit = text[len(text) - period:]
+                if length < MIN_RUN_CHARS:
+                    continue
+                if not _WORD.search(unit):
+                    if "\n" in text[len(text) - length:] or length <= max(LONG_LINE_RUN, self._longest_line):
+                        continue
+                    return (f"the output is repeating itself: {_shown(unit)!r} {length // period} times in one "
+                            "line, longer than any line of the input (a degenerate loop); stopped early")
+                run, unit_size = skeleton(text[len(text) - length:]), len(skeleton(unit))
+                in_input = self._input_run(run)
+                if (len(run) - in_input) // unit_size < max(need, in_input // unit_size):
+                    continue  # the input itself has (about) this run: the output may just copy it
+                how = "with only its numbers changing " if normalised else ""
+                shown = "\n".join(tail.split("\n")[-1 - unit.count("\n"):]) if normalised else unit
+                return (f"the output is repeating itself: {_shown(shown)!r} "
+                        f"{length // period} times in a row {how}(a degenerate loop the input does not "
+                        "have); stopped early")
+        return None
+
+    def check_ops(self, ops: Sequence[Op]) -> str | None:
+        """Program mode: a message when the last gens add nothing (the same gen text
+        ``SAME_GEN_REPEATS`` times in a row, or ``BLANK_GEN_REPEATS`` whitespace-only gens in a
+        row, with no copy between them), else None."""
+        gens: list[str] = []
+        for op in reversed(ops):
+            if not isinstance(op, Gen):
+                break
+            gens.append(op.text)
+            if len(gens) >= max(SAME_GEN_REPEATS, BLANK_GEN_REPEATS):
+                break
+        if len(gens) >= BLANK_GEN_REPEATS and all(not g.strip() for g in gens[:BLANK_GEN_REPEATS]):
+            return (f"the program wrote {BLANK_GEN_REPEATS} gens in a row that add only whitespace "
+                    "(a degenerate loop); stopped early")
+        if len(gens) >= SAME_GEN_REPEATS and len(set(gens[:SAME_GEN_REPEATS])) == 1:
+            return (f"the program wrote the same gen {_shown(gens[0])!r} {SAME_GEN_REPEATS} times in a row "
+                    "(a degenerate loop); stopped early")
+        return None
+
+
+@dataclass(frozen=True)
+class EditDamage:
+    """What an edit does to the lines of its region (line terminators ignored): ``kept``
+    unchanged, ``changed`` replaced by other lines, ``deleted`` removed with nothing in their
+    place, ``added`` new lines beyond the replacements."""
+
+    input_lines: int
+    output_lines: int
+    kept: int
+    changed: int
+    deleted: int
+    added: int
+
+    @property
+    def touched(self) -> int:
+        """Input lines the edit does not keep."""
+        return self.changed + self.deleted
+
+    def describe(self) -> str:
+        """e.g. "would delete 27 of 29 lines" or "would rewrite 10 and delete 8 of 29 lines"."""
+        parts = []
+        if self.changed:
+            parts.append(f"rewrite {self.changed}")
+        if self.deleted:
+            parts.append(f"delete {self.deleted}")
+        if not parts:
+            return f"would keep all {self.input_lines} lines and add {self.added}"
+        text = f"would {' and '.join(parts)} of {self.input_lines} lines"
+        return text + (f" (and add {self.added})" if self.added else "")
+
+    def json(self) -> dict[str, int]:
+        return {"inputLines": self.input_lines, "outputLines": self.output_lines, "kept": self.kept,
+                "changed": self.changed, "deleted": self.deleted, "added": self.added}
+
+
+def assess_edit(region_input: str, region_output: str) -> EditDamage:
+    """Count kept/changed/deleted/added lines of an edit (difflib opcodes over lines)."""
+    a = [line.rstrip("\r\n") for line in split_lines(region_input)]
+    b = [line.rstrip("\r\n") for line in split_lines(region_output)]
+    kept = changed = deleted = added = 0
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        old, new = i2 - i1, j2 - j1
+        if tag == "equal":
+            kept += old
+        elif tag == "delete":
+            deleted += old
+        elif tag == "insert":
+            added += new
+        else:
+            changed += min(old, new)
+            deleted += max(0, old - new)
+            added += max(0, new - old)
+    return EditDamage(len(a), len(b), kept, changed, deleted, added)
+
+
+_FIX_WORDS = re.compile(r"\b(fix\w*|bugs?|buggy|errors?|wrong|broken|incorrect|typos?|crash\w*|fail\w*)\b",
+                        re.IGNORECASE)
+_SHRINK_WORDS = re.compile(r"\b(delete|remove|drop|strip|shorten|simplify|condense|compress|trim|prune)\b",
+                           re.IGNORECASE)
+
+
+def is_fix(instruction: str) -> bool:
+    """Does the instruction ask for a fix (the "AI fix" action, "Fix: <diagnostic>", "bug")?"""
+    return bool(_FIX_WORDS.search(instruction))
+
+
+def destructive_reason(damage: EditDamage, instruction: str) -> str | None:
+    """Why the edit must not be applied without the user's confirmation, or None.
+
+    In a region of at least ``DESTRUCTIVE_MIN_LINES`` lines: a fix that deletes or rewrites more
+    than half of the lines, or any other edit that deletes more than half of them (net of
+    replacements) unless the instruction asks to remove or shorten something. A fix is a small
+    change; a model that rewrites the whole function for one has usually lost the code."""
+    if damage.input_lines < DESTRUCTIVE_MIN_LINES:
+        return None
+    half = damage.input_lines / 2
+    if is_fix(instruction) and damage.touched > half:
+        return f"{damage.describe()} for a fix"
+    if damage.deleted > half and not _SHRINK_WORDS.search(instruction):
+        return damage.describe()
+    return None
+
+
+def due(text: str) -> tuple[int, int]:
+    """When the loop guard looks again: after every completed line, and every ``LONG_LINE_RUN``
+    characters of a line that goes on (a call per token would cost too much)."""
+    newlines = text.count("\n")
+    return newlines, (len(text) - text.rfind("\n") - 1) // LONG_LINE_RUN
+
+
+class ProgramLoopWatch:
+    """The loop guard over a program being decoded (both program decoders use it): checked
+    whenever an output line or an op completes, over the resolved ops and the gen being written."""
+
+    def __init__(self, region: str):
+        self.guard = LoopGuard(region)
+        self.seen = (0, 0, 0)  # (output lines, long-line steps, ops) the guard has looked at
+        self.warning: str | None = None
+
+    def degenerate(self, resolved: str, scanner: Any, ops: list) -> bool:
+        text = resolved + (unescape_body(scanner.body) if scanner.in_gen else "")
+        seen = (*due(text), len(ops))
+        if seen == self.seen:
+            return False
+        self.seen = seen
+        self.warning = self.guard.check(text) or self.guard.check_ops(ops)
+        return self.warning is not None

@@ -1,0 +1,108 @@
+"""The one event type stream an edit produces, consumed by the CLI, the LSP server and benchmarks.
+
+An edit yields ``EditStarted``, then one ``OpResolved`` per finished op (in order), then
+``EditFinished``. ``OpResolved.resolved`` is the region's new text so far: concatenating every
+``OpResolved.text`` gives ``EditFinished.result.region_output`` exactly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, Union
+
+from engine.language.program import Op, Program
+
+StopReason = Literal["done", "max_tokens", "cancelled", "loop"]
+
+
+@dataclass(frozen=True)
+class TokenCounts:
+    """Where the output's tokens came from. ``generated``: one decode step each (the model chose
+    them); ``copied``: entered the cache through a splice / accepted draft; ``forced``: literals
+    the grammar fixed, appended without a choice."""
+
+    generated: int = 0
+    copied: int = 0
+    forced: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.generated + self.copied + self.forced
+
+
+@dataclass(frozen=True)
+class EditStarted:
+    mode: str
+    model: str
+    input_lines: int
+    prompt_tokens: int
+
+
+@dataclass(frozen=True)
+class OpResolved:
+    """One op of the program has resolved.
+
+    ``input_lines_consumed``: how many leading input lines the output so far has moved past (the
+    end of the last line copy). An editor can show ``resolved + input_lines[consumed:]`` as the
+    live document: it starts as the input and ends as the output.
+    """
+
+    index: int
+    op: Op
+    text: str
+    resolved: str
+    input_lines_consumed: int
+    tokens: TokenCounts
+    elapsed_s: float
+
+
+@dataclass
+class EditResult:
+    """Outcome of one edit. ``output_text`` is the whole document; ``region_output`` replaces the
+    edited region (lines ``region[0]..region[1]``, 1-based inclusive, or the whole text)."""
+
+    mode: str
+    model: str
+    input_text: str
+    output_text: str
+    region: tuple[int, int] | None
+    region_input: str
+    region_output: str
+    program: Program
+    raw_output: str
+    tokens: TokenCounts
+    prompt_tokens: int
+    stop_reason: StopReason
+    timings: dict[str, float] = field(default_factory=dict)
+    breakdown: dict[str, float] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return self.output_text != self.input_text
+
+    def summary(self) -> dict:
+        """JSON-ready summary (the CLI's ``--json`` and the benchmarks use it)."""
+        return {
+            "mode": self.mode,
+            "model": self.model,
+            "region": list(self.region) if self.region else None,
+            "program": self.program.serialize(),
+            "ops": [op.serialize() for op in self.program.ops],
+            "tokens": {"generated": self.tokens.generated, "copied": self.tokens.copied,
+                       "forced": self.tokens.forced, "total": self.tokens.total},
+            "prompt_tokens": self.prompt_tokens,
+            "stop_reason": self.stop_reason,
+            "changed": self.changed,
+            "timings": self.timings,
+            "breakdown": self.breakdown,
+            "warnings": self.warnings,
+        }
+
+
+@dataclass(frozen=True)
+class EditFinished:
+    result: EditResult
+
+
+Event = Union[EditStarted, OpResolved, EditFinished]

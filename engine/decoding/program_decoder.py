@@ -1,0 +1,610 @@
+"""Program mode (Copy-as-Decode): the model writes an edit program under the grammar; every
+copy enters the KV cache through ONE forward (the splice).
+
+One decode step = choose a token under the grammar mask, then append, in a single forward, that
+token + every literal the grammar now forces + (when a copy tag just closed) the copied input
+tokens + the literals forced after them. So a forced literal or a splice never costs a step of
+its own: the logits in between are never needed.
+
+Drafting (lossless): after a step, the :class:`engine.decoding.drafter.ProgramDrafter` proposes how the
+program goes on (the next copy tag and its line numbers, the input line a gen rewrites, the
+gen's end). The decoder walks the proposal under the grammar as if the model had chosen it
+(forced literals and splices included), feeds everything in the SAME forward, and keeps the
+longest prefix whose every drafted token is the one the model would have chosen there (greedy,
+under the same mask); the first rejected position's own choice comes free from that forward.
+Everything after it is rolled back: grammar matcher, cache, scanner, detokenizer, ops, events.
+So the program is exactly the undrafted greedy program; only the number of forwards changes.
+
+BPE boundaries: the input is tokenized line by line ("line-aligned"), and a copy of lines I..J
+appends the concatenation of those lines' tokens. That tokenization can differ from the
+canonical one where BPE would merge across a newline (e.g. ``"\\n" + "    "``), but it is the same
+for every span, independent of where a span starts or ends, and it spells the exact text.
+Token copies append the canonical tokens of the whole input (their indices are defined on it).
+Forced literals are tokenized on their own.
+"""
+
+from __future__ import annotations
+
+import time
+from bisect import bisect_right
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, NamedTuple, Sequence
+
+import torch
+
+from engine.core.lines import line_offsets, split_lines
+from engine.core.tokens import encode, token_pieces
+from engine.decoding.drafter import DraftText, ProgramDrafter, ProgramState
+from engine.decoding.events import OpResolved
+from engine.decoding.noop_gen import NoOpGenGuard
+from engine.decoding.outcome import DecodeOutcome
+from engine.decoding.program_writer import ProgramWriter, WrittenState, accept_forced_literal
+from engine.decoding.tables import ModelTables, bit_is_set, unpack_allowed
+from engine.language.grammar import RangeConstraint
+from engine.language.program import CopyLines, CopyTokens, Gen, Op, Program
+from engine.language.resolve import check_ending, resolve
+from engine.runtime.models import LoadedModel
+
+
+class ProgramTeacher:
+    """Replaces the model's choice by the next token of a given program (``forced`` mode): the
+    longest grammar-allowed token whose bytes continue the program text."""
+
+    def __init__(self, program: Program, tables: ModelTables):
+        self.target = program.serialize().encode("utf-8")
+        self.pos = 0
+        self.tables = tables
+
+    def advance(self, written: bytes) -> None:
+        if self.target[self.pos:self.pos + len(written)] != written:
+            raise RuntimeError(f"forced program diverged at byte {self.pos}: wrote {written!r}")
+        self.pos += len(written)
+
+    def choose(self, bitmask, banned: set[int]) -> int:
+        tok = longest_allowed_token(self.tables, self.target[self.pos:], bitmask, banned)
+        if tok is None:
+            raise RuntimeError(f"forced program: no allowed token continues {self.target[self.pos:self.pos + 20]!r}")
+        return tok
+
+
+def longest_allowed_token(tables: ModelTables, rest: bytes, bitmask, banned: set[int]) -> int | None:
+    """The longest token the mask allows whose bytes start ``rest`` (how a text is drafted or forced)."""
+    for length in range(min(len(rest), tables.max_token_bytes), 0, -1):
+        tok = tables.bytes_to_id.get(rest[:length])
+        if tok is not None and tok not in banned and bit_is_set(bitmask, tok):
+            return tok
+    return None
+
+
+@dataclass
+class FeedRecorder:
+    """Mirrors exactly what the decoder feeds the model, in order, with crops applied: ``chosen[i]``
+    is True where token ``i`` was chosen (by the model, or the teacher standing in for it), False
+    for the prompt, forced literals and spliced copies. Training data is recorded through it, so
+    training and inference feed the same sequence by construction."""
+
+    ids: list[int] = field(default_factory=list)
+    chosen: list[bool] = field(default_factory=list)
+
+    def fed(self, ids: Sequence[int], chosen: Sequence[bool]) -> None:
+        self.ids.extend(ids)
+        self.chosen.extend(chosen)
+
+    def cropped(self, length: int) -> None:
+        del self.ids[length:], self.chosen[length:]
+
+
+def decode_program(loaded: LoadedModel, tables: ModelTables, region: str, prompt_ids: Sequence[int],
+                   max_new_tokens: int, cancelled: Callable[[], bool], token_copies: bool = False,
+                   teacher_program: Program | None = None, temperature: float = 0.0, seed: int = 0,
+                   monotonic: bool = True, logit_bias: dict[int, float] | None = None, draft: bool = True,
+                   recorder: FeedRecorder | None = None, focus_line: int | None = None,
+                   prompt_marks: Sequence[int] = ()) -> Iterator[OpResolved | DecodeOutcome]:
+    """Yield an :class:`OpResolved` per op, then one :class:`DecodeOutcome`. ``focus_line``
+    (1-based in ``region``): the line the user pointed at (engine.decoding.noop_gen). ``prompt_marks``:
+    where the prompt's prefill cuts its chunks too (engine.runtime.session.Session.append)."""
+    decoder = ProgramDecoder(loaded, tables, region, prompt_ids, max_new_tokens, cancelled,
+                             token_copies=token_copies, teacher_program=teacher_program,
+                             temperature=temperature, seed=seed, monotonic=monotonic, logit_bias=logit_bias,
+                             draft=draft, recorder=recorder, focus_line=focus_line, prompt_marks=prompt_marks)
+    return decoder.run()
+
+
+class RollbackPoint(NamedTuple):
+    """What :meth:`ProgramDecoder.rollback` restores: the decoder just before a token, as if
+    nothing after it had happened (the cache is cropped to the mark's ``kv_length`` besides)."""
+
+    grammar_steps: int  # tokens and forced strings the grammar matcher had accepted
+    written: WrittenState  # the program text, ops, events, counts and lookahead
+    ranges: tuple[int, bool, bool, bool]  # the range rule's state (RangeConstraint.snapshot)
+    teacher_pos: int | None  # byte offset in the teacher's program (forced mode), else None
+    gen_tokens: int  # tokens written in the current gen body so far
+
+
+@dataclass
+class _Mark:
+    """Decoder state just before a drafted token: what verification checks, and where to roll back
+    to when it rejects the token."""
+
+    token: int
+    row: int  # which row of the verify forward's logits must choose ``token``
+    kv_length: int  # cache length before the token
+    bitmask: Any
+    banned: set[int]
+    in_gen: bool
+    state: RollbackPoint
+    track: "tuple | None" = None  # (gen, rest, line start) while a gen body spells the input (engine.decoding.noop_gen)
+
+
+class ProgramDecoder:
+    """One program-mode decode (per-request state; the model and tables are shared).
+
+    The steps a reader looks for: :meth:`mask` (what the grammar and the range rule allow now),
+    :meth:`choose` (greedy or sampled under the mask), :meth:`take_choice` (accept the token and
+    write it), :meth:`take_forced` (the literals the grammar fixes), :meth:`splice` (a finished copy
+    appends its input tokens), :meth:`feed` (the one forward of a step), :meth:`draft`,
+    :meth:`verify` and :meth:`rollback`."""
+
+    def __init__(self, loaded: LoadedModel, tables: ModelTables, region: str, prompt_ids: Sequence[int],
+                 max_new_tokens: int, cancelled: Callable[[], bool], *, token_copies: bool = False,
+                 teacher_program: Program | None = None, temperature: float = 0.0, seed: int = 0,
+                 monotonic: bool = True, logit_bias: dict[int, float] | None = None, draft: bool = True,
+                 recorder: FeedRecorder | None = None, focus_line: int | None = None,
+                 prompt_marks: Sequence[int] = ()):
+        self.started = time.perf_counter()
+        self.loaded, self.tables, self.tokenizer = loaded, tables, loaded.tokenizer
+        self.prompt_ids, self.prompt_marks = list(prompt_ids), list(prompt_marks)
+        self.max_new_tokens, self.cancelled = max_new_tokens, cancelled
+        self.temperature = temperature
+        self.lines = split_lines(region)
+        self.line_ids = [encode(self.tokenizer, line) for line in self.lines]
+        self.input_ids = encode(self.tokenizer, region) if token_copies else []
+        self.pieces = token_pieces(self.tokenizer, self.input_ids) if token_copies else None
+        if self.pieces is not None and "".join(self.pieces) != region:
+            self.input_ids, self.pieces = [], None  # tokenizer does not round-trip this text
+        self.piece_ends = _cumulative(self.pieces) if self.pieces else []
+        self.offsets = line_offsets(region)
+
+        t0 = time.perf_counter()
+        self.matcher = tables.grammar.matcher(len(self.lines), len(self.input_ids))
+        self.bitmask = tables.grammar.new_bitmask()
+        self.grammar_s = time.perf_counter() - t0
+        self.draft_s = 0.0
+        self.ranges = RangeConstraint(tables.vocab_texts, len(self.lines), len(self.input_ids), monotonic=monotonic)
+        self.teacher = ProgramTeacher(teacher_program, tables) if teacher_program is not None else None
+        self.generator = torch.Generator().manual_seed(seed)
+        self.bias = None
+        if logit_bias:
+            self.bias = torch.zeros(loaded.vocab_size)
+            for tok, value in logit_bias.items():
+                self.bias[int(tok)] = float(value)
+        self.crossing = set(tables.copy_crossing_ids.tolist())
+        # Drafting is lossless for greedy choices only.
+        self.drafter = ProgramDrafter(self.line_ids, cost=loaded.runtime.cost) if draft and temperature <= 0 else None
+        self.recorder = recorder
+
+        self.session = loaded.session()
+        self.writer = ProgramWriter(self.tokenizer, region, self.lines, max_new_tokens, self.started, self.pieces)
+        self.steps = 0  # grammar steps accepted (tokens and forced strings), for rollback
+        self.gen_ids: list[int] = []  # tokens written inside the current gen body
+        self.pending: list[int] = []  # tokens for the next forward
+        self.pending_chosen: list[bool] = []
+        self.drafted = self.draft_accepted = 0
+        # A gen that only writes the focus line back is a no-op (engine.decoding.noop_gen); greedy decoding
+        # deviates from it. A teacher's program is given, and sampling draws its own way.
+        self.noop = (NoOpGenGuard(self.lines, tables.vocab_texts, focus_line)
+                     if focus_line is not None and teacher_program is None and temperature <= 0 else None)
+        self.noop_deviations = 0
+        self.noop_gap_max = 0.0
+
+    # -- the loop -------------------------------------------------------------------------------
+
+    def run(self) -> Iterator[OpResolved | DecodeOutcome]:
+        try:
+            yield from self._run()
+        finally:
+            self.session.close()
+
+    def _run(self) -> Iterator[OpResolved | DecodeOutcome]:
+        self.take_forced()
+        self.pending[:0] = self.prompt_ids
+        self.pending_chosen[:0] = [False] * len(self.prompt_ids)
+        logits = self.feed("prefill", marks=self.prompt_marks)
+        yield from self.flush()
+        known: int | None = None  # the model's next choice, when a verify forward already made it
+        stop_reason = "done"
+        while not self.matcher.is_terminated():
+            if self.cancelled():
+                stop_reason = "cancelled"
+                break
+            if self.writer.generated + self.writer.forced >= self.max_new_tokens:
+                stop_reason = "max_tokens"
+                break
+            # The span below holds take_forced's own timed part: set the total, do not add twice.
+            t, grammar_before = time.perf_counter(), self.grammar_s
+            banned: set[int] | None = None
+            if known is None:
+                banned = self.mask()
+                token = self.choose(logits, banned)
+            else:
+                token, known = known, None
+            n_ops = len(self.writer.ops)
+            if self.writer.meant_op(self.tables.vocab_texts[token]):
+                self.close_gen_instead()
+                self.deviate_from_noop_gen(n_ops)
+                self.grammar_s = grammar_before + time.perf_counter() - t
+                yield from self.flush()
+                logits = self.feed("fused")
+                continue
+            self.note_deviation(logits, token, banned)
+            self.take_choice(token)
+            self.deviate_from_noop_gen(n_ops)
+            self.grammar_s = grammar_before + time.perf_counter() - t
+            # What the model chose is final: hand its ops out before the forward that splices
+            # them (a long copy's splice is seconds on a CPU; the editor need not wait for it).
+            yield from self.flush()
+            if self.matcher.is_terminated():
+                break
+            marks = self.draft()
+            if marks:
+                logits, known = self.verify(marks)
+            else:
+                logits = self.feed("step" if len(self.pending) == 1 else "fused")
+            yield from self.flush()
+            if self.degenerate():
+                stop_reason = "loop"
+                break
+        if self.recorder is not None and self.pending:  # the last tokens are written, never fed
+            self.recorder.fed(self.pending, self.pending_chosen)
+        yield from self.flush()
+        yield self.outcome(stop_reason)
+
+    def degenerate(self) -> bool:
+        """Has the output started repeating itself (engine.checks.guards.ProgramLoopWatch)?"""
+        return self.writer.degenerate()
+
+    def flush(self) -> Iterator[OpResolved]:
+        return self.writer.flush()
+
+    def outcome(self, stop_reason: str) -> DecodeOutcome:
+        breakdown = self.session.breakdown()
+        breakdown["grammar_s"] = round(self.grammar_s, 6)
+        if self.drafter is not None:
+            breakdown["draft_s"] = round(self.draft_s, 6)
+            breakdown["drafted_tokens"] = self.drafted
+            breakdown["draft_accepted"] = self.draft_accepted
+        breakdown["decode_steps"] = self.writer.generated
+        if self.noop_deviations:
+            breakdown["noop_gen_deviations"] = self.noop_deviations
+            breakdown["noop_gen_gap_max"] = round(self.noop_gap_max, 3)
+        if self.noop is not None and self.noop.refused:
+            breakdown["noop_gen_refused"] = len(self.noop.refused)
+            breakdown["noop_gen_refused_gap_min"] = round(min(self.noop.refused), 3)
+        return self.writer.outcome(stop_reason, breakdown)
+
+    # -- one step -------------------------------------------------------------------------------
+
+    def mask(self) -> set[int]:
+        """Fill the grammar's bitmask for the next token; return the ids the range rule bans on top
+        (and, under a teacher, the tokens that would straddle a splice point)."""
+        self.matcher.fill_next_token_bitmask(self.bitmask)
+        banned: set[int] = set()
+        if not self.writer.scanner.in_gen:
+            if self.teacher is not None:  # (the free path masks crossing tokens on the logits directly)
+                banned.update(self.crossing)
+            tag = self.writer.scanner.tag
+            if tag in ("", "<") or tag.startswith("<copy "):
+                banned.update(self.ranges.banned(tag, unpack_allowed(self.bitmask, self.loaded.vocab_size)))
+        return banned
+
+    def choose(self, logits: torch.Tensor, banned: set[int], bitmask: Any = None, in_gen: bool | None = None) -> int:
+        """The model's (or the teacher's) choice under the mask filled last (or the one given)."""
+        bitmask = self.bitmask if bitmask is None else bitmask
+        in_gen = self.writer.scanner.in_gen if in_gen is None else in_gen
+        if self.teacher is not None:
+            return self.teacher.choose(bitmask, banned)
+        scores = logits if self.bias is None else logits + self.bias
+        return _choose(scores, bitmask, self.tables, in_gen, banned, self.temperature, self.generator)
+
+    # -- no-op gens (engine.decoding.noop_gen) -------------------------------------------------------------
+
+    def noop_track(self) -> tuple | None:
+        """(gen, rest of the input, at a line start) while the gen body spells the input verbatim."""
+        if self.noop is None or not self.writer.scanner.in_gen:
+            return None
+        body = self.writer.scanner.body
+        rest = self.noop.rest(self.writer.consumed, body)
+        if rest is None:
+            return None
+        return (len(self.writer.ops), self.writer.consumed), rest, body == "" or body.endswith("\n")
+
+    def note_deviation(self, logits: torch.Tensor, token: int, banned: set[int] | None) -> None:
+        """Before writing ``token`` on a verbatim gen body: note where the model could leave it.
+        ``banned``: the step's mask as :meth:`mask` filled it (None when a verify forward chose
+        the token: the bitmask then belongs to a later drafted position, so it is filled again)."""
+        track = self.noop_track()
+        if track is None:
+            return
+        if banned is None:
+            banned = self.mask()
+        mark = _Mark(token=token, row=-1, kv_length=self.position, bitmask=None, banned=banned, in_gen=True,
+                     state=self.save(), track=track)
+        self._note(mark, logits, self.bitmask)
+
+    def _note(self, mark: _Mark, logits: torch.Tensor, bitmask: Any) -> None:
+        assert self.noop is not None and mark.track is not None
+        scores = logits if self.bias is None else logits + self.bias
+        gen, rest, line_start = mark.track
+        self.noop.note(gen, mark, masked_scores(scores, bitmask, self.tables, True, mark.banned), mark.token, rest,
+                       line_start)
+
+    def finished_noop_gen(self, n_ops: int) -> bool:
+        """Did the ops since ``n_ops`` finish a gen that only writes the next input lines back?"""
+        if self.noop is None or len(self.writer.ops) <= n_ops or not isinstance(self.writer.ops[-1], Gen):
+            return False
+        return self.noop.is_noop(self.writer.consumed, self.writer.ops[-1].text)
+
+    def deviate_from_noop_gen(self, n_ops: int) -> None:
+        """If this step finished a no-op gen, write it again from its least sure token on, with the
+        best alternative there (nothing of the rolled-back part was handed out yet)."""
+        if not self.finished_noop_gen(n_ops):
+            return
+        assert self.noop is not None
+        deviation = self.noop.best((len(self.writer.ops) - 1, self.writer.consumed))
+        if deviation is None:
+            return
+        self.rollback(deviation.mark)
+        self.pending, self.pending_chosen = [], []
+        self.noop_deviations += 1
+        self.noop_gap_max = max(self.noop_gap_max, deviation.gap)
+        self.take_choice(deviation.token)
+
+    def take_choice(self, token: int) -> None:
+        """Accept a chosen token under the grammar, write it, and take what the grammar forces next."""
+        self.writer.lookahead = None
+        if self.teacher is None:  # (a teacher's program is given: no line of it is a forgotten </gen>)
+            self.writer.watch_line_start(self.tables.vocab_texts[token], self.position)
+        if not self.matcher.accept_token(token):
+            raise RuntimeError(f"grammar refused token {token} ({self.tables.vocab_texts[token]!r})")
+        self.steps += 1
+        if self.teacher is not None:
+            self.teacher.advance(self.tables.vocab_bytes[token])
+        self.writer.generated += 1
+        self.write([token], chosen=True)
+        self.take_forced()
+
+    def take_forced(self) -> None:
+        """Append every literal the grammar fixes now, stopping at a copy close (splice point)."""
+        while True:
+            t = time.perf_counter()
+            literal = accept_forced_literal(self.matcher, self.writer.scanner, self.ranges.must_end)
+            if literal:
+                self.steps += 1
+            self.grammar_s += time.perf_counter() - t
+            if not literal:
+                return
+            if self.teacher is not None:
+                self.teacher.advance(literal.encode("utf-8"))
+            ids = encode(self.tokenizer, literal)
+            self.writer.forced += len(ids)
+            self.write(ids, chosen=False)
+
+    def write(self, ids: list[int], chosen: bool) -> None:
+        """Feed tokens the program wrote (chosen or forced) through the detokenizer and scanner."""
+        was_in_gen = self.writer.scanner.in_gen
+        self.pending.extend(ids)
+        self.pending_chosen.extend([chosen] * len(ids))
+        finished = self.writer.push(ids)
+        if self.writer.scanner.in_gen and not was_in_gen:
+            self.gen_ids = []
+        elif was_in_gen:
+            self.gen_ids.extend(ids)
+        self.splice(finished)
+
+    def splice(self, finished: list[Op]) -> None:
+        """Resolve finished ops; a line/token copy appends its input tokens to the next forward."""
+        for op in finished:
+            text = self.writer.text_of(op)
+            if isinstance(op, CopyLines):
+                span = [t for ids in self.line_ids[op.start - 1:op.end] for t in ids]
+                self.writer.consumed = max(self.writer.consumed, op.end)
+            elif isinstance(op, CopyTokens):
+                span = self.input_ids[op.start - 1:op.end]
+                end_char = self.piece_ends[op.end - 1]
+                self.writer.consumed = max(self.writer.consumed, bisect_right(self.offsets, end_char) - 1)
+            else:
+                span = []
+            self.ranges.op_finished(op)
+            self.pending.extend(span)
+            self.pending_chosen.extend([False] * len(span))
+            self.writer.copied += len(span)
+            self.writer.record(op, text)
+
+    def close_gen_instead(self) -> None:
+        """The gen-body line the model began with ``<`` turned out to be an op: roll the ``<`` back
+        (grammar, cache, text) and close the gen first."""
+        la = self.writer.lookahead
+        assert la is not None
+        self.crop(la.position)
+        self.pending, self.pending_chosen = [], []
+        ids = self.writer.close_gen(self.matcher)  # one grammar step back, one on: self.steps stays
+        self.write(ids, chosen=False)
+        self.take_forced()
+
+    @property
+    def position(self) -> int:
+        """Cache position the next written token will take."""
+        return self.session.length + len(self.pending)
+
+    def feed(self, kind: str, rows: Sequence[int] | None = None, marks: Sequence[int] = ()) -> torch.Tensor:
+        """The step's one forward over everything pending; logits of its last position (or of ``rows``)."""
+        ids, chosen = self.pending, self.pending_chosen
+        self.pending, self.pending_chosen = [], []
+        logits = self.session.append(ids, kind, rows=rows, marks=marks)
+        if self.recorder is not None:
+            self.recorder.fed(ids, chosen)
+        return logits
+
+    def crop(self, length: int) -> None:
+        self.session.crop(length)
+        if self.recorder is not None:
+            self.recorder.cropped(length)
+
+    # -- drafting -------------------------------------------------------------------------------
+
+    def program_state(self) -> ProgramState:
+        ops, scanner = self.writer.ops, self.writer.scanner
+        last = ops[-1] if ops else None
+        return ProgramState(consumed=self.writer.consumed,
+                            last_op="" if last is None else ("gen" if isinstance(last, Gen) else "copy"),
+                            tag=scanner.tag, in_gen=scanner.in_gen, gen_text=scanner.body, gen_ids=tuple(self.gen_ids))
+
+    def save(self) -> RollbackPoint:
+        return RollbackPoint(grammar_steps=self.steps, written=self.writer.snapshot(), ranges=self.ranges.snapshot(),
+                             teacher_pos=None if self.teacher is None else self.teacher.pos,
+                             gen_tokens=len(self.gen_ids))
+
+    def rollback(self, mark: _Mark) -> None:
+        """Return to the state just before ``mark``'s token: nothing after it happened."""
+        point = mark.state
+        self.matcher.rollback(self.steps - point.grammar_steps)
+        self.steps = point.grammar_steps
+        self.writer.restore(point.written)
+        del self.gen_ids[point.gen_tokens:]
+        self.ranges.restore(point.ranges)
+        if self.teacher is not None:
+            self.teacher.pos = point.teacher_pos
+        self.crop(mark.kv_length)
+
+    def draft(self) -> list[_Mark]:
+        """Walk the drafter's proposal as if the model chose it, stopping where the grammar, the
+        range rule, the budget or (under a teacher) the teacher disagrees. Returns a mark per
+        drafted token; the tokens (with their forced literals and splices) are now pending."""
+        if self.drafter is None:
+            return []
+        t, grammar_before = time.perf_counter(), self.grammar_s
+        limit = self.max_new_tokens - self.writer.generated - self.writer.forced
+        pieces = self.drafter.propose(self.program_state(), limit)
+        marks: list[_Mark] = []
+        for piece in pieces:
+            if not self._draft_piece(piece, marks):
+                break
+        if not marks:
+            self.drafter.step_without_draft()
+        # take_forced timed its literals as grammar time already: count the rest as drafting.
+        self.draft_s += time.perf_counter() - t - (self.grammar_s - grammar_before)
+        return marks
+
+    def _draft_piece(self, piece, marks: list[_Mark]) -> bool:
+        """Draft one piece; False when drafting must stop here."""
+        is_text = isinstance(piece, DraftText)
+        text = piece.text.encode("utf-8") if is_text else b""
+        ids = [] if is_text else list(piece.ids)
+        while text or ids:
+            if self.matcher.is_terminated() or self.writer.generated + self.writer.forced >= self.max_new_tokens:
+                return False
+            banned = self.mask()
+            if is_text:
+                token = longest_allowed_token(self.tables, text, self.bitmask, banned)
+            else:
+                token = ids.pop(0)
+                if token in banned or not bit_is_set(self.bitmask, token):
+                    token = None
+            if token is None or (not self.writer.scanner.in_gen and token in self.crossing):
+                return False
+            if self.writer.meant_op(self.tables.vocab_texts[token]):
+                return False
+            if self.teacher is not None and self.teacher.choose(self.bitmask, banned) != token:
+                return False
+            marks.append(_Mark(token=token, row=len(self.pending) - 1, kv_length=self.position,
+                               bitmask=self.bitmask.clone(), banned=banned, in_gen=self.writer.scanner.in_gen,
+                               state=self.save(), track=self.noop_track()))
+            before, copies, n_ops = len(self.writer.scanner.text), self.writer.copied, len(self.writer.ops)
+            self.take_choice(token)
+            if self.finished_noop_gen(n_ops):
+                self._undraft(marks.pop())  # the step decides where the gen deviates
+                return False
+            if self.writer.copied > copies:
+                # This token closes a copy: its splice would ride in the verify forward and be
+                # wasted if an earlier drafted token is rejected. Leave it to the next step (the
+                # verify forward still gives the model's choice here), which feeds the splice
+                # together with the next draft.
+                self._undraft(marks.pop())
+                return False
+            written = self.writer.scanner.text[before:].encode("utf-8")
+            if is_text:
+                if not text.startswith(written):
+                    return False  # the grammar forced something the draft did not expect
+                text = text[len(written):]
+            elif written != self.tables.vocab_bytes[token]:
+                return False  # a literal was forced after it: the body draft is over
+        return True
+
+    def _undraft(self, mark: _Mark) -> None:
+        """Take back a drafted token that was written but not fed."""
+        self.rollback(mark)
+        del self.pending[mark.row + 1:], self.pending_chosen[mark.row + 1:]
+
+    def verify(self, marks: list[_Mark]) -> tuple[torch.Tensor, int | None]:
+        """One forward over the step and its draft; keep the drafted tokens the model would have
+        chosen. Returns the logits after the kept part and, when a drafted token was rejected, the
+        model's own choice there (from the same forward)."""
+        rows = [m.row for m in marks] + [len(self.pending) - 1]
+        out = self.feed("verify", rows=rows)
+        self.drafted += len(marks)
+        t = time.perf_counter()
+        for i, mark in enumerate(marks):
+            if self.teacher is not None:
+                break  # the teacher's drafts stopped at its first disagreement: all of them stand
+            choice = self.choose(out[i], mark.banned, bitmask=mark.bitmask, in_gen=mark.in_gen)
+            if choice == mark.token and mark.track is not None:
+                self._note(mark, out[i], mark.bitmask)
+            if choice != mark.token:
+                self.rollback(mark)
+                self.draft_accepted += i
+                self.drafter.feedback(len(marks), i)
+                self.draft_s += time.perf_counter() - t
+                return out[i], choice
+        self.draft_accepted += len(marks)
+        self.drafter.feedback(len(marks), len(marks))
+        self.draft_s += time.perf_counter() - t
+        return out[-1], None
+
+
+def _cumulative(pieces: Sequence[str]) -> list[int]:
+    ends, total = [], 0
+    for piece in pieces:
+        total += len(piece)
+        ends.append(total)
+    return ends
+
+
+def masked_scores(logits: torch.Tensor, bitmask, tables: ModelTables, in_gen: bool, banned: set[int]) -> torch.Tensor:
+    """A copy of ``logits`` with -inf on every token the grammar and the constraints forbid."""
+    import xgrammar as xgr
+
+    scores = logits.clone().unsqueeze(0)
+    xgr.apply_token_bitmask_inplace(scores, bitmask)
+    scores = scores[0]
+    if not in_gen and len(tables.copy_crossing_ids):
+        scores[tables.copy_crossing_ids] = float("-inf")
+    if banned:
+        scores[list(banned)] = float("-inf")
+    return scores
+
+
+def _choose(logits: torch.Tensor, bitmask, tables: ModelTables, in_gen: bool, banned: set[int],
+            temperature: float, generator: torch.Generator) -> int:
+    """Greedy (or sampled) choice among tokens the grammar and the constraints allow."""
+    scores = masked_scores(logits, bitmask, tables, in_gen, banned)
+    if temperature <= 0:
+        return int(torch.argmax(scores))
+    probs = torch.softmax(scores / temperature, dim=-1)
+    return int(torch.multinomial(probs, 1, generator=generator))
+
+
+def check_program(program: Program, region: str, pieces: Sequence[str] | None) -> None:
+    """Raise ResolveError early if a program to force does not fit the input, or ends where the
+    grammar does not let a program end."""
+    resolve(program, region, "strict", token_pieces=pieces)
+    check_ending(program, len(split_lines(region)), len(pieces) if pieces else 0)

@@ -1,0 +1,84 @@
+"""Per-model decoding tables, built once per loaded model and shared by every request."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from engine.language.grammar import GrammarCompilerCache
+from engine.runtime.models import LoadedModel
+
+
+@dataclass
+class ModelTables:
+    grammar: GrammarCompilerCache
+    vocab_bytes: list[bytes]  # what each token id writes
+    vocab_texts: list[str]  # the same, decoded leniently (digits and tags are ASCII)
+    bytes_to_id: dict[bytes, int]
+    max_token_bytes: int
+    copy_crossing_ids: torch.Tensor  # tokens with text after a "/>": they would straddle a splice
+    stop_ids: frozenset[int]
+
+
+_TABLES: dict[tuple[int, int], ModelTables] = {}
+_LOCK = threading.Lock()
+
+
+def tables_for(loaded: LoadedModel) -> ModelTables:
+    """The tables depend on the tokenizer and the vocabulary only, so a base model and its
+    selector copy (which share the tokenizer object) share them."""
+    key = (id(loaded.tokenizer), loaded.vocab_size)
+    with _LOCK:
+        if key not in _TABLES:
+            _TABLES[key] = _build(loaded)
+        return _TABLES[key]
+
+
+def _build(loaded: LoadedModel) -> ModelTables:
+    grammar = GrammarCompilerCache(loaded.tokenizer, loaded.vocab_size)
+    vocab_bytes = [bytes(b) for b in grammar.info.decoded_vocab]
+    vocab_bytes += [b""] * (loaded.vocab_size - len(vocab_bytes))
+    vocab_texts = [b.decode("utf-8", errors="replace") for b in vocab_bytes]
+    bytes_to_id: dict[bytes, int] = {}
+    special = set(getattr(loaded.tokenizer, "all_special_ids", []) or [])
+    for i, b in enumerate(vocab_bytes):
+        if b and i not in special:
+            bytes_to_id.setdefault(b, i)
+    crossing = [i for i, t in enumerate(vocab_texts) if "/>" in t and not t.endswith("/>")]
+    return ModelTables(
+        grammar=grammar,
+        vocab_bytes=vocab_bytes,
+        vocab_texts=vocab_texts,
+        bytes_to_id=bytes_to_id,
+        max_token_bytes=max(len(b) for b in vocab_bytes),
+        copy_crossing_ids=torch.tensor(crossing, dtype=torch.long),
+        stop_ids=frozenset(stop_token_ids(loaded)),
+    )
+
+
+def stop_token_ids(loaded: LoadedModel) -> set[int]:
+    """End-of-turn tokens: the tokenizer's EOS, the generation config's, and ``<|im_end|>``."""
+    tok: Any = loaded.tokenizer
+    ids: set[int] = set()
+    if tok.eos_token_id is not None:
+        ids.add(int(tok.eos_token_id))
+    ids.update(loaded.runtime.eos_ids())
+    for name in ("<|im_end|>", "<|endoftext|>"):
+        tid = tok.convert_tokens_to_ids(name)
+        if isinstance(tid, int) and tid != getattr(tok, "unk_token_id", None) and tid >= 0:
+            ids.add(tid)
+    return ids
+
+
+def bit_is_set(bitmask: Any, token: int) -> bool:
+    word = int(bitmask[0, token // 32])
+    return bool((word >> (token % 32)) & 1)
+
+
+def unpack_allowed(bitmask: Any, vocab_size: int) -> np.ndarray:
+    bits = np.unpackbits(bitmask.numpy().view(np.uint8), bitorder="little")[:vocab_size]
+    return np.flatnonzero(bits)

