@@ -141,7 +141,7 @@ class Engine:
 
     def default_mode(self) -> str:
         """What ``mode="auto"`` runs: program mode when the model has a span selector, else
-        speculative. Measured (results/BENCHMARKS.md, free family): with the shipped selector,
+        speculative. Measured (docs/benchmarks.md, free family): with the shipped selector,
         program mode beats speculative on pass@1, exact match, collateral damage and time on
         HumanEvalFix-Python/JS and CanItEdit; without one, program mode is slower than ar and
         rarely finishes a working edit, and speculative is lossless with any model."""

@@ -12,8 +12,8 @@ argmax minus log p of the actual token), and ranks code lines (prose excluded, a
 
 Top-1 / top-3 of the first changed line without a cursor (``none``) and with the near cursor of
 the benchmarks (``near``: within engine.decoding.localize.CURSOR_WINDOW lines, times the cursor prior at
-CURSOR_SCALE, as plan_focus ranks). Stop 23's answer: none is better enough to change the shipped
-statistic (results/localize/statistics_stop23.json).
+CURSOR_SCALE, as plan_focus ranks). Measured: none is better enough to change the shipped
+statistic (results/localize/statistics.json).
 
     OMP_NUM_THREADS=1 .venv/bin/python scripts/localizer_statistics.py humanevalfix-python,humanevalfix-js,heldout OUT.json
 """

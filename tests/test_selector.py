@@ -404,7 +404,7 @@ def test_heldout_focus_settings() -> None:
 
 
 def test_train_selector_recipe_on_a_tiny_qwen25(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 15 part 6: the recipe is for the user's own model. synth (two cases) -> record -> train
+    """The recipe is for the user's own model. synth (two cases) -> record -> train
     -> evaluate -> load with selector = PATH, on a random-weight model of the Qwen2.5 architecture
     (the 1.5B config shrunk) with the real Qwen2.5 tokenizer from the shared folder. A few steps:
     it proves the code path, not quality."""

@@ -25,9 +25,9 @@ Free family (the model decides):
   that line (``focus_policy="guard"``). To measure those, ``-unlocalized`` arms run without the
   localizer (``EditRequest.localize=False``: the hint is exactly the focus sent, or none),
   ``-nonoop`` arms without the no-op deviation (``noop_deviation=False``), ``-keep`` arms with
-  the policy shipped before stop 22 (a cursor on code stays, guarded only where the localizer
+  the ``keep`` policy (a cursor on code stays, guarded only where the localizer
   agrees; no focus: unguarded) and ``-moved`` arms with the first policy (``focus_policy="move"``).
-  ``-guard`` arms name the default policy explicitly (stop 22's runs compared it under that name).
+  ``-guard`` arms name the default policy explicitly (for runs that compare it with ``keep``).
 """
 
 from __future__ import annotations

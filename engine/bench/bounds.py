@@ -1,4 +1,4 @@
-"""Speedup bounds from the measured kernel curve s(N) (see ../shared/DESIGN.md, "Cost model").
+"""Speedup bounds from the measured kernel curve s(N) (see docs/benchmarks.md, "How it is measured").
 
 Costs are in units of one decode step (one one-token forward): a forward of n tokens costs
 ``n / s(n)`` steps. ``s`` is interpolated linearly in log2(N) between measured points, with

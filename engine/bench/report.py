@@ -1,11 +1,11 @@
-"""Tables of benchmark results: a rich table after a run, Markdown for results/BENCHMARKS.md.
+"""Tables of benchmark results: a rich table after a run, Markdown for a notes file.
 
 ``markdown_report(folder)`` reads ``bench_kernel.json`` and every ``bench_<family>_*.json`` (the
 corpus comes from the file's contents, so one corpus may have several runs, e.g. a
 ``bench_free_humanevalfix-python-base.json`` for an arm run on fewer cases) and renders the kernel
-table, the forced and free tables, the time breakdown and the issues' targets with whether each
+table, the forced and free tables, the time breakdown and the targets with whether each
 was met (the numbers it decides on are printed next to it). ``write_into`` puts that text between
-the report markers of results/BENCHMARKS.md.
+the report markers of a Markdown file.
 """
 
 from __future__ import annotations
@@ -279,7 +279,7 @@ def targets(forced: list[dict[str, Any]], free: list[dict[str, Any]]) -> list[tu
 
 
 def _free_program_targets(data: dict[str, Any]) -> list[tuple[str, bool | None, str]]:
-    """Issue 9 (drafted vs undrafted program) and issue 8 (the selector) targets of one free run."""
+    """The drafted-vs-undrafted program and span-selector targets of one free run."""
     corpus, arms, n = data["corpus"], data["arms"], data["cases"]
     out: list[tuple[str, bool | None, str]] = []
     prog, undrafted = arms.get("program"), arms.get("program-undrafted")
@@ -327,8 +327,8 @@ def _free_program_targets(data: dict[str, Any]) -> list[tuple[str, bool | None, 
 
 def _focus_targets(data: dict[str, Any], none: dict[str, Any] | None, near: dict[str, Any] | None,
                    ar: dict[str, Any] | None) -> list[tuple[str, bool | None, str]]:
-    """Issue 15: what users get (the near cursor and no hint), as shares of the cases run
-    (the issue's counts are over all 164 HumanEvalFix-Python cases)."""
+    """What users get (the near cursor and no hint), as shares of the cases run
+    (the target counts are over all 164 HumanEvalFix-Python cases)."""
     corpus, n = data["corpus"], data["cases"]
     where = f"{corpus}, {n} cases"
     out: list[tuple[str, bool | None, str]] = []

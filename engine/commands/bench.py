@@ -6,7 +6,7 @@
                                [--json PATH] [--plot PATH] [--kernel PATH]
     copy-as-decode bench localize --corpus NAME [--limit N] [--base] [--json PATH]  # where is the bug?
     copy-as-decode bench merge PART.json... --json OUT   # case ranges run apart -> one result
-    copy-as-decode bench report [--results DIR] [--into results/BENCHMARKS.md]
+    copy-as-decode bench report [--results DIR] [--into NOTES.md]
     copy-as-decode bench predicted [--backend transformers|llamacpp] [--cases humanevalfix-python=10,canitedit=5]
 
 Arms (engine/bench/arms.py): forced family ar, pld, speculative, program (undrafted),
@@ -134,7 +134,7 @@ def add_parser(subparsers: Any) -> None:
     report = sub.add_parser("report", help="Markdown tables from results/bench_*.json")
     report.add_argument("--results", type=Path, default=Path("results"), help="folder of bench_*.json (default results)")
     report.add_argument("--into", type=Path, metavar="FILE",
-                        help="replace the text between the report markers in FILE (e.g. results/BENCHMARKS.md) "
+                        help="replace the text between the report markers in FILE (a Markdown notes file) "
                              "instead of printing")
     report.set_defaults(func=run_report)
 

@@ -10,7 +10,7 @@ the runtime's prefix cache for the edit that follows:
   program prompt itself, hint and forced opening included, and keeps the logits after its last
   token: the edit's own prefill then forwards nothing (engine.runtime.prefix_cache);
 * no cursor, or a cursor on prose (the hint may move): the hintless prompt. With the
-  ``hint-after`` layout (engine.decoding.prompt.HINT_AFTER, the shipped adapter's since stop 23) that is
+  ``hint-after`` layout (engine.decoding.prompt.HINT_AFTER, the shipped adapter's) that is
   the hinted prompt's prefix; adapters trained on ``hint-before`` prefill the region again (one
   extra forward).
 
@@ -268,7 +268,7 @@ def plan_focus(loaded: Any, parts: PromptParts, localize: bool = True, noop: boo
       oracle arm is guarded; the deviation's cap (engine.decoding.noop_gen.MAX_GAP) keeps a line the model
       finds right. All 164 HumanEvalFix-Python cases against ``keep``: pass / exact with no hint
       15 / 10 vs 9 / 8, with a near cursor 20 / 14 vs 17 / 12, with the cursor exactly on the bug
-      25 / 19 vs 31 / 24 (results/BENCHMARKS.md, "Stop 22");
+      25 / 19 vs 31 / 24 (measured against keep on whole corpora: docs/benchmarks.md);
     * ``keep``: a focus on code stays the hint, guarded only where the best line is the cursor's
       (a moved hint and one chosen without a focus are unguarded);
     * ``move``: like ``keep``, but a focus on code moves to the best line unguarded (the first

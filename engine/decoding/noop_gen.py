@@ -22,16 +22,16 @@ applied everywhere, the rule turned 20 of the 23 unhinted no-op gens on those ca
 where the gold changes nothing, for one more exact match (3 of 30 instead of 2); with the hint
 it gave 13 exact matches of 30 instead of 9.
 
-Which focus (issue 15): an editor's cursor is near the bug, not always on it. The decoder gets
+Which focus: an editor's cursor is near the bug, not always on it. The decoder gets
 the line to guard from :func:`engine.decoding.localize.plan_focus`: under the default policy (``guard``)
 the localizer's best line, near the cursor or anywhere without one, where the hint goes too.
 
-How far (stop 22): a forced change on a line the model finds right is collateral damage, so a
+How far: a forced change on a line the model finds right is collateral damage, so a
 deviation that scores more than ``MAX_GAP`` below the model's choice is refused and the no-op
 stands (the line is kept). On all 164 HumanEvalFix-Python cases the cap alone kept every pass and
 exact match of every arm and cut the near arm's collateral lines from 48 to 36 and its wrong-line
 edits from 39 to 29; with the cap, guarding the localizer's line gave 20 passes with a near cursor
-(17 before) and 15 with none (9) (results/BENCHMARKS.md, "Stop 22").
+(17 under keep) and 15 with none (9) (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -47,9 +47,8 @@ ALTERNATIVES = 32  # best-scoring allowed tokens searched for one that leaves th
 # The most a deviation may score below the model's choice (nats: a log-probability ratio). A gen
 # that could only leave the input through a much less likely token is a model that finds the
 # line right: forcing a change there is damage, so the no-op stands (the line is kept). Set from
-# the stop-20 whole-corpus runs (HumanEvalFix-Python): every deviation that gave a passing fix
-# scored at most 1.3 below the choice, while the failing ones spread to 4.5 (results/BENCHMARKS.md,
-# "Stop 22").
+# whole-corpus runs without a cap (HumanEvalFix-Python): every deviation that gave a passing fix
+# scored at most 1.3 below the choice, while the failing ones spread to 4.5 (docs/benchmarks.md).
 MAX_GAP = 1.5
 
 

@@ -1,6 +1,6 @@
 """What a free-family edit did, besides its speed: exact match, a valid program, collateral damage.
 
-Collateral damage (issue 8, section 4) counts the input lines an edit destroys that the gold
+Collateral damage counts the input lines an edit destroys that the gold
 keeps. Lines are compared without their terminators (``"\\r\\n"``/``"\\n"``), so a missing final
 newline is not damage. Two line diffs are taken with :class:`difflib.SequenceMatcher`
 (``autojunk=False``, the same alignment as :func:`engine.checks.guards.assess_edit`):

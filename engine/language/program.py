@@ -1,6 +1,6 @@
 """The edit-program language: AST, parser, serializer and gen-body escaping.
 
-Grammar (see ../shared/DESIGN.md)::
+Grammar (see docs/how-it-works.md)::
 
     program ::= "<program>" op* "</program>"
     op      ::= copy | tcopy | gen
@@ -17,7 +17,7 @@ program can express. A copy that reaches the input's end also ends the program
 (:func:`must_end_after`): ``</program>`` is forced there, so the decoders never splice that copy
 (its logits would only choose the end) and a model cannot append to the input after copying all
 of it, which in the shipped selector's evaluations only ever added text that failed its tests
-(48 of 714 final copies, results/BENCHMARKS.md "Stop 27"). Appending stays expressible: a final
+(48 of 714 final copies, all failing: docs/how-it-works.md). Appending stays expressible: a final
 gen rewrites the last line and what follows it. The grammar (``engine.language.grammar.RangeConstraint``),
 the vLLM segment grammars and the oracles apply these rules; ``engine.language.resolve.check_ending`` names
 a program that breaks them.

@@ -12,7 +12,7 @@ unit of cost given the fraction of drafted tokens accepted so far, or 0 when no 
 plain step.
 
 A forward's cost need not grow with its size: on llama.cpp on an x86 CPU a 63-token forward costs
-twice a 64-token one (results/BENCHMARKS.md, "Stop 25"). The table therefore keeps sizes apart
+twice a 64-token one (docs/backends.md). The table therefore keeps sizes apart
 finely enough to see such steps (one bin per size up to 16, then 8-token bins), and
 :meth:`CostModel.plan_padding` decides once, from what was measured, which prompt chunks a backend
 should run as a larger, cheaper forward (llama.cpp pads them with tokens it then drops). Only

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 def set_threads(threads: int | None) -> None:
     """Pin torch's intra-op threads. On a shared machine one thread per process is far steadier
-    than oversubscribed OpenMP threads spinning against other work (see results/BENCHMARKS.md)."""
+    than oversubscribed OpenMP threads spinning against other work (see docs/benchmarks.md)."""
     if threads:
         import torch
 

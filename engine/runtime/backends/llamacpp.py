@@ -140,10 +140,10 @@ PREFILL_ALIGN = 64
 # - Off, with llamafile's sgemm in the build (llama.cpp's default on x86): 1. sgemm takes every
 #   matrix product of two rows or more (the attention scores of an f16 cache among them) and sums
 #   in another order than the dot products a step's single row gets: 0.4-1.4 in a logit from 2-4
-#   rows on (results/BENCHMARKS.md, "Stop 26"). So no verify is exact, and speculative decoding
+#   rows on (docs/backends.md). So no verify is exact, and speculative decoding
 #   decodes like ar.
 # - Off, built without it (``-DGGML_LLAMAFILE=OFF``): every product is the same dot product
-#   whatever the number of rows, so every row equals a step at any size ("Stop 27").
+#   whatever the number of rows, so every row equals a step at any size (docs/backends.md).
 def exact_rows(flash_attention: bool, llamafile_sgemm: bool) -> int | None:
     """How many rows a forward may have and still equal one-token steps, row for row."""
     if flash_attention:
@@ -159,7 +159,7 @@ def _has_llamafile_sgemm(lib: Any) -> bool:
 def available_cpus() -> int:
     """The threads llama.cpp runs when none are set: the CPUs this process may use. llama.cpp's own
     default is 4 whatever the machine (llama-cpp-python's ``Llama``: half the CPUs); on a 2-core CPU
-    4 threads made a step 1.6x dearer than 2 (31.5 vs 20.0 ms, results/BENCHMARKS.md "Stop 27")."""
+    4 threads made a step 1.6x dearer than 2 (31.5 vs 20.0 ms, measured on a 2-core CPU)."""
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not Linux
@@ -170,7 +170,7 @@ def flash_attention(options: BackendOptions) -> bool | None:
     """Whether llama.cpp contexts run flash attention (None: llama.cpp decides, as with GPU layers).
     "auto" turns it off on the CPU: there its kernel handles fewer than 64 query rows one at a
     time, which made a one-token step 1.2-1.5x and a 32-row forward 2-4x dearer than plain
-    attention at 200-900 tokens of context (results/BENCHMARKS.md, "Stop 26")."""
+    attention at 200-900 tokens of context (docs/backends.md)."""
     if options.flash_attention == "auto":
         return None if options.gpu_layers else False
     return options.flash_attention == "on"
@@ -208,7 +208,7 @@ class LlamaCppRuntime:
         # reused prompt prefix is bit-identical to a fresh prefill; a reused prefix gives back at
         # most 63 tokens of it. A shorter chunk may run padded where the cost table says a larger
         # one is cheaper (``_padded``: with flash attention on this CPU, 64 rows cost half a
-        # token of 63; results/BENCHMARKS.md, "Stop 25").
+        # token of 63; docs/backends.md).
         self.align = min(PREFILL_ALIGN, self.batch)
         self.adapter_path = adapter
         self.adapter = None

@@ -1,4 +1,4 @@
-"""Synthetic edit cases for training the span selector (issue 8, section 1).
+"""Synthetic edit cases for training the span selector.
 
 Sources: the running interpreter's standard library (PSF-2.0) and pinned npm packages under
 MIT/ISC/BSD/Apache licenses (parsed with acorn); edits: one injected bug of each HumanEvalFix class
