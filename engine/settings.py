@@ -77,13 +77,13 @@ class ConfigError(ValueError):
 
 def setting(default: Any, help: str, *, user_only: bool = False, low: int | None = None, high: int | None = None,
             pattern: str | None = None, pattern_help: str = "", editor_choices: tuple[str, ...] | None = None,
-            non_empty: bool = False, lax: bool = False) -> Any:
+            non_empty: bool = False, lax: bool = False, values: str = "") -> Any:
     """One setting's declaration: the pydantic field plus what the editors, the CLI and the docs
     need (``user_only``: never from a workspace; ``editor_choices``: the values editors offer in
     a list when the setting takes more than a closed set; ``pattern_help``: why a value does not
-    match ``pattern``)."""
+    match ``pattern``; ``values``: what an open-ended setting takes, for the reference)."""
     extra = {"user_only": user_only, "help": help, "low": low, "high": high, "pattern": pattern,
-             "pattern_help": pattern_help, "editor_choices": editor_choices}
+             "pattern_help": pattern_help, "editor_choices": editor_choices, "values": values}
     constraints: dict[str, Any] = {"ge": low, "le": high, "pattern": pattern}
     if non_empty:
         constraints["min_length"] = 1
@@ -100,10 +100,11 @@ class Settings(BaseModel):
     model_config = ConfigDict(frozen=True, strict=True, extra="forbid", defer_build=True)
 
     model: str = setting("default", "The model: `default` (the embedded SmolLM2-135M-Instruct, offline on a CPU), "
-                         "a Hugging Face hub id, a local model folder or a `.gguf` file.", non_empty=True)
+                         "a Hugging Face hub id, a local model folder or a `.gguf` file.", non_empty=True,
+                         values="`default`, a hub id, a folder or a `.gguf` file")
     device: str = setting("auto", "Where the model runs: auto (CUDA when available), cpu, cuda, cuda:N or mps.",
                           pattern=DEVICE_PATTERN, pattern_help="is not a device; use auto, cpu, cuda, cuda:N or mps",
-                          editor_choices=("auto", "cpu", "cuda"))
+                          editor_choices=("auto", "cpu", "cuda"), values="`auto`, `cpu`, `cuda`, `cuda:N`, `mps`")
     dtype: Literal["auto", "float32", "fp32", "bfloat16", "bf16", "float16", "fp16"] = setting(
         "auto", "Weight and activation dtype: auto is float32 on the CPU and bfloat16 on a GPU.",
         editor_choices=("auto", "float32", "bfloat16", "float16"))
@@ -121,13 +122,13 @@ class Settings(BaseModel):
         "few-shot), few-shot or selector.")
     selector: str = setting("auto", "Program mode's span-selector adapter: auto (the shipped one, with the embedded "
                             "model), none, or an adapter folder (from a workspace: under a path of allowedModels).",
-                            non_empty=True)
+                            non_empty=True, values="`auto`, `none` or an adapter folder")
     whole_document_lines: int = setting(200, "With no selection, documents up to this many lines are edited whole; "
                                         "longer ones in the top-level block around the cursor.", low=1, high=100000)
     trust_remote_code: bool = setting(False, "Run model code from the hub (`trust_remote_code`).", user_only=True)
     allowed_models: tuple[str, ...] = setting(
         ("default", "hub:*"), "Models and adapter folders a workspace may choose: `default`, `hub:<glob>` or a "
-        "path glob (`~/models/*`).", user_only=True, lax=True)
+        "path glob (`~/models/*`).", user_only=True, lax=True, values="a list of patterns")
     backend: Literal["auto", "transformers", "llamacpp", "vllm"] = setting(
         "auto", "What runs the model: auto (llama.cpp for a `.gguf` when installed, else transformers), "
         "transformers, llamacpp or vllm (the server at serverUrl).")
@@ -143,12 +144,14 @@ class Settings(BaseModel):
                                        "prefills only what changed; 0: off.", low=0, high=1 << 22)
     server_url: str = setting("", "The vLLM server that `backend: vllm` edits with, e.g. http://127.0.0.1:8000.",
                               user_only=True, pattern=URL_PATTERN,
-                              pattern_help="is not an http(s) URL like http://127.0.0.1:8000")
+                              pattern_help="is not an http(s) URL like http://127.0.0.1:8000",
+                              values="an http(s) URL, or empty")
     served_model: str = setting("", "The model name the vLLM server serves; empty: the only one it serves.",
-                                user_only=True)
+                                user_only=True, values="a model name, or empty")
     api_key_env: str = setting("COPY_AS_DECODE_API_KEY", "The environment variable that holds the vLLM server's "
                                "API key (the key itself is never a setting).", user_only=True,
-                               pattern=ENV_NAME_PATTERN, pattern_help="is not an environment variable name")
+                               pattern=ENV_NAME_PATTERN, pattern_help="is not an environment variable name",
+                               values="an environment variable name")
 
     @field_validator("*", mode="before")
     @classmethod
@@ -189,6 +192,7 @@ class Spec:
     high: int | None = None
     pattern: str | None = None
     pattern_help: str = ""
+    values: str = ""  # what an open-ended setting takes, in words
 
     @property
     def flag(self) -> str:
@@ -218,7 +222,7 @@ def _specs() -> dict[str, Spec]:
         out[name] = Spec(name=name, key=camel(name), kind=kind, default=info.default, help=extra["help"],
                          user_only=extra["user_only"], choices=choices, editor_choices=extra["editor_choices"],
                          low=extra["low"], high=extra["high"], pattern=extra["pattern"],
-                         pattern_help=extra["pattern_help"])
+                         pattern_help=extra["pattern_help"], values=extra["values"])
     return out
 
 
