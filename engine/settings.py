@@ -198,10 +198,6 @@ class Spec:
     def flag(self) -> str:
         return "--" + self.name.replace("_", "-")
 
-    @property
-    def scope(self) -> str:
-        return "user" if self.user_only else "workspace"
-
 
 def camel(name: str) -> str:
     head, *rest = name.split("_")
