@@ -142,7 +142,8 @@ class Settings(BaseModel):
         "auto", "llama.cpp's flash attention: auto (off on the CPU, where decoding is faster without it), on or off.")
     prefix_cache_tokens: int = setting(8192, "Tokens of recent prompts whose KV cache is kept so the next edit "
                                        "prefills only what changed; 0: off.", low=0, high=1 << 22)
-    server_url: str = setting("", "The vLLM server that `backend: vllm` edits with, e.g. http://127.0.0.1:8000.",
+    server_url: str = setting("", "The vLLM server that `backend: vllm` edits with, e.g. http://127.0.0.1:8000 "
+                              "(its API key: in the variable apiKeyEnv names).",
                               user_only=True, pattern=URL_PATTERN,
                               pattern_help="is not an http(s) URL like http://127.0.0.1:8000",
                               values="an http(s) URL, or empty")
