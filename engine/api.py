@@ -25,6 +25,7 @@ from engine.decoding.prompt import DEFAULT_FOCUS_POLICY, FOCUS_POLICIES
 from engine.language.program import Program
 from engine.runtime.models import DEFAULT_MODEL, LoadedModel, load_model
 from engine.runtime.selector.adapter import load_selector
+from engine.settings import DEFAULTS
 
 Mode = Literal["auto", "program", "speculative", "ar", "pld", "forced"]
 MODES: tuple[str, ...] = ("auto", "program", "speculative", "ar", "pld", "forced")
@@ -70,8 +71,8 @@ class EditRequest:
     instruction: str
     lines: tuple[int, int] | None = None
     mode: Mode = "program"
-    max_new_tokens: int = 1024
-    context_lines: int = 20
+    max_new_tokens: int = DEFAULTS.max_new_tokens  # the settings' defaults (engine/settings.py)
+    context_lines: int = DEFAULTS.context_lines
     language: str = ""
     token_copies: bool = False
     monotonic: bool = True
@@ -80,7 +81,7 @@ class EditRequest:
     logit_bias: dict[int, float] | None = None
     program: Program | None = None
     focus_line: int | None = None
-    program_prompt: Literal["auto", "few-shot", "selector"] = "auto"
+    program_prompt: Literal["auto", "few-shot", "selector"] = DEFAULTS.prompt_style
     draft: bool = True
     localize: bool = True
     noop_deviation: bool = True

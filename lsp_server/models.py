@@ -22,7 +22,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from engine.settings import Settings
+from engine.settings import Settings, engine_arguments
 
 Loader = Callable[..., Any]
 
@@ -39,8 +39,8 @@ class ModelKey:
 
     @classmethod
     def of(cls, settings: Settings) -> "ModelKey":
-        return cls(settings.model, settings.device, settings.dtype, settings.trust_remote_code, settings.selector,
-                   settings.backend, settings.backend_options())
+        """The key of the engine these settings load: ``Engine.load``'s arguments, as the CLI's."""
+        return cls(**engine_arguments(settings))
 
     def describe(self) -> str:
         selector = "" if self.selector == "auto" else f", selector {self.selector}"
@@ -51,9 +51,7 @@ class ModelKey:
 def _default_loader(key: ModelKey, progress: Callable[[str], None]) -> Any:
     from engine.api import Engine
 
-    device = None if key.device == "auto" else key.device
-    dtype = None if key.dtype == "auto" else key.dtype
-    engine = Engine.load(key.model, device=device, dtype=dtype, progress=progress,
+    engine = Engine.load(key.model, device=key.device, dtype=key.dtype, progress=progress,
                          trust_remote_code=key.trust_remote_code, selector=key.selector, backend=key.backend,
                          options=key.options)
     progress("warming up")

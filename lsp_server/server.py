@@ -59,6 +59,7 @@ class CopyAsDecodeServer(LanguageServer):
         self.loop: asyncio.AbstractEventLoop | None = None
         self.encoding = "utf-16"
         self._init_warnings: list[str] = []
+        self._shown: set[str] = set()  # settings problems already shown (once per change of their source)
 
     # -- client capabilities -----------------------------------------------------------------
     def supports(self, field: str) -> bool:
@@ -91,6 +92,15 @@ class CopyAsDecodeServer(LanguageServer):
     def warn(self, warnings: list[str]) -> None:
         for warning in warnings:
             self.show(warning, types.MessageType.Warning)
+
+    def warn_once(self, warnings: list[str]) -> None:
+        """Show each settings problem once; :meth:`config_file_changed` forgets a file's, so a
+        change to the file shows what is still wrong in it once more."""
+        self.warn([w for w in dict.fromkeys(warnings) if w not in self._shown])
+        self._shown.update(warnings)
+
+    def forget_shown(self, path: Path) -> None:
+        self._shown = {w for w in self._shown if not w.startswith(f"{path}:")}
 
     # -- settings ----------------------------------------------------------------------------
     async def pull_settings(self, scope: str | None) -> list[str]:
@@ -126,13 +136,15 @@ class CopyAsDecodeServer(LanguageServer):
 
     def config_file_changed(self, path: Path) -> None:
         """On the loop: a watched config file changed; reload it, keep the last good on error."""
+        self.forget_shown(path)
         if path.exists():
             layer, error = self.config.files.reload(path)
             if error:
+                self._shown.add(error)
                 self.show(error, types.MessageType.Error)
                 self.status("error", f"invalid config file {path.name}")
                 return
-            self.warn(layer.warnings)
+            self.warn_once(layer.warnings)
             self.log_to_client(f"copy-as-decode: reloaded settings from {path}", types.MessageType.Info)
         else:
             self.config.files.forget(path)
@@ -241,6 +253,7 @@ class CopyAsDecodeServer(LanguageServer):
                     return stopped_early()
                 for warning in warnings:
                     self.log_to_client(f"copy-as-decode: {warning}", types.MessageType.Warning)
+                self.warn_once(warnings)
                 doc = self.documents.get(args.uri)
                 if doc is None:
                     return self._fail("the document was closed before the edit started")
@@ -400,6 +413,9 @@ def create_server(pool: ModelPool | None = None) -> CopyAsDecodeServer:
     def did_open(ls: CopyAsDecodeServer, params: types.DidOpenTextDocumentParams) -> None:
         ls.documents.open(params.text_document)
         ls.watch_config_for(params.text_document.uri)
+        path = path_of(params.text_document.uri)
+        if path is not None:  # the problems of the config files that apply to it, each shown once
+            ls.warn_once(ls.config.settings_for(path)[1])
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: CopyAsDecodeServer, params: types.DidChangeTextDocumentParams) -> None:

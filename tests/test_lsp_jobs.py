@@ -542,8 +542,8 @@ def test_prompt_styles_are_the_engines():
     import typing
 
     from engine.api import EditRequest
-    from engine.settings import PROMPT_STYLES, ConfigError, parse_layer
+    from engine.settings import PROMPT_STYLES, ConfigError, check_value
 
     assert PROMPT_STYLES == typing.get_args(typing.get_type_hints(EditRequest)["program_prompt"])
     with pytest.raises(ConfigError, match="few-shot, selector"):
-        parse_layer({"promptStyle": "text"}, "test", strict=True)
+        check_value("prompt_style", "text")

@@ -411,24 +411,29 @@ async def test_config_file_hot_reload_and_invalid_file(client: LanguageClient, w
     await wait_for(reloaded, "the reload log message")
     s = await current()
     assert (s["mode"], s["maxNewTokens"]) == ("program", 33)
-    path.write_text('mode = "turbo"\n')
+    path.write_text('mode = "turbo"\nmax_new_tokens = 34\n')  # a bad value: its key is skipped, the rest applies
 
     async def complained() -> bool:
-        return "mode 'turbo' is not a mode" in messages(client)
+        return f"{path}:1: mode 'turbo' is not valid; choose one of auto" in messages(client)
 
-    await wait_for(complained, "the invalid-file message")
-    assert "last good configuration stays in force" in messages(client)
-    s = await current()
-    assert (s["mode"], s["maxNewTokens"]) == ("program", 33)
-    path.write_text('mode = "ar\n')  # broken TOML
+    await wait_for(complained, "the invalid-value message")
+    await wait_for(lambda: _mode_is(current, "ar"), "the file's other keys")  # mode: the root file's
+    assert (await current())["maxNewTokens"] == 34
+    path.write_text('mode = "program\n')  # broken TOML
 
     async def complained_toml() -> bool:
-        return "invalid TOML" in messages(client)
+        return f"{path}:1: invalid TOML" in messages(client)
 
     await wait_for(complained_toml, "the invalid-TOML message")
-    assert (await current())["mode"] == "program"
+    assert "last good configuration stays in force" in messages(client)
+    s = await current()
+    assert (s["mode"], s["maxNewTokens"]) == ("ar", 34)
     path.write_text(FOLDER_SETTINGS["reload"])
-    await wait_for(lambda: _mode_is(current, "ar"), "the restored file")
+
+    async def restored() -> bool:
+        return (await current())["maxNewTokens"] == 48  # the root file's again
+
+    await wait_for(restored, "the restored file")
 
     # a model change reloads the model without a restart (once the server has loaded one)
     loaded = (await client.workspace_execute_command_async(types.ExecuteCommandParams(

@@ -330,11 +330,11 @@ def test_settings_validation_and_unknown_keys():
                                 "applyMode": "sometimes", "trustRemoteCode": True}, "test")
     assert layer.values == {"mode": "ar", "max_new_tokens": 64, "context_lines": 3}
     joined = "\n".join(layer.warnings)
-    assert "unknown setting 'colour'" in joined
-    assert "applyMode 'sometimes' is not valid; choose stream, final or preview" in joined
-    assert "trustRemoteCode is only read from user-level settings" in joined
-    with pytest.raises(config.ConfigError, match="mode 'fast' is not a mode"):
-        config.parse_layer({"mode": "fast"}, "file", strict=True)
+    assert "test: unknown setting 'colour' ignored" in joined
+    assert "test: applyMode 'sometimes' is not valid; choose one of stream, final, preview; ignored" in joined
+    assert "test: trustRemoteCode is only read from user-level settings" in joined
+    with pytest.raises(config.ConfigError, match="mode 'fast' is not valid; choose one of auto, program"):
+        config.check_value("mode", "fast")
 
 
 def test_precedence_and_model_sources(tmp_path: Path):
@@ -400,7 +400,7 @@ def test_config_files_cascade(tmp_path: Path):
     assert cli_settings.max_new_tokens == 20
 
 
-def test_invalid_file_keeps_last_good(tmp_path: Path):
+def test_invalid_toml_keeps_last_good(tmp_path: Path):
     path = tmp_path / ".copy-as-decode.toml"
     path.write_text('mode = "ar"\n')
     files = config.FileLayers()
@@ -408,9 +408,11 @@ def test_invalid_file_keeps_last_good(tmp_path: Path):
     path.write_text('mode = "ar\n')
     layer, error = files.reload(path)
     assert layer.values["mode"] == "ar" and "invalid TOML" in error and "last good" in error
-    path.write_text('mode = 3\n')
+    assert files.get(path)[1] == error  # still what the settings command reports
+    path.write_text('context_lines = 4\nmode = 3\n')  # a bad value skips its key, not the file
     layer, error = files.reload(path)
-    assert layer.values["mode"] == "ar" and "mode must be a non-empty string" in error
+    assert error is None and layer.values == {"context_lines": 4}
+    assert layer.warnings == [f"{path}:2: mode must be a string, got 3; ignored"]
 
 
 def test_model_allowed():
@@ -471,4 +473,4 @@ def test_backend_settings_reach_the_backend_options(tmp_path: Path):
     options = settings.backend_options()
     assert (options.gpu_layers, options.prefix_cache_tokens) == (-1, 0)
     with pytest.raises(config.ConfigError, match="gpuLayers must be between -1 and 4096"):
-        config.parse_layer({"gpuLayers": -2}, "file", strict=True)
+        config.check_value("gpu_layers", -2)

@@ -25,13 +25,12 @@ Artifacts: artifacts/vscode-ai-fix.png (the editor after the edit), artifacts/vs
 extension logs); docs/vscode-ai-fix.png and docs/vscode-preview.png are written when missing or
 when COPY_AS_DECODE_UPDATE_DOCS=1.
 
-`test_settings_mirror_the_server` is fast and needs neither Node nor the model: package.json,
-src/settings.ts and vscode-client/README.md must match engine/settings.py's Settings.
+`test_settings_mirror_the_server` is fast and needs neither Node nor the model: vscode-client/README.md
+must match engine/settings.py's Settings (package.json and src/settings.ts: tests/test_settings_schema.py).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import os
@@ -164,13 +163,6 @@ def vsix(tools: Tools, client_deps: Path, tmp_path_factory: pytest.TempPathFacto
     return out
 
 
-def _ts_list(source: str, name: str) -> list[str]:
-    """The strings of `export const NAME = [...] as const;` in a TypeScript source."""
-    match = re.search(rf"export const {name} = \[(.*?)\] as const;", source, re.S)
-    assert match, f"src/settings.ts has no `export const {name} = [...] as const;`"
-    return re.findall(r'"([^"]*)"', match.group(1))
-
-
 def _readme_default(value: object) -> str:
     """How vscode-client/README.md's settings table writes a default."""
     if isinstance(value, bool):
@@ -181,44 +173,18 @@ def _readme_default(value: object) -> str:
 
 
 def test_settings_mirror_the_server() -> None:
-    """Every server setting (engine/settings.py Settings) is contributed under the same camelCase
-    name with the server's default and choices, listed in src/settings.ts, and documented with
-    that default in the README: a stale mirror would offer values the server rejects."""
-    from engine import settings as config
-
-    settings = config.Settings()
-    names = {config._camel(f.name): getattr(settings, f.name) for f in dataclasses.fields(settings)}
-    props = json.loads((CLIENT / "package.json").read_text())["contributes"]["configuration"]["properties"]
-    source = (CLIENT / "src" / "settings.ts").read_text()
-    server_keys, user_only = _ts_list(source, "SERVER_KEYS"), _ts_list(source, "USER_ONLY_KEYS")
-    assert sorted(server_keys + user_only) == sorted(names), "SERVER_KEYS + USER_ONLY_KEYS != Settings fields"
-    assert sorted(user_only) == sorted(config._camel(n) for n in config.USER_ONLY)
-    assert _ts_list(source, "APPLY_MODES") == list(config.APPLY_MODES)
-    assert _ts_list(source, "SELECTOR_CHOICES") == list(config.SELECTOR_CHOICES)
-    for key, default in names.items():
-        prop = props.get(f"copyAsDecode.{key}")
-        assert prop is not None, f"package.json does not contribute copyAsDecode.{key}"
-        want = list(default) if isinstance(default, tuple) else default
-        assert prop["default"] == want, f"copyAsDecode.{key}: default {prop['default']!r}, server {want!r}"
-    assert props["copyAsDecode.mode"]["enum"] == list(config.MODES)
-    assert props["copyAsDecode.applyMode"]["enum"] == list(config.APPLY_MODES)
-    assert props["copyAsDecode.promptStyle"]["enum"] == list(config.PROMPT_STYLES)
-    assert set(props["copyAsDecode.dtype"]["enum"]) <= set(config.DTYPES)
-    assert all(config.DEVICES_RE.match(d) for d in props["copyAsDecode.device"]["enum"])
-    assert "enum" not in props["copyAsDecode.selector"], "selector also takes an adapter folder"
-    for choice in config.SELECTOR_CHOICES:
-        assert f"`{choice}`" in props["copyAsDecode.selector"]["markdownDescription"]
-    # Every value the server accepts for these is valid in VS Code's schema too.
-    for key in ("mode", "applyMode", "promptStyle"):
-        for value in props[f"copyAsDecode.{key}"]["enum"]:
-            assert config.parse_layer({key: value}, "test", strict=True).values
+    """vscode-client/README.md's settings table lists every server setting (engine/settings.py
+    Settings) with its default. package.json and src/settings.ts are checked against the schema
+    in tests/test_settings_schema.py."""
+    from engine.settings import SPECS
 
     readme = (CLIENT / "README.md").read_text()
     rows = dict(re.findall(r"^\| `copyAsDecode\.(\w+)` \| `?([^|]*?)`? \|", readme, re.M))
-    for key, default in names.items():
-        assert key in rows, f"vscode-client/README.md's settings table has no copyAsDecode.{key}"
-        assert rows[key] == _readme_default(default), (
-            f"README says copyAsDecode.{key} defaults to {rows[key]!r}; the server's default is {default!r}")
+    for spec in SPECS.values():
+        assert spec.key in rows, f"vscode-client/README.md's settings table has no copyAsDecode.{spec.key}"
+        assert rows[spec.key] == _readme_default(spec.default), (
+            f"README says copyAsDecode.{spec.key} defaults to {rows[spec.key]!r}; the server's default is "
+            f"{spec.default!r}")
 
 
 @pytest.mark.slow

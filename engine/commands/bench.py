@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.commands.edit import add_flash_attention_argument
+from engine.settings import BACKENDS
 
 
 def add_parser(subparsers: Any) -> None:
@@ -43,7 +44,7 @@ def add_parser(subparsers: Any) -> None:
         p.add_argument("--threads", type=int, default=None,
                        help="torch intra-op threads, and llama.cpp's (default: the backend's choice; 1 is steadiest "
                             "on a shared CPU)")
-        p.add_argument("--backend", default="transformers", choices=("auto", "transformers", "llamacpp", "vllm"),
+        p.add_argument("--backend", default="transformers", choices=BACKENDS,
                        help="what runs the model (default transformers, so recorded commands keep their meaning)")
         p.add_argument("--server-url", default=None, help="the vLLM server (--backend vllm)")
         add_flash_attention_argument(p, default="auto")

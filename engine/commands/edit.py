@@ -17,16 +17,27 @@ import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
 
-from engine.api import MODES, EditError, EditRequest, Engine, language_for
+from engine.api import EditError, EditRequest, Engine, language_for
 from engine.decoding.events import EditFinished, EditResult, EditStarted, OpResolved
 from engine.decoding.prompt import DEFAULT_FOCUS_POLICY, FOCUS_POLICIES
 from engine.language.resolve import ResolveError
-from engine.runtime.backends import FLASH_ATTENTION
 from engine.runtime.models import ModelLoadError
 from engine.runtime.selector.adapter import resolve_selector
+from engine.settings import (
+    SPECS,
+    Settings,
+    add_setting_flags,
+    engine_arguments,
+    given_flags,
+    load_workspace_settings,
+    with_flags,
+)
 from engine.verdict import EXIT_BAD_REQUEST, EXIT_CANCELLED, check_focus, json_summary, refusal
+
+# The settings that choose and load the model, as flags of every command that loads one.
+ENGINE_FLAGS = ("model", "device", "dtype", "selector", "backend", "threads", "context_size", "batch_size",
+                "gpu_layers", "flash_attention", "prefix_cache_tokens", "server_url", "served_model")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -34,33 +45,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("file", type=Path)
     p.add_argument("--instruction", "-i", required=True, help="what to change, e.g. 'Fix the bug'")
     p.add_argument("--lines", help="edit only lines A-B (1-based, inclusive)")
-    p.add_argument("--mode", choices=[m for m in MODES if m != "forced"], default=None,
-                   help="auto (the default: program mode with the embedded model's span selector, else "
-                   "speculative), program, speculative (lossless: the same output as ar), ar or pld")
-    p.add_argument("--model", default=None, help="'default' (embedded SmolLM2-135M), a hub id, a folder or a .gguf "
-                   "(default: the workspace configuration, else 'default')")
-    p.add_argument("--device", default=None)
-    p.add_argument("--dtype", default=None)
-    p.add_argument("--max-new-tokens", type=int, default=None)
+    add_setting_flags(p, ["mode"], extra_choices={"mode": ("pld",)},
+                      extra_help={"mode": "pld (llama.cpp's prompt-lookup drafting) is for measuring."})
+    add_setting_flags(p, ["model", "device", "dtype", "max_new_tokens"])
     p.add_argument("--focus", type=int, metavar="LINE", help="the line the problem is at or near (1-based, "
                    "in FILE's numbering); the prompt points the model at it")
     p.add_argument("--focus-policy", default=DEFAULT_FOCUS_POLICY, choices=FOCUS_POLICIES,
                    help="program mode: guard (default) puts the hint on the likeliest line near --focus (or "
                    "anywhere without it) and makes the model change it; keep holds the hint on --focus itself "
                    "(a line you know is wrong, e.g. a diagnostic's); move is the first policy, for measuring")
-    p.add_argument("--selector", default=None, metavar="auto|none|PATH",
-                   help="span-selector adapter for program mode: auto (the shipped one with the embedded "
-                   "model), none (the base model) or an adapter folder (default: the workspace configuration)")
-    p.add_argument("--backend", default=None, choices=("auto", "transformers", "llamacpp", "vllm"),
-                   help="what runs the model: auto (llama.cpp for a .gguf when installed, else transformers), "
-                   "transformers, llamacpp or vllm (needs --server-url) (default: the workspace configuration)")
-    p.add_argument("--threads", type=int, default=None, help="llama.cpp CPU threads (default: the CPUs available)")
-    p.add_argument("--gpu-layers", type=int, default=None,
-                   help="layers llama.cpp offloads to a GPU (Metal/CUDA builds; -1: all; default: the gpuLayers setting, 0)")
-    add_flash_attention_argument(p)
-    p.add_argument("--server-url", default=None, help="vLLM server, e.g. http://127.0.0.1:8000 (its API key, if "
-                   "any, is read from $COPY_AS_DECODE_API_KEY)")
-    p.add_argument("--served-model", default=None, help="model name on the vLLM server (default: the only one)")
+    add_setting_flags(p, ENGINE_FLAGS[3:])
     p.add_argument("--force", action="store_true", help="write the edit even when it did not finish (token limit, "
                    "loop: exit status 3), would delete or rewrite most of the region (4) or breaks the file's "
                    "syntax (5)")
@@ -109,37 +103,20 @@ def write_atomic(path: Path, text: str) -> None:
 
 
 def add_flash_attention_argument(p: argparse.ArgumentParser, default: str | None = None) -> None:
-    """``--flash-attention``, the same for every command that loads a llama.cpp model (``default``
-    None: the backend options' own, ``auto``)."""
-    p.add_argument("--flash-attention", default=default, choices=FLASH_ATTENTION,
-                   help="llama.cpp's flash attention (default auto: off on the CPU, where decoding is faster "
-                   "without it; on: speculative drafting there stays lossless)")
+    """``--flash-attention`` with the setting's choices and help, for commands that take it with
+    a fixed default (the benchmarks)."""
+    spec = SPECS["flash_attention"]
+    p.add_argument("--flash-attention", default=default, choices=spec.choices, help=f"{spec.help} (default {default})")
 
 
-def _settings(args: argparse.Namespace):
-    """Workspace settings for FILE, read exactly as the language server reads them (its
-    ``.copy-as-decode.toml`` / ``[tool.copy-as-decode]`` files, found from the file's folder up)."""
-    from engine.settings import Settings, load_workspace_settings
-
-    try:
-        settings, warnings = load_workspace_settings(args.file.resolve())
-    except Exception as exc:  # noqa: BLE001 - a bad config file must not stop a headless edit
-        print(f"warning: ignoring workspace configuration: {exc}", file=sys.stderr)
-        return Settings()
+def workspace_settings(path: Path) -> Settings:
+    """Workspace settings for ``path``, read exactly as the language server reads them (its
+    ``.copy-as-decode.toml`` / ``[tool.copy-as-decode]`` files, found from the folder up); each
+    problem is printed on stderr with its file and line, and the files' other keys apply."""
+    settings, warnings = load_workspace_settings(path.resolve())
     for warning in warnings:
         print(f"warning: {warning}", file=sys.stderr)
     return settings
-
-
-def _backend_options(args: argparse.Namespace, settings: Any) -> Any:
-    """Backend options: command-line flags over the settings (the server URL is the user's: a
-    flag, or the user-level setting; workspace files cannot set it)."""
-    import dataclasses
-
-    options = settings.backend_options()
-    flags = {"threads": args.threads, "server_url": args.server_url, "served_model": args.served_model,
-             "gpu_layers": args.gpu_layers, "flash_attention": args.flash_attention}
-    return dataclasses.replace(options, **{k: v for k, v in flags.items() if v is not None})
 
 
 def run(args: argparse.Namespace) -> int:
@@ -149,25 +126,19 @@ def run(args: argparse.Namespace) -> int:
     err = Console(stderr=True)
     try:
         text = read_text(args.file)
-        settings = _settings(args)
+        settings = with_flags(workspace_settings(args.file), given_flags(args))
         lines = parse_lines(args.lines)
         request = EditRequest(text=text, instruction=args.instruction, lines=lines,
                               language=language_for(str(args.file)), mode=args.mode or settings.mode,
-                              max_new_tokens=args.max_new_tokens or settings.max_new_tokens,
+                              max_new_tokens=settings.max_new_tokens,
                               context_lines=settings.context_lines, focus_line=args.focus,
                               focus_policy=args.focus_policy,
                               program_prompt=settings.prompt_style)  # type: ignore[arg-type]  # config checks it
         request.validate()
         check_focus(args.focus, text, lines)
-        model = args.model or settings.model
-        selector = args.selector or settings.selector
-        resolve_selector(selector, model)  # a bad adapter folder fails before the model loads
-        with err.status(f"loading model {model}..."):
-            engine = Engine.load(model, device=args.device or settings.device, dtype=args.dtype or settings.dtype,
-                                 progress=lambda m: err.print(f"[dim]{m}[/dim]"),
-                                 trust_remote_code=settings.trust_remote_code,
-                                 selector=selector, backend=args.backend or settings.backend,
-                                 options=_backend_options(args, settings))
+        resolve_selector(settings.selector, settings.model)  # a bad adapter folder fails before the model loads
+        with err.status(f"loading model {settings.model}..."):
+            engine = Engine.load(**engine_arguments(settings), progress=lambda m: err.print(f"[dim]{m}[/dim]"))
         request.mode = engine.resolve_mode(request.mode)  # type: ignore[assignment]
         err.print(f"[dim]backend: {engine.model_for(request.mode).runtime.describe()}[/dim]")
         others = [m.strip() for m in args.compare.split(",") if m.strip() and m.strip() != request.mode]

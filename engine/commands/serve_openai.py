@@ -19,7 +19,8 @@ import os
 import sys
 from pathlib import Path
 
-from engine.commands.edit import add_flash_attention_argument
+from engine.commands.edit import ENGINE_FLAGS, workspace_settings
+from engine.settings import add_setting_flags, engine_arguments, given_flags, with_flags
 
 DEFAULT_KEY_ENV = "COPY_AS_DECODE_SERVER_KEY"
 
@@ -33,25 +34,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--port", type=int, default=8000, help="TCP port (default 8000)")
     p.add_argument("--workspace", type=Path, default=None, help="folder whose .copy-as-decode.toml / pyproject.toml "
                    "settings apply (default: the current folder)")
-    p.add_argument("--model", default=None, help="'default' (embedded SmolLM2-135M), a hub id, a folder or a .gguf "
-                   "(default: the workspace configuration, else 'default')")
     p.add_argument("--served-name", default=None, help="the model id clients send and /v1/models lists "
                    "(default: the --model value)")
-    p.add_argument("--backend", default=None, choices=("auto", "transformers", "llamacpp", "vllm"),
-                   help="what runs the model (default: the workspace configuration, else auto)")
-    p.add_argument("--selector", default=None, metavar="auto|none|PATH", help="span-selector adapter for program "
-                   "mode on the edit endpoint (default: the workspace configuration)")
-    p.add_argument("--device", default=None)
-    p.add_argument("--dtype", default=None)
-    p.add_argument("--threads", type=int, default=None, help="torch intra-op threads and llama.cpp's")
-    p.add_argument("--gpu-layers", type=int, default=None, help="layers llama.cpp offloads to a GPU (Metal/CUDA "
-                   "builds; -1: all; default: the gpuLayers setting, 0)")
-    add_flash_attention_argument(p)
-    p.add_argument("--server-url", default=None, help="vLLM server (--backend vllm); its key is read from "
-                   "$COPY_AS_DECODE_API_KEY")
-    p.add_argument("--served-model", default=None, help="model name on the vLLM server (default: the only one)")
-    p.add_argument("--prefix-cache-tokens", type=int, default=None, help="tokens of recent prompts whose KV is kept "
-                   "to reuse a common prefix in the next request (default: the engine's; 0: off)")
+    add_setting_flags(p, ENGINE_FLAGS, extra_help={"threads": "Also torch's intra-op threads."})
     p.add_argument("--max-waiting", type=int, default=8, help="requests that may wait while one decodes "
                    "(in-process backends; one more is answered 429; default 8)")
     p.add_argument("--max-body-kb", type=int, default=4096, help="largest request body (default 4096 KiB; larger: 413)")
@@ -70,18 +55,6 @@ def _loopback(host: str) -> bool:
         return False
 
 
-def _options(args: argparse.Namespace, settings: object) -> object:
-    """``edit``'s backend options (flags over the workspace settings), plus the prefix cache size."""
-    import dataclasses
-
-    from engine.commands.edit import _backend_options
-
-    options = _backend_options(args, settings)
-    if args.prefix_cache_tokens is not None:
-        options = dataclasses.replace(options, prefix_cache_tokens=max(0, args.prefix_cache_tokens))
-    return options
-
-
 def run(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -90,7 +63,6 @@ def run(args: argparse.Namespace) -> int:
     from engine.runtime.models import ModelLoadError
     from engine.runtime.selector.adapter import resolve_selector
     from engine.runtime.threads import set_threads
-    from engine.settings import load_workspace_settings
 
     api_key = os.environ.get(args.api_key_env) or None
     if not _loopback(args.host) and api_key is None:
@@ -100,22 +72,15 @@ def run(args: argparse.Namespace) -> int:
     if not 0 < args.port < 65536 or args.max_waiting < 0 or args.max_body_kb < 1:
         print("serve-openai: --port must be 1-65535, --max-waiting >= 0, --max-body-kb >= 1", file=sys.stderr)
         return 2
-    settings, warnings = load_workspace_settings((args.workspace or Path.cwd()).resolve())
-    for warning in warnings:
-        print(f"warning: {warning}", file=sys.stderr)
-    model = args.model or settings.model
-    selector = args.selector or settings.selector
+    settings = with_flags(workspace_settings(args.workspace or Path.cwd()), given_flags(args))
     set_threads(args.threads)
     try:
-        resolve_selector(selector, model)
-        engine = Engine.load(model, device=args.device or settings.device, dtype=args.dtype or settings.dtype,
-                             progress=lambda m: print(m, file=sys.stderr),
-                             trust_remote_code=settings.trust_remote_code, selector=selector,
-                             backend=args.backend or settings.backend, options=_options(args, settings))
+        resolve_selector(settings.selector, settings.model)
+        engine = Engine.load(**engine_arguments(settings), progress=lambda m: print(m, file=sys.stderr))
     except (EditError, ModelLoadError, ValueError) as exc:
         print(f"serve-openai: {exc}", file=sys.stderr)
         return 2
-    config = ServerConfig(model_id=args.served_name or model, max_waiting=args.max_waiting,
+    config = ServerConfig(model_id=args.served_name or settings.model, max_waiting=args.max_waiting,
                           max_body_bytes=args.max_body_kb * 1024, api_key=api_key,
                           max_new_tokens=settings.max_new_tokens, context_lines=settings.context_lines)
     app = create_app(engine, config)

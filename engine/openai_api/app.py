@@ -29,6 +29,7 @@ from engine.openai_api.completion import ChatDecode, build_job, chat_messages
 from engine.openai_api.edits import EditRun, edit_request
 from engine.openai_api.errors import ApiError, error_body
 from engine.openai_api.queue import DecodeQueue, Ticket
+from engine.settings import DEFAULTS
 from engine.openai_api.schemas import (
     ChatCompletionRequest,
     EditBody,
@@ -55,8 +56,8 @@ class ServerConfig:
     max_waiting: int = 8
     max_body_bytes: int = 4 * 1024 * 1024
     api_key: str | None = None
-    max_new_tokens: int = 1024
-    context_lines: int = 20
+    max_new_tokens: int = DEFAULTS.max_new_tokens
+    context_lines: int = DEFAULTS.context_lines
 
 
 def create_app(engine: Engine, config: ServerConfig) -> FastAPI:

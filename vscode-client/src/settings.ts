@@ -34,6 +34,7 @@ export const SERVER_KEYS = [
   "contextSize",
   "batchSize",
   "gpuLayers",
+  "flashAttention",
   "prefixCacheTokens",
 ] as const;
 

@@ -1,0 +1,219 @@
+"""The settings schema (engine/settings.py ``Settings``) against every copy that cannot import it:
+VS Code's ``contributes.configuration`` and src/settings.ts, the engine's own defaults
+(``BackendOptions``, ``EditRequest``, the OpenAI endpoint's), the CLI's flags, and the generated
+docs/configuration.md; and the one message format of a bad key, wherever it is read."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import re
+import typing
+from pathlib import Path
+
+import pytest
+
+from engine import settings as config
+from engine.cli import build_parser, main
+
+ROOT = Path(__file__).resolve().parents[1]
+CLIENT = ROOT / "vscode-client"
+# The extension's own settings (how it launches the server, its trace): not the server's.
+CLIENT_ONLY = {"copyAsDecode.pythonPath", "copyAsDecode.serverArgs", "copyAsDecode.trace.server"}
+BUGGY = "def add(a, b):\n    return a - b\n"
+
+
+def _properties() -> dict[str, dict]:
+    return json.loads((CLIENT / "package.json").read_text())["contributes"]["configuration"]["properties"]
+
+
+def _ts_list(source: str, name: str) -> list[str]:
+    match = re.search(rf"export const {name} = \[(.*?)\](?: as const)?;", source, re.S)
+    assert match, f"src/settings.ts has no `export const {name} = [...] as const;`"
+    return re.findall(r'"([^"]*)"', match.group(1))
+
+
+def test_defaults_are_valid_and_every_setting_has_help():
+    assert config.Settings() == config.DEFAULTS  # DEFAULTS skips validation at import (a fast --help)
+    assert list(config.Settings().lsp_dict()) == [spec.key for spec in config.SPECS.values()]
+    for spec in config.SPECS.values():
+        assert spec.help.strip() and "\n" not in spec.help, spec.name
+        if spec.choices:
+            assert spec.default in spec.choices, spec.name
+        if spec.kind == "integer":
+            assert spec.low is not None and spec.high is not None, f"{spec.name}: declare its range"
+        for choice in spec.editor_choices or ():
+            assert config.check_value(spec.name, choice) == choice
+
+
+def test_package_json_is_the_schema():
+    """Every server setting is contributed with the schema's type, default, choices, range and
+    pattern; user-only settings have VS Code's "application" scope (user settings only), the rest
+    "resource" (per folder, like the config files); nothing else claims the section."""
+    props = _properties()
+    assert set(props) - CLIENT_ONLY == {f"copyAsDecode.{spec.key}" for spec in config.SPECS.values()}
+    for spec in config.SPECS.values():
+        prop = props[f"copyAsDecode.{spec.key}"]
+        want_default = list(spec.default) if isinstance(spec.default, tuple) else spec.default
+        assert prop["type"] == spec.kind, spec.key
+        assert prop["default"] == want_default, spec.key
+        assert prop["scope"] == ("application" if spec.user_only else "resource"), spec.key
+        enum = spec.editor_choices or spec.choices
+        assert prop.get("enum") == (list(enum) if enum else None), spec.key
+        assert (prop.get("minimum"), prop.get("maximum")) == (spec.low, spec.high), spec.key
+        assert prop.get("pattern") == (spec.pattern if not spec.editor_choices else None), spec.key
+        if spec.kind == "array":
+            assert prop["items"] == {"type": "string"}, spec.key
+        if "enumDescriptions" in prop:
+            assert len(prop["enumDescriptions"]) == len(prop["enum"]), spec.key
+
+
+def test_the_extension_sends_the_schemas_keys():
+    """src/settings.ts: SERVER_KEYS (sent per folder) are the workspace settings in the schema's
+    order, USER_ONLY_KEYS (sent only from user settings) the user-only ones."""
+    source = (CLIENT / "src" / "settings.ts").read_text()
+    specs = config.SPECS.values()
+    assert _ts_list(source, "SERVER_KEYS") == [s.key for s in specs if not s.user_only]
+    assert _ts_list(source, "USER_ONLY_KEYS") == [s.key for s in specs if s.user_only]
+    assert _ts_list(source, "APPLY_MODES") == list(config.APPLY_MODES)
+    assert _ts_list(source, "SELECTOR_CHOICES") == list(config.SELECTOR_CHOICES)
+
+
+def test_the_engines_defaults_are_the_schemas():
+    from engine.api import MODES, EditRequest
+    from engine.openai_api.app import ServerConfig
+    from engine.runtime.backends import BACKENDS, FLASH_ATTENTION, BackendOptions
+    from engine.runtime.selector.adapter import SELECTOR_CHOICES
+
+    assert config.Settings().backend_options() == BackendOptions()
+    assert config.BACKENDS == BACKENDS and config.SPECS["flash_attention"].choices == FLASH_ATTENTION
+    assert config.SELECTOR_CHOICES == SELECTOR_CHOICES
+    assert set(config.MODES) <= set(MODES)
+    assert config.PROMPT_STYLES == typing.get_args(typing.get_type_hints(EditRequest)["program_prompt"])
+    request = EditRequest(text="", instruction="")
+    defaults = config.Settings()
+    assert (request.max_new_tokens, request.context_lines, request.program_prompt) == (
+        defaults.max_new_tokens, defaults.context_lines, defaults.prompt_style)
+    server = ServerConfig(model_id="m")
+    assert (server.max_new_tokens, server.context_lines) == (defaults.max_new_tokens, defaults.context_lines)
+
+
+def _subparser(command: str) -> argparse.ArgumentParser:
+    action = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return action.choices[command]
+
+
+@pytest.mark.parametrize("command", ["edit", "serve-openai"])
+def test_cli_flags_are_the_schemas(command: str):
+    """Each setting flag: the setting's choices (edit's --mode also takes pld, a measurement
+    mode), no default of its own (None: the workspace's value, else the schema's)."""
+    parser = _subparser(command)
+    names = parser.get_default("setting_flags")
+    assert {"backend", "threads", "flash_attention", "context_size", "batch_size"} <= set(names)
+    for action in parser._actions:
+        if action.dest in names:
+            spec = config.SPECS[action.dest]
+            assert action.option_strings == [spec.flag] and action.default is None
+            extra = ("pld",) if (command, spec.name) == ("edit", "mode") else ()
+            assert tuple(action.choices or ()) == ((*spec.choices, *extra) if spec.choices else ())
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--threads", "9999"], "--threads must be between 0 and 512, got 9999"),
+    (["--threads", "four"], "--threads must be an integer, got 'four'"),
+    (["--device", "tpu"], "--device 'tpu' is not a device; use auto, cpu, cuda, cuda:N or mps"),
+    (["--flash-attention", "maybe"], "invalid choice: 'maybe'"),
+])
+def test_a_bad_flag_gets_the_schemas_message(capsys, tmp_path: Path, argv, message):
+    with pytest.raises(SystemExit) as exit_:
+        main(["edit", str(tmp_path / "f.py"), "-i", "Fix it", *argv])
+    assert exit_.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_flags_over_settings_make_the_load_arguments():
+    """The one path from settings and flags to ``Engine.load``: flags win, None flags do not
+    count, and the backend options carry the merged values."""
+    settings = config.Settings(model="a.gguf", threads=2, flash_attention="on", mode="ar")
+    args = config.engine_arguments(settings, {"threads": 4, "model": None, "server_url": "http://h:1"})
+    assert args["model"] == "a.gguf" and args["options"].threads == 4
+    assert args["options"].flash_attention == "on" and args["options"].server_url == "http://h:1"
+    assert set(args) == {"model", "device", "dtype", "trust_remote_code", "selector", "backend", "options"}
+
+
+def test_the_reference_is_generated_from_the_schema():
+    spec = importlib.util.spec_from_file_location("settings_reference", ROOT / "scripts" / "settings_reference.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    text = module.render()
+    assert (ROOT / "docs" / "configuration.md").read_text() == text, (
+        "docs/configuration.md is stale: run python scripts/settings_reference.py")
+    for item in config.SPECS.values():
+        assert f"| `{item.key}` |" in text
+
+
+# --- one message per bad key, wherever it is read -------------------------------------------------
+
+BAD_FILE = 'mdoe = "program"\ncontext_lines = 7\nmax_new_tokens = "many"\n\nthreads = 9999\n'
+
+
+def _expected(path: Path) -> list[str]:
+    return [f"{path}:1: unknown setting 'mdoe' ignored; did you mean 'mode'?",
+            f"{path}:3: max_new_tokens must be an integer, got 'many'; ignored",
+            f"{path}:5: threads must be between 0 and 512, got 9999; ignored"]
+
+
+def test_a_file_names_the_line_of_each_bad_key_and_keeps_the_others(tmp_path: Path):
+    path = tmp_path / ".copy-as-decode.toml"
+    path.write_text(BAD_FILE)
+    settings, warnings = config.load_workspace_settings(tmp_path / "f.py")
+    assert warnings == _expected(path)
+    assert settings.context_lines == 7 and settings.max_new_tokens == 1024
+
+
+def test_pyproject_lines_are_the_tables(tmp_path: Path):
+    """The key's line inside [tool.copy-as-decode], not a same-named key of another table."""
+    path = tmp_path / "pyproject.toml"
+    path.write_text('[project]\nname = "x"\nmode = 1\n\n[tool.copy-as-decode]\n# comment\nmode = "fats"\n'
+                    '"context-lines" = 3\n\n[tool.other]\nmode = 2\n')
+    settings, warnings = config.load_workspace_settings(tmp_path / "f.py")
+    assert warnings == [f"{path}:7: mode 'fats' is not valid; choose one of auto, program, speculative, ar; ignored"]
+    assert settings.context_lines == 3
+
+
+def test_unknown_keys_are_answered_in_their_own_spelling():
+    assert config.unknown_key_message("maxNewTokenz").endswith("did you mean 'maxNewTokens'?")
+    assert config.unknown_key_message("max_new_tokenz").endswith("did you mean 'max_new_tokens'?")
+    assert config.unknown_key_message("flash-atention").endswith("did you mean 'flash-attention'?")
+    assert config.unknown_key_message("contextlines", snake=True).endswith("did you mean 'context_lines'?")
+    assert "known settings: model, device" in config.unknown_key_message("colour")
+
+
+def test_invalid_toml_names_its_line(tmp_path: Path):
+    path = tmp_path / ".copy-as-decode.toml"
+    path.write_text('mode = "ar"\ncontext_lines = \n')
+    settings, warnings = config.load_workspace_settings(tmp_path / "f.py")
+    assert len(warnings) == 1 and warnings[0].startswith(f"{path}:2: invalid TOML")
+    assert "its settings are not used" in warnings[0] and settings.mode == "auto"
+
+
+def test_the_cli_prints_the_same_messages_on_stderr(capsys, tmp_path: Path):
+    """`copy-as-decode edit` reads the file as the server does; it fails later here for want of a
+    vLLM server URL (a real refusal, before any model loads)."""
+    (tmp_path / ".copy-as-decode.toml").write_text(BAD_FILE)
+    path = tmp_path / "f.py"
+    path.write_text(BUGGY)
+    code = main(["edit", str(path), "-i", "Fix it", "--backend", "vllm"])
+    err = capsys.readouterr().err
+    assert code == 2 and "needs the server's URL" in " ".join(err.split())
+    for message in _expected(tmp_path / ".copy-as-decode.toml"):
+        assert f"warning: {message}\n" in err
+
+
+def test_serve_openai_prints_the_same_messages_on_stderr(capsys, tmp_path: Path):
+    (tmp_path / ".copy-as-decode.toml").write_text(BAD_FILE)
+    code = main(["serve-openai", "--workspace", str(tmp_path), "--backend", "vllm"])
+    err = capsys.readouterr().err
+    assert code == 2 and "needs the server's URL" in err
+    for message in _expected(tmp_path / ".copy-as-decode.toml"):
+        assert f"warning: {message}\n" in err
