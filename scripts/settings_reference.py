@@ -110,11 +110,24 @@ def row(spec: Spec, commands: list[str]) -> str:
             f"{'no' if spec.user_only else 'yes'} | {spec.help.replace('|', '/')} |")
 
 
+# Not settings: what the process environment may hold (a key never goes into a settings file).
+ENVIRONMENT = """
+## Environment variables
+
+| variable | meaning |
+|---|---|
+| `COPY_AS_DECODE_SHARED` | the data folder with the evaluation corpora and tokenizers (`data/`, `tokenizers/`), read in place by `analyze`, `bench` and `synth`; default: `shared/` beside the repository checkout |
+| `COPY_AS_DECODE_API_KEY` | the vLLM server's API key (or the variable `apiKeyEnv` names) |
+| `COPY_AS_DECODE_SERVER_KEY` | the bearer key `serve-openai` requires, when set |
+| `COPY_AS_DECODE_VENV` | the virtual environment `make` creates (default `.venv`) |
+"""
+
+
 def render() -> str:
     """The whole of docs/configuration.md."""
     commands = flag_commands()
     rows = (row(spec, commands.get(name, [])) for name, spec in SPECS.items())
-    return HEADER.replace("{examples}", examples()) + "\n".join(rows) + "\n"
+    return HEADER.replace("{examples}", examples()) + "\n".join(rows) + "\n" + ENVIRONMENT
 
 
 def main(argv: list[str] | None = None) -> int:
