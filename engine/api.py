@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterator, Literal
 from engine.core.errors import EditError
 from engine.core.languages import language_for as language_for  # re-exported: the front doors import it from here
 from engine.core.lines import split_lines, to_crlf, to_lf, uses_crlf
-from engine.decoding.events import EditFinished, EditResult, Event, OpResolved
+from engine.decoding.events import EditFinished, EditResult, EditStarted, Event, OpResolved, TokenCounts
 from engine.decoding.prompt import DEFAULT_FOCUS_POLICY, FOCUS_POLICIES
 from engine.language.program import Gen, Op, Program
 from engine.runtime.models import DEFAULT_MODEL, LoadedModel, load_model
@@ -96,6 +96,12 @@ class EditRequest:
             raise EditError(f"line range {a}-{b} is invalid: the document has {n} lines "
                             "(1-based, inclusive, start <= end)")
         return a - 1, min(b, n)
+
+    def is_empty(self) -> bool:
+        """True when the region to edit has no text at all (an empty file or selection): there is
+        nothing to edit, so the edit answers at once without running the model (:func:`empty_result`)."""
+        a, b = self.region_bounds()
+        return not any(split_lines(self.text)[a:b])
 
     def validate(self) -> None:
         if self.mode not in MODES:
@@ -219,6 +225,10 @@ class Engine:
         request.validate()
         if request.mode == "auto":
             request = replace(request, mode=self.default_mode())
+        if request.is_empty():
+            yield EditStarted(mode=request.mode, model=self.name, input_lines=0, prompt_tokens=0)
+            yield EditFinished(empty_result(request, self.name))
+            return
         if uses_crlf(request.text):  # edited as its LF twin, given back in CRLF (engine.core.lines)
             original = request.text
             for event in self._stream(as_lf(request), cancelled):
@@ -274,3 +284,16 @@ def in_crlf(event: Event, original: str) -> Event:
             region_input=to_crlf(r.region_input), region_output=to_crlf(r.region_output),
             program=Program(tuple(_op_in_crlf(op) for op in r.program.ops))))
     return event
+
+
+EMPTY_REGION = "the region is empty: nothing to edit (the model was not run)"
+
+
+def empty_result(request: EditRequest, model: str) -> EditResult:
+    """The answer to a request whose region is empty (:meth:`EditRequest.is_empty`): the document
+    unchanged, an empty program, no tokens. Front doors give it without loading a model."""
+    a, b = request.region_bounds()
+    return EditResult(mode=request.mode, model=model, input_text=request.text, output_text=request.text,
+                      region=(a + 1, b) if request.lines else None, region_input="", region_output="",
+                      program=Program(), raw_output="", tokens=TokenCounts(), prompt_tokens=0, stop_reason="done",
+                      timings={"total_s": 0.0, "decode_s": 0.0, "prefill_s": 0.0}, warnings=[EMPTY_REGION])

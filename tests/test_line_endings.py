@@ -1,6 +1,6 @@
 """A CRLF buffer is edited as its LF twin and given back in CRLF: the same program whatever the
 line endings (engine.core.lines, engine.api). Before, the CRLF prompt was a different input and
-got a different program on most HumanEvalFix cases."""
+could get a different program (Python/1 of the first 40 HumanEvalFix cases, at 12 new tokens)."""
 
 from __future__ import annotations
 

@@ -74,6 +74,40 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 
+def validate_args(args: argparse.Namespace) -> None:
+    """Every argument error, before anything is read or loaded (exit status 2): the CLI must not
+    spend a model load on a request it will refuse."""
+    compare = [m.strip() for m in (args.compare or "").split(",") if m.strip()]
+    unknown = [m for m in compare if m not in MODES or m == "forced"]
+    if unknown:
+        choices = ", ".join(m for m in MODES if m != "forced")
+        raise EditError(f"--compare {args.compare!r}: unknown mode {unknown[0]!r}; choose among {choices}")
+    if args.max_new_tokens is not None and args.max_new_tokens < 1:
+        raise EditError(f"--max-new-tokens {args.max_new_tokens}: must be at least 1")
+    if args.in_place and args.output is not None:
+        raise EditError("--in-place and --output exclude each other: write FILE itself or another path, not both")
+    if args.focus is not None and args.focus < 1:
+        raise EditError(f"--focus {args.focus}: lines are 1-based")
+    if args.threads is not None and args.threads < 1:
+        raise EditError(f"--threads {args.threads}: must be at least 1")
+    parse_lines(args.lines)
+
+
+def _answer_empty(args: argparse.Namespace, request: EditRequest, model: str, out) -> int:
+    """An empty region: the document as it is, without loading the model."""
+    from engine.api import empty_result
+
+    result = empty_result(request, model)
+    targets = [path for path, wanted in ((args.output, bool(args.output)), (args.file, args.in_place)) if wanted]
+    for path in targets:
+        write_atomic(path, result.output_text)
+    if args.json:
+        print(json.dumps(json_summary(result, {}, None, "", targets, request.language), indent=2))
+    else:
+        out.print(f"[dim]{result.warnings[0]}[/dim]")
+    return 0
+
+
 def parse_lines(spec: str | None) -> tuple[int, int] | None:
     if not spec:
         return None
@@ -148,6 +182,7 @@ def run(args: argparse.Namespace) -> int:
     out = Console(stderr=args.json)
     err = Console(stderr=True)
     try:
+        validate_args(args)
         text = read_text(args.file)
         settings = _settings(args)
         lines = parse_lines(args.lines)
@@ -160,6 +195,8 @@ def run(args: argparse.Namespace) -> int:
         request.validate()
         check_focus(args.focus, text, lines)
         model = args.model or settings.model
+        if request.is_empty():  # nothing to edit: answered at once, no model loaded
+            return _answer_empty(args, request, model, out)
         selector = args.selector or settings.selector
         resolve_selector(selector, model)  # a bad adapter folder fails before the model loads
         with err.status(f"loading model {model}..."):
