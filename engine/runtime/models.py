@@ -278,13 +278,13 @@ def load_model(name: str = DEFAULT_MODEL, device: str | None = None, dtype: str 
 def _load_transformers(name: str, device: str | None, dtype: str | None,
                        progress: Callable[[str], None] | None, trust_remote_code: bool,
                        prefix_tokens: int) -> LoadedModel:
+    source, gguf_file = _resolve_source(name, progress)  # first: a missing model fails before torch loads
     from transformers import AutoModelForCausalLM
 
     from engine.runtime.backends.transformers_backend import TransformersRuntime  # lazy: torch, and a real cycle
 
     device_name = choose_device(device)
     torch_dtype = choose_dtype(device_name, dtype)
-    source, gguf_file = _resolve_source(name, progress)
     _say(progress, f"loading model {name!r} on {device_name} ({str(torch_dtype).removeprefix('torch.')})...")
     tokenizer = load_tokenizer(name, progress, trust_remote_code)
     try:
