@@ -87,7 +87,7 @@ def test_a_nul_buffer_gets_no_chat_markers_on_llamacpp():
         pytest.skip("llama-cpp-python is not installed")
     engine = Engine.load("default", backend="llamacpp", options=BackendOptions(threads=1, context=2048))
     try:
-        for mode in ("program", "pld"):
+        for mode in ("program", "ar", "pld"):
             result = engine.edit(EditRequest(NUL_BUFFER, "Fix the bug", mode=mode, max_new_tokens=64))
             for marker in _markers(engine.loaded.tokenizer):
                 assert marker not in result.program.serialize(), (mode, marker)
