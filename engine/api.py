@@ -19,10 +19,10 @@ from typing import Any, Callable, Iterator, Literal
 
 from engine.core.errors import EditError
 from engine.core.languages import language_for as language_for  # re-exported: the front doors import it from here
-from engine.core.lines import split_lines
-from engine.decoding.events import EditFinished, EditResult, Event
+from engine.core.lines import split_lines, to_crlf, to_lf, uses_crlf
+from engine.decoding.events import EditFinished, EditResult, EditStarted, Event, OpResolved, TokenCounts
 from engine.decoding.prompt import DEFAULT_FOCUS_POLICY, FOCUS_POLICIES
-from engine.language.program import Program
+from engine.language.program import Gen, Op, Program
 from engine.runtime.models import DEFAULT_MODEL, LoadedModel, load_model
 from engine.runtime.selector.adapter import load_selector
 from engine.settings import DEFAULTS
@@ -97,6 +97,12 @@ class EditRequest:
             raise EditError(f"line range {a}-{b} is invalid: the document has {n} lines "
                             "(1-based, inclusive, start <= end)")
         return a - 1, min(b, n)
+
+    def is_empty(self) -> bool:
+        """True when the region to edit has no text at all (an empty file or selection): there is
+        nothing to edit, so the edit answers at once without running the model (:func:`empty_result`)."""
+        a, b = self.region_bounds()
+        return not any(split_lines(self.text)[a:b])
 
     def validate(self) -> None:
         if self.mode not in MODES:
@@ -215,13 +221,25 @@ class Engine:
         """Events of one edit, as they happen. ``cancelled`` is polled before every model step;
         once it returns True the edit stops within one step with ``stop_reason == "cancelled"``
         and ``output_text`` equal to the input (nothing half-done is returned)."""
-        # Lazy: engine.decoding.run loads torch and the decoders; the language server imports this
-        # module when it starts, long before a model loads.
-        from engine.decoding.run import run_edit
-
+        # Lazy (in _stream): engine.decoding.run loads torch and the decoders; the language server
+        # imports this module when it starts, long before a model loads.
         request.validate()
         if request.mode == "auto":
             request = replace(request, mode=self.default_mode())
+        if request.is_empty():
+            yield EditStarted(mode=request.mode, model=self.name, input_lines=0, prompt_tokens=0)
+            yield EditFinished(empty_result(request, self.name))
+            return
+        if uses_crlf(request.text):  # edited as its LF twin, given back in CRLF (engine.core.lines)
+            original = request.text
+            for event in self._stream(as_lf(request), cancelled):
+                yield in_crlf(event, original)
+            return
+        yield from self._stream(request, cancelled)
+
+    def _stream(self, request: EditRequest, cancelled: Callable[[], bool]) -> Iterator[Event]:
+        from engine.decoding.run import run_edit
+
         loaded = self.model_for(request.mode)
         if getattr(loaded.runtime, "concurrent", False):  # a server batches concurrent edits itself
             yield from run_edit(loaded, request, cancelled)
@@ -240,3 +258,43 @@ class Engine:
                 result = event.result
         assert result is not None
         return result
+
+
+def as_lf(request: EditRequest) -> EditRequest:
+    """The request on the text's LF twin (a forced program's gens too): what the model sees is
+    the same whatever the buffer's line endings."""
+    program = request.program
+    if program is not None:
+        program = Program(tuple(Gen(to_lf(op.text)) if isinstance(op, Gen) else op for op in program.ops))
+    return replace(request, text=to_lf(request.text), program=program)
+
+
+def _op_in_crlf(op: Op) -> Op:
+    return Gen(to_crlf(op.text)) if isinstance(op, Gen) else op
+
+
+def in_crlf(event: Event, original: str) -> Event:
+    """An event of the LF twin's edit as the CRLF buffer's consumers see it: every text in CRLF
+    (the same line numbers: only the terminators differ), the input text the buffer itself."""
+    if isinstance(event, OpResolved):
+        return replace(event, op=_op_in_crlf(event.op), text=to_crlf(event.text), resolved=to_crlf(event.resolved))
+    if isinstance(event, EditFinished):
+        r = event.result
+        return EditFinished(replace(
+            r, input_text=original, output_text=to_crlf(r.output_text),
+            region_input=to_crlf(r.region_input), region_output=to_crlf(r.region_output),
+            program=Program(tuple(_op_in_crlf(op) for op in r.program.ops))))
+    return event
+
+
+EMPTY_REGION = "the region is empty: nothing to edit (the model was not run)"
+
+
+def empty_result(request: EditRequest, model: str) -> EditResult:
+    """The answer to a request whose region is empty (:meth:`EditRequest.is_empty`): the document
+    unchanged, an empty program, no tokens. Front doors give it without loading a model."""
+    a, b = request.region_bounds()
+    return EditResult(mode=request.mode, model=model, input_text=request.text, output_text=request.text,
+                      region=(a + 1, b) if request.lines else None, region_input="", region_output="",
+                      program=Program(), raw_output="", tokens=TokenCounts(), prompt_tokens=0, stop_reason="done",
+                      timings={"total_s": 0.0, "decode_s": 0.0, "prefill_s": 0.0}, warnings=[EMPTY_REGION])

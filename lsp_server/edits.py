@@ -8,8 +8,10 @@ middle between what the editor shows and the new text (:func:`minimal_replacemen
 
 Line endings: LSP clients normalise the line endings of inserted text (VS Code advertises
 ``normalizesLineEndings``; Neovim converts to the buffer's ``fileformat``), so in a document whose
-line breaks are all ``\\r\\n`` the model's ``\\n`` become ``\\r\\n`` here too (:func:`match_eol`);
-otherwise the echo of an edit would never equal what was sent.
+line breaks are all ``\\r\\n`` every ``\\n`` becomes ``\\r\\n`` here too (:func:`match_eol`);
+otherwise the echo of an edit would never equal what was sent. (The engine already edits such a
+buffer as its LF twin and gives the output back in CRLF, engine.core.lines; this keeps a stray
+bare ``\\n`` from reaching the editor.)
 
 Everything here is pure (no I/O), so it is unit-tested directly.
 """
@@ -20,7 +22,7 @@ from dataclasses import dataclass
 
 from lsprotocol import types
 
-from engine.core.lines import line_offsets, split_lines
+from engine.core.lines import line_offsets, split_lines, uses_crlf
 from lsp_server.positions import DEFAULT, Encoding, LineIndex
 
 
@@ -59,12 +61,6 @@ def minimal_replacement(old: str, new: str) -> Replacement | None:
             break
         suffix -= 1
     return Replacement(prefix, len(old) - suffix, new[prefix:len(new) - suffix])
-
-
-def uses_crlf(text: str) -> bool:
-    """True when ``text`` has line breaks and every one of them is ``\\r\\n``."""
-    newlines = text.count("\n")
-    return newlines > 0 and text.count("\r\n") == newlines
 
 
 def match_eol(text: str, crlf: bool) -> str:

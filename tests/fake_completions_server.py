@@ -16,7 +16,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-FAULTS = ("ok", "http500", "http400", "malformed", "truncated", "slow", "bad_tokens", "off_grammar")
+FAULTS = ("ok", "http500", "http400", "malformed", "truncated", "slow", "bad_tokens", "off_grammar", "special_token")
 
 
 class FakeCompletionsServer:
@@ -83,7 +83,11 @@ class FakeCompletionsServer:
         # which the client refuses for a non-empty region (a program may not end before its last
         # line): the ``early_end`` fault. No program-mode test expects this fake to succeed.
         valid = self.tokenizer.encode("/program>" if "structured_outputs" in body else "x", add_special_tokens=False)
-        ids = {"bad_tokens": [10 ** 7], "off_grammar": self.tokenizer.encode("hello", add_special_tokens=False)}.get(fault, valid)
+        # ``special_token``: a chat marker where text may go (in a gen body, or the text modes' output)
+        marker = self.tokenizer.encode("gen>" if "structured_outputs" in body else "x", add_special_tokens=False)
+        marker += [self.tokenizer.convert_tokens_to_ids("<|im_start|>")]
+        ids = {"bad_tokens": [10 ** 7], "off_grammar": self.tokenizer.encode("hello", add_special_tokens=False),
+               "special_token": marker}.get(fault, valid)
         handler.send_response(200)
         handler.send_header("Content-Type", "text/event-stream")
         handler.end_headers()

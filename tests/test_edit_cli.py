@@ -121,10 +121,10 @@ def test_an_edit_cut_at_the_token_limit_is_not_written(capsys, tmp_path: Path, d
     path.write_text(LONG)
     out = tmp_path / "out.py"
     code, _, err = run(capsys, str(path), "-i", "Fix the syntax errors", "--mode", "speculative", "--max-new-tokens", "12",
-                       "--output", str(out), "--in-place")
+                       "--in-place")
     assert code == 3, err
     assert "did not finish" in err and "12 new tokens" in err and "nothing was written" in err
-    assert not out.exists() and path.read_text() == LONG
+    assert path.read_text() == LONG
     code, stdout, err = run(capsys, str(path), "-i", "Fix the syntax errors", "--mode", "speculative", "--max-new-tokens", "12",
                             "--output", str(out), "--json")
     summary = json.loads(stdout)
@@ -320,3 +320,77 @@ class SyntaxBreakingFakeEngine(LoopingFakeEngine):
             program=Program((CopyLines(1, 8), Gen("        else:\n"), CopyLines(10, 27))), raw_output="",
             tokens=TokenCounts(generated=4, copied=200), prompt_tokens=10, stop_reason="done",
             timings={"total_s": 0.5, "decode_s": 0.4, "prefill_s": 0.1}))
+
+
+@pytest.fixture()
+def no_model_load(monkeypatch):
+    """Fails the test if the command loads a model (the checks below must come before any load)."""
+    from engine.api import Engine
+
+    def refuse(*args, **kwargs):
+        pytest.fail("a model was loaded")
+
+    monkeypatch.setattr(Engine, "load", refuse)
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--compare", "foo"], "--compare 'foo': unknown mode 'foo'"),
+    (["--compare", "ar,forced"], "unknown mode 'forced'"),
+    (["--max-new-tokens", "0"], "--max-new-tokens 0: must be at least 1"),
+    (["--max-new-tokens", "-3"], "--max-new-tokens -3: must be at least 1"),
+    (["--in-place", "--output", "OUT"], "--in-place and --output exclude each other"),
+    (["--lines", "x-2"], "expected A-B"),
+])
+def test_argument_errors_exit_2_before_the_model_loads(capsys, tmp_path: Path, no_model_load, argv, message) -> None:
+    path, out = tmp_path / "f.py", tmp_path / "out.py"
+    path.write_text(BUGGY)
+    code, _, err = run(capsys, str(path), "-i", "Fix it", *[str(out) if a == "OUT" else a for a in argv])
+    assert code == 2 and message in " ".join(err.split())
+    assert path.read_text() == BUGGY and not out.exists()
+
+
+@pytest.mark.parametrize("extra", [[], ["--lines", "1-1"], ["--in-place"]])
+def test_an_empty_file_answers_at_once_without_the_model(capsys, tmp_path: Path, no_model_load, extra) -> None:
+    path = tmp_path / "empty.py"
+    path.write_text("")
+    code, out, err = run(capsys, str(path), "-i", "Fix the bug", "--json", *extra)
+    summary = json.loads(out)
+    assert code == 0, err
+    assert summary["program"] == "<program></program>" and summary["tokens"]["total"] == 0
+    assert summary["changed"] is False and summary["prompt_tokens"] == 0
+    assert any("region is empty" in w for w in summary["warnings"])
+    assert path.read_text() == ""
+
+
+@pytest.mark.model
+def test_the_api_answers_an_empty_region_without_a_forward(default_engine) -> None:
+    from engine.api import EditRequest
+
+    text = "x = 1\n"
+    with default_engine.loaded.runtime.meter() as log:
+        result = default_engine.edit(EditRequest("", "Fix the bug"))
+    assert not log.records and result.output_text == "" and result.stop_reason == "done"
+    assert result.tokens.total == 0 and not result.program.ops
+    assert EditRequest(text, "Fix", lines=(1, 1)).is_empty() is False
+
+
+def test_a_hub_id_not_in_the_cache_fails_at_once_with_the_fetch_command(capsys, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.delenv("COPY_AS_DECODE_DOWNLOAD", raising=False)
+    path = tmp_path / "f.py"
+    path.write_text(BUGGY)
+    code, _, err = run(capsys, str(path), "-i", "Fix it", "--model", "someone/not-a-model")
+    err = " ".join(err.split())
+    assert code == 2 and "not in the local Hugging Face cache" in err
+    assert "`hf download someone/not-a-model`" in err and "COPY_AS_DECODE_DOWNLOAD=1" in err
+
+
+@pytest.mark.parametrize("env,allowed", [({}, False), ({"COPY_AS_DECODE_DOWNLOAD": "1"}, True),
+                                         ({"COPY_AS_DECODE_DOWNLOAD": "1", "HF_HUB_OFFLINE": "1"}, False)])
+def test_downloads_only_when_asked(monkeypatch, env, allowed) -> None:
+    from engine.runtime.models import downloads_allowed
+
+    for name in ("COPY_AS_DECODE_DOWNLOAD", "HF_HUB_OFFLINE"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert downloads_allowed() is allowed

@@ -34,6 +34,7 @@ from lsp_server.edits import match_eol, uses_crlf
 
 pytestmark = [pytest.mark.model, pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(300)]
 
+ROOT = Path(__file__).resolve().parents[1]
 PROFILES = ["visual-studio-code", "neovim@v0.7"]
 CMD = "copyAsDecode.server.edit"
 ROOT_SETTINGS = 'mode = "ar"\nmax_new_tokens = 48\ncontext_lines = 3\n'
@@ -467,6 +468,24 @@ async def test_program_mode_fix(client: LanguageClient, workspace: Path, engine)
     assert outcome["summary"]["mode"] == "program"
     assert outcome["status"] == {"done": "done" if result.changed else "unchanged"}.get(result.stop_reason,
                                                                                         result.stop_reason)
+
+
+async def test_a_crlf_selection_gets_its_lf_twins_edit(client: LanguageClient, workspace: Path, engine):
+    """A CRLF buffer is edited as its LF twin (the same program) and every edit the server sends
+    keeps CRLF, with ranges that land right; Neovim's profile applies the text as sent."""
+    from engine.core.lines import to_crlf
+
+    lf = (ROOT / "examples" / "buggy_add.py").read_text()
+    editor: Editor = client.editor
+    uri = uri_of(workspace, f"program/crlf_{client.profile[:6]}.py")
+    editor.open(uri, to_crlf(lf))
+    rng = {"start": {"line": 1, "character": 0}, "end": {"line": 2, "character": len("    return a - b")}}
+    outcome = await execute(client, {"uri": uri, "range": rng, "instruction": "Fix the bug", "kind": "fix"})
+    want, result, _ = expected(engine, lf, "Fix the bug", lines=(2, 3), mode="program", max_new_tokens=48)
+    assert editor.text(uri) == to_crlf(want), outcome
+    assert outcome["summary"]["program"] == to_crlf(result.program.serialize())
+    for state in editor.history[uri]:
+        assert "\n" not in state.replace("\r\n", ""), state  # no bare LF at any step
 
 
 async def test_cancel_mid_decode_restores_the_region(client: LanguageClient, workspace: Path):

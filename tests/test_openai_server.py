@@ -314,6 +314,41 @@ def test_edit_endpoint_answers_the_clis_json(base_url: str, default_engine: Engi
     assert bad.status_code == 400 and "line range" in bad.json()["error"]["message"]
 
 
+def test_edit_endpoint_answers_an_empty_region_at_once(base_url: str) -> None:
+    from engine.api import EMPTY_REGION
+
+    answer = httpx.post(base_url + "/v1/edits/copy-as-decode", json={"text": "", "instruction": "Fix the bug"},
+                        headers={"Authorization": f"Bearer {KEY}"}, timeout=300).json()
+    assert answer["program"] == "<program></program>" and answer["output_text"] == ""
+    assert answer["tokens"]["total"] == 0 and answer["prompt_tokens"] == 0 and EMPTY_REGION in answer["warnings"]
+
+
+def test_says_serving_only_once_it_serves(tmp_path: Path) -> None:
+    """The "serving ... at URL" line comes after uvicorn's start-up: the URL answers at that moment."""
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "engine.cli", "serve-openai", "--port", str(port), "--backend",
+                             "transformers", "--threads", "1", "--selector", "none", "--workspace", str(ROOT)],
+                            stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                            env={**os.environ, "COPY_AS_DECODE_SERVER_KEY": KEY, "OMP_NUM_THREADS": "1"})
+    try:
+        assert proc.stderr is not None
+        lines = []
+        for line in proc.stderr:
+            lines.append(line)
+            if line.startswith("serving"):
+                assert f"at http://127.0.0.1:{port}/v1" in line
+                assert httpx.get(f"http://127.0.0.1:{port}/health", timeout=5).status_code == 200
+                break
+        else:
+            pytest.fail("serve-openai ended without serving:\n" + "".join(lines[-20:]))
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
 def test_llamacpp_backend_prediction_is_lossless(tmp_path: Path) -> None:
     """The same guarantees on llama.cpp (the GGUF as it is): identical text with and without the
     prediction, streamed or not, and the usage counts of an in-process decode of the request."""

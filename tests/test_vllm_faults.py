@@ -66,6 +66,7 @@ def test_missing_url_and_unserved_model(fake):
     ("bad_tokens", "outside the vocabulary"),
     ("off_grammar", "left the program grammar"),
     ("early_end", r"ended the program after no op before the last input line \(2\)"),
+    ("special_token", r"sent the special token 1 \('<\|im_start\|>'\).*nothing was written"),
 ])
 @pytest.mark.parametrize("mode", ["program", "ar"])
 def test_faults_raise_clear_errors_and_the_server_keeps_serving(fake, fault, message, mode, monkeypatch):

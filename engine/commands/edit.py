@@ -18,7 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from engine.api import EditError, EditRequest, Engine, language_for
+from engine.api import MODES, EditError, EditRequest, Engine, language_for
 from engine.decoding.events import EditFinished, EditResult, EditStarted, OpResolved
 from engine.decoding.prompt import DEFAULT_FOCUS_POLICY, FOCUS_POLICIES
 from engine.language.resolve import ResolveError
@@ -66,6 +66,36 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def validate_args(args: argparse.Namespace) -> None:
+    """Every argument error, before anything is read or loaded (exit status 2): the CLI must not
+    spend a model load on a request it will refuse."""
+    compare = [m.strip() for m in (args.compare or "").split(",") if m.strip()]
+    unknown = [m for m in compare if m not in MODES or m == "forced"]
+    if unknown:
+        choices = ", ".join(m for m in MODES if m != "forced")
+        raise EditError(f"--compare {args.compare!r}: unknown mode {unknown[0]!r}; choose among {choices}")
+    if args.max_new_tokens is not None and args.max_new_tokens < 1:
+        raise EditError(f"--max-new-tokens {args.max_new_tokens}: must be at least 1")
+    if args.in_place and args.output is not None:
+        raise EditError("--in-place and --output exclude each other: write FILE itself or another path, not both")
+    if args.focus is not None and args.focus < 1:
+        raise EditError(f"--focus {args.focus}: lines are 1-based")
+    parse_lines(args.lines)
+
+
+def _answer_empty(args: argparse.Namespace, request: EditRequest, model: str, out) -> int:
+    """An empty region: the document as it is, without loading the model."""
+    from engine.api import empty_result
+
+    result = empty_result(request, model)
+    targets = [path for path, wanted in ((args.output, bool(args.output)), (args.file, args.in_place)) if wanted]
+    for path in targets:
+        write_atomic(path, result.output_text)
+    if args.json:
+        print(json.dumps(json_summary(result, {}, None, "", targets, request.language), indent=2))
+    else:
+        out.print(f"[dim]{result.warnings[0]}[/dim]")
+    return 0
 
 
 def parse_lines(spec: str | None) -> tuple[int, int] | None:
@@ -125,6 +155,7 @@ def run(args: argparse.Namespace) -> int:
     out = Console(stderr=args.json)
     err = Console(stderr=True)
     try:
+        validate_args(args)
         text = read_text(args.file)
         settings = with_flags(workspace_settings(args.file), given_flags(args))
         lines = parse_lines(args.lines)
@@ -136,6 +167,8 @@ def run(args: argparse.Namespace) -> int:
                               program_prompt=settings.prompt_style)  # type: ignore[arg-type]  # config checks it
         request.validate()
         check_focus(args.focus, text, lines)
+        if request.is_empty():  # nothing to edit: answered at once, no model loaded
+            return _answer_empty(args, request, settings.model, out)
         resolve_selector(settings.selector, settings.model)  # a bad adapter folder fails before the model loads
         with err.status(f"loading model {settings.model}..."):
             engine = Engine.load(**engine_arguments(settings), progress=lambda m: err.print(f"[dim]{m}[/dim]"))

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import os
+import socket
 import sys
 from pathlib import Path
 
@@ -72,19 +73,62 @@ def run(args: argparse.Namespace) -> int:
     if not 0 < args.port < 65536 or args.max_waiting < 0 or args.max_body_kb < 1:
         print("serve-openai: --port must be 1-65535, --max-waiting >= 0, --max-body-kb >= 1", file=sys.stderr)
         return 2
+    try:
+        sock = listen_socket(args.host, args.port)  # a busy port fails here, before the model loads
+    except OSError as exc:
+        print(f"serve-openai: cannot listen on {args.host}:{args.port}: {exc.strerror or exc} "
+              "(is another server using this port? choose another with --port)", file=sys.stderr)
+        return 2
     settings = with_flags(workspace_settings(args.workspace or Path.cwd()), given_flags(args))
     set_threads(args.threads)
     try:
         resolve_selector(settings.selector, settings.model)
         engine = Engine.load(**engine_arguments(settings), progress=lambda m: print(m, file=sys.stderr))
     except (EditError, ModelLoadError, ValueError) as exc:
+        sock.close()
         print(f"serve-openai: {exc}", file=sys.stderr)
         return 2
     config = ServerConfig(model_id=args.served_name or settings.model, max_waiting=args.max_waiting,
                           max_body_bytes=args.max_body_kb * 1024, api_key=api_key,
                           max_new_tokens=settings.max_new_tokens, context_lines=settings.context_lines)
     app = create_app(engine, config)
-    print(f"serving {config.model_id} ({engine.loaded.runtime.describe()}) at http://{args.host}:{args.port}/v1"
-          + (" (bearer key required)" if api_key else ""), file=sys.stderr, flush=True)
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=False)
-    return 0
+    ready = (f"serving {config.model_id} ({engine.loaded.runtime.describe()}) at http://{args.host}:{args.port}/v1"
+             + (" (bearer key required)" if api_key else ""))
+    server = _announcing_server()(uvicorn.Config(app, log_level=args.log_level, access_log=False), ready)
+    server.run(sockets=[sock])
+    return 0 if server.started else 2
+
+
+def listen_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``host:port`` (IPv4 or IPv6, as the address says), for uvicorn to
+    serve on. Binding here, first, turns a busy port into one clear error before the model loads."""
+    family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn's own sockets
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
+
+
+def _announcing_server():
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        """uvicorn's server that says it is serving once it is: after its startup (the lifespan and
+        the listening socket) completed, not before."""
+
+        def __init__(self, config: "uvicorn.Config", ready: str):
+            super().__init__(config)
+            self.ready = ready
+
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets=sockets)
+            if self.started and not self.should_exit:
+                print(self.ready, file=sys.stderr, flush=True)
+
+    return Server
+

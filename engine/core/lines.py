@@ -6,6 +6,11 @@ lines keep their ``"\\r"``), plus a final run without a terminator if the text d
 ``t``, an empty text has zero lines, and ``"a\\n"`` has one line. Copy ops emit whole lines with
 their terminators, gen ops emit their body verbatim, and ops are concatenated with nothing in
 between: that is what makes every program round-trip byte-exactly.
+
+Line endings are the editor's business, not the model's: a buffer whose line breaks are all
+``"\r\n"`` (:func:`uses_crlf`) is edited as its LF twin (:func:`to_lf`) and the result is given
+back with CRLF (:func:`to_crlf`), so both get the same program. ``to_crlf(to_lf(t)) == t`` for
+every such ``t``. A buffer with mixed endings is edited as it is.
 """
 
 from __future__ import annotations
@@ -26,3 +31,19 @@ def line_offsets(text: str) -> list[int]:
     for line in split_lines(text):
         offsets.append(offsets[-1] + len(line))
     return offsets
+
+
+def uses_crlf(text: str) -> bool:
+    """True when ``text`` has line breaks and every one of them is ``\r\n``."""
+    newlines = text.count("\n")
+    return newlines > 0 and text.count("\r\n") == newlines
+
+
+def to_lf(text: str) -> str:
+    """A CRLF buffer's LF twin (each ``\r\n`` becomes ``\n``)."""
+    return text.replace("\r\n", "\n")
+
+
+def to_crlf(text: str) -> str:
+    """Text of (or derived from) an LF twin, back in CRLF: each ``\n`` becomes ``\r\n``."""
+    return text.replace("\n", "\r\n")

@@ -48,26 +48,37 @@ class DraftedDecode:
 
     ``drafter``: the source of drafts (None: one token per forward); ``pick``: the choice from a
     row of logits (greedy by default; any other choice needs ``drafter=None``); ``cancelled`` is
-    polled before every step. After iteration: ``out`` (the output ids), ``stop_reason``
+    polled before every step; ``blocked``: token ids never chosen (their logits are masked before
+    every choice and every draft check: the tokenizer's special tokens in an edit's text). After iteration: ``out`` (the output ids), ``stop_reason``
     ("done": a stop id; "max_tokens"; "cancelled"; None while running or when the caller stopped
     early), ``steps`` (model-chosen tokens: one per step), ``accepted``/``rejected`` (draft tokens
     kept / verified and thrown away)."""
 
     def __init__(self, session: Session, prompt_ids: Sequence[int], stop_ids: frozenset[int] | set[int],
                  max_new_tokens: int, drafter: InputDrafter | None = None,
-                 pick: Callable[[torch.Tensor], int] = argmax, cancelled: Callable[[], bool] = never):
+                 pick: Callable[[torch.Tensor], int] = argmax, cancelled: Callable[[], bool] = never,
+                 blocked: Sequence[int] = ()):
         if drafter is not None and pick is not argmax:
             raise ValueError("drafts are verified greedily: a sampled decode takes no drafter")
         self.session, self.prompt_ids, self.stop_ids = session, list(prompt_ids), stop_ids
         self.max_new_tokens, self.drafter, self.pick, self.cancelled = max_new_tokens, drafter, pick, cancelled
+        self.blocked = torch.tensor(sorted(set(blocked)), dtype=torch.long)
         self.out: list[int] = []
         self.stop_reason: str | None = None
         self.steps = self.accepted = self.rejected = 0
 
+    def mask(self, logits: torch.Tensor) -> torch.Tensor:
+        """``logits`` (a row or rows) with the blocked ids at -inf (a copy; as is without any)."""
+        if not len(self.blocked):
+            return logits
+        if self.blocked.device != logits.device:
+            self.blocked = self.blocked.to(logits.device)
+        return logits.index_fill(-1, self.blocked, float("-inf"))
+
     def chunks(self) -> Iterator[Chunk]:
         """Run the decode, yielding each step's :class:`Chunk` (stop iterating to end it early)."""
         session, drafter = self.session, self.drafter
-        next_token = self.pick(session.append(self.prompt_ids, "prefill"))
+        next_token = self.pick(self.mask(session.append(self.prompt_ids, "prefill")))
         while True:
             if self.cancelled():
                 self.stop_reason = "cancelled"
@@ -84,7 +95,7 @@ class DraftedDecode:
                 drafter.step_without_draft()
             if draft:
                 base = session.length
-                rows = session.append([next_token] + draft, "verify", all_logits=True)
+                rows = self.mask(session.append([next_token] + draft, "verify", all_logits=True))
                 preds = torch.argmax(rows, dim=-1).tolist()
                 kept = 0
                 while kept < len(draft) and preds[kept] == draft[kept]:
@@ -95,7 +106,7 @@ class DraftedDecode:
                 drafter.feedback(len(draft), kept)
             else:
                 new, kept = [next_token], 0
-                next_token = self.pick(session.append([next_token], "step"))
+                next_token = self.pick(self.mask(session.append([next_token], "step")))
             self.steps += 1
             self.accepted += kept
             self.rejected += len(draft) - kept

@@ -288,6 +288,7 @@ class ProgramDecoder:
         """Fill the grammar's bitmask for the next token; return the ids the range rule bans on top
         (and, under a teacher, the tokens that would straddle a splice point)."""
         self.matcher.fill_next_token_bitmask(self.bitmask)
+        self.bitmask &= self.tables.content_bitmask  # no special token inside a program
         banned: set[int] = set()
         if not self.writer.scanner.in_gen:
             if self.teacher is not None:  # (the free path masks crossing tokens on the logits directly)

@@ -109,6 +109,23 @@ def _copy_rest(typed: str, low: int, n_lines: int) -> list[str]:
     raise ValueError(f"not a copy tag: {typed!r}")
 
 
+EXCLUDED_BIAS = -100.0  # the lowest logit bias vLLM (and OpenAI) accept: the token is never picked
+
+
+def exclusion_bias(ids) -> dict[str, float]:
+    """The completions API's ``logit_bias`` that keeps the server from writing ``ids`` (the
+    tokenizer's special tokens; :func:`reject_special` still checks what comes back)."""
+    return {str(tok): EXCLUDED_BIAS for tok in sorted(ids)}
+
+
+def reject_special(runtime, tables: ModelTables, tok: int) -> None:
+    """A special token (a chat marker, padding) in the output is an error, never text: the
+    document stays as it was. The end tokens are the caller's to stop on, before this check."""
+    if tok in tables.special_ids and tok not in tables.stop_ids:
+        raise RemoteError(f"{runtime.client.display}: the server sent the special token {tok} "
+                          f"({tables.vocab_texts[tok]!r}) inside the edit's output; nothing was written")
+
+
 class RemoteProgramDecoder:
     """Program mode against a token-returning server; yields OpResolved events, then one
     :class:`DecodeOutcome`. Same prompt, same splice tokenization and same forced literals as the
@@ -159,7 +176,8 @@ class RemoteProgramDecoder:
         grammar = segment_ebnf(len(self.lines), ranges.next_line, ranges.after_gen, ranges.may_end, scanner.tag,
                                scanner.body if scanner.in_gen else None)
         extra = {"structured_outputs": {"grammar": grammar}, "stop": [COPY_CLOSE], "include_stop_str_in_output": True,
-                 "stop_token_ids": sorted(self.tables.stop_ids), **self.sampling}
+                 "stop_token_ids": sorted(self.tables.stop_ids),
+                 "logit_bias": exclusion_bias(self.tables.special_ids - self.tables.stop_ids), **self.sampling}
         start = time.perf_counter()
         self.requests += 1
         self.writer.lookahead = None  # a lookahead refers to this segment's tokens (one only ends one at the limit)
@@ -202,6 +220,7 @@ class RemoteProgramDecoder:
         Returns True when the token showed that a gen line the model began with ``<`` was an op:
         as in the in-process decoder, that ``<`` is rolled back and ``</gen>`` written instead
         (the segment ends there; the server's speculative tokens after it are dropped)."""
+        reject_special(self.runtime, self.tables, tok)
         text = self.tables.vocab_texts[tok]
         if self.writer.meant_op(text):
             self.close_gen_instead(pending)
@@ -279,9 +298,12 @@ def decode_text_remote(loaded: LoadedModel, tables: ModelTables, region: str, pr
     guard, loop_warning = LoopGuard(region), None
     out: list[int] = []
     stop_reason, finish = "done", None
-    extra = {"stop": [TEXT_FENCE_CLOSE], "stop_token_ids": sorted(tables.stop_ids), **(sampling or {})}
+    extra = {"stop": [TEXT_FENCE_CLOSE], "stop_token_ids": sorted(tables.stop_ids),
+             "logit_bias": exclusion_bias(tables.text_blocked_ids()), **(sampling or {})}
     for ids, finish in runtime.stream_completion(list(prompt_ids), max_new_tokens, cancelled, **extra):  # noqa: B007 - read after the loop
         new = [t for t in ids if t not in tables.stop_ids]
+        for tok in new:
+            reject_special(runtime, tables, tok)
         out.extend(new)
         detok.push(new)
         if TEXT_FENCE_CLOSE in detok.text:

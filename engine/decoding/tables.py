@@ -22,6 +22,14 @@ class ModelTables:
     max_token_bytes: int
     copy_crossing_ids: torch.Tensor  # tokens with text after a "/>": they would straddle a splice
     stop_ids: frozenset[int]
+    # Special and added tokens (chat markers, end tokens, padding, unused rows): never output text.
+    special_ids: frozenset[int]
+    content_bitmask: torch.Tensor  # AND-ed into a grammar bitmask: clears the special ids' bits
+
+    def text_blocked_ids(self) -> list[int]:
+        """What a text mode may never write: the special ids except the end tokens that end it
+        (those end the output and never reach its text)."""
+        return sorted(self.special_ids - self.stop_ids)
 
 
 _TABLES: dict[tuple[int, int], ModelTables] = {}
@@ -48,6 +56,7 @@ def _build(loaded: LoadedModel) -> ModelTables:
     for i, b in enumerate(vocab_bytes):
         if b and i not in special:
             bytes_to_id.setdefault(b, i)
+    specials = special_token_ids(loaded.tokenizer, loaded.vocab_size)
     crossing = [i for i, t in enumerate(vocab_texts) if "/>" in t and not t.endswith("/>")]
     return ModelTables(
         grammar=grammar,
@@ -57,7 +66,33 @@ def _build(loaded: LoadedModel) -> ModelTables:
         max_token_bytes=max(len(b) for b in vocab_bytes),
         copy_crossing_ids=torch.tensor(crossing, dtype=torch.long),
         stop_ids=frozenset(stop_token_ids(loaded)),
+        special_ids=frozenset(specials),
+        content_bitmask=content_bitmask(specials, grammar.info.vocab_size),
     )
+
+
+def special_token_ids(tokenizer: Any, vocab_size: int) -> set[int]:
+    """Ids no output may contain: the tokenizer's special tokens, its added tokens (chat-template
+    markers like ``<|im_start|>``; an added token that is only whitespace is ordinary text for
+    code models that add indentation runs, so it stays) and the rows past the tokenizer (padding
+    of the embedding matrix). Their text is markup for the model, never code."""
+    ids = {int(i) for i in (getattr(tokenizer, "all_special_ids", None) or [])}
+    added = getattr(tokenizer, "added_tokens_decoder", None) or {}
+    for tid, token in added.items():
+        content = getattr(token, "content", str(token))
+        if getattr(token, "special", True) or content.strip():
+            ids.add(int(tid))
+    ids.update(range(len(tokenizer), vocab_size))
+    return {i for i in ids if 0 <= i < vocab_size}
+
+
+def content_bitmask(blocked: set[int], vocab_size: int) -> torch.Tensor:
+    """A token bitmask (xgrammar's layout: int32 words, bit ``i % 32`` of word ``i // 32``) with
+    every bit set but those of ``blocked``."""
+    words = np.full((vocab_size + 31) // 32, 0xFFFFFFFF, dtype=np.uint32)
+    for tok in blocked:
+        words[tok // 32] &= np.uint32(~(1 << (tok % 32)) & 0xFFFFFFFF)
+    return torch.from_numpy(words.view(np.int32).copy()).unsqueeze(0)
 
 
 def stop_token_ids(loaded: LoadedModel) -> set[int]:

@@ -109,7 +109,8 @@ def _decode_drafted(loaded: LoadedModel, tables: ModelTables, session: Session, 
     detok = IncrementalDetokenizer(tokenizer)
     reporter = LineReporter(region, started)
     drafter = InputDrafter(encode(tokenizer, region), cost=session.cost) if mode == "speculative" else None
-    decode = DraftedDecode(session, prompt_ids, tables.stop_ids, max_new_tokens, drafter, cancelled=cancelled)
+    decode = DraftedDecode(session, prompt_ids, tables.stop_ids, max_new_tokens, drafter, cancelled=cancelled,
+                           blocked=tables.text_blocked_ids())
     guard, loop_warning = LoopGuard(region), None
     for chunk in decode.chunks():
         detok.push(chunk.tokens)
@@ -138,7 +139,8 @@ def _decode_pld(loaded: LoadedModel, tables: ModelTables, region: str, prompt_id
     tokenizer = loaded.tokenizer
     t = time.perf_counter()
     out = loaded.runtime.prompt_lookup(list(prompt_ids), max_new_tokens, sorted(tables.stop_ids),
-                                       lambda ids: TEXT_FENCE_CLOSE in tokenizer.decode(ids), tokenizer.eos_token_id)
+                                       lambda ids: TEXT_FENCE_CLOSE in tokenizer.decode(ids), tokenizer.eos_token_id,
+                                       blocked=tables.text_blocked_ids())
     gen_s = time.perf_counter() - t
     stop_at = next((i for i, tok in enumerate(out) if tok in tables.stop_ids), None)
     out = out[:stop_at] if stop_at is not None else out

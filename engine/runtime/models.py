@@ -190,7 +190,8 @@ def load_tokenizer(name: str = DEFAULT_MODEL, progress: Callable[[str], None] | 
 
     source, gguf_file = _resolve_source(name, progress)
     try:
-        return AutoTokenizer.from_pretrained(source, gguf_file=gguf_file, trust_remote_code=trust_remote_code)
+        return AutoTokenizer.from_pretrained(source, gguf_file=gguf_file, trust_remote_code=trust_remote_code,
+                                             local_files_only=not downloads_allowed())
     except Exception as exc:  # noqa: BLE001 - every failure becomes one clear message
         raise ModelLoadError(f"model {name!r}: cannot load its tokenizer: {exc}") from exc
 
@@ -212,7 +213,36 @@ def _resolve_source(name: str, progress: Callable[[str], None] | None) -> tuple[
         return str(path), None
     if name.startswith((".", "/", "~")):
         raise ModelLoadError(f"model {name!r}: no such file or folder")
-    return name, None  # a hub id; transformers resolves it (from the local hub cache when offline)
+    if not downloads_allowed() and not hub_cached(name):
+        raise ModelLoadError(
+            f"model {name!r} is not in the local Hugging Face cache, and copy-as-decode does not download "
+            f"models unless asked to: fetch it with `hf download {name}` "
+            f"or set {DOWNLOAD_ENV}=1 to let it download")
+    return name, None  # a hub id, in the local hub cache (or downloads were asked for)
+
+
+DOWNLOAD_ENV = "COPY_AS_DECODE_DOWNLOAD"
+
+
+def downloads_allowed() -> bool:
+    """Whether a hub id may be fetched over the network: only when the user asked for it
+    (``COPY_AS_DECODE_DOWNLOAD=1``) and the hub is not set offline. Otherwise a model missing from
+    the cache fails at once, instead of after the hub client's retries (48 s without a network)."""
+    asked = os.environ.get(DOWNLOAD_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+    offline = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+    return asked and not offline
+
+
+def hub_cached(repo_id: str) -> bool:
+    """True when the local hub cache holds the model's ``config.json`` (what loading reads first)."""
+    from huggingface_hub import try_to_load_from_cache
+    from huggingface_hub.errors import HFValidationError
+
+    try:
+        found = try_to_load_from_cache(repo_id, "config.json")
+    except HFValidationError as exc:
+        raise ModelLoadError(f"model {repo_id!r}: not a file, a folder or a hub id ({exc})") from None
+    return isinstance(found, str)
 
 
 def gguf_file_of(name: str) -> Path | None:
@@ -248,19 +278,20 @@ def load_model(name: str = DEFAULT_MODEL, device: str | None = None, dtype: str 
 def _load_transformers(name: str, device: str | None, dtype: str | None,
                        progress: Callable[[str], None] | None, trust_remote_code: bool,
                        prefix_tokens: int) -> LoadedModel:
+    source, gguf_file = _resolve_source(name, progress)  # first: a missing model fails before torch loads
     from transformers import AutoModelForCausalLM
 
     from engine.runtime.backends.transformers_backend import TransformersRuntime  # lazy: torch, and a real cycle
 
     device_name = choose_device(device)
     torch_dtype = choose_dtype(device_name, dtype)
-    source, gguf_file = _resolve_source(name, progress)
     _say(progress, f"loading model {name!r} on {device_name} ({str(torch_dtype).removeprefix('torch.')})...")
     tokenizer = load_tokenizer(name, progress, trust_remote_code)
     try:
         model = AutoModelForCausalLM.from_pretrained(
             source, gguf_file=gguf_file, dtype=torch_dtype, trust_remote_code=trust_remote_code,
             use_safetensors=None if gguf_file else _prefer_safetensors(source),
+            local_files_only=not downloads_allowed(),
         )
     except Exception as exc:  # noqa: BLE001
         raise ModelLoadError(f"model {name!r}: cannot load: {exc}") from exc

@@ -365,17 +365,28 @@ class LlamaCppRuntime:
     # -- pld: llama-cpp-python's own prompt-lookup drafting ---------------------------------------
 
     def prompt_lookup(self, prompt_ids: Sequence[int], max_new_tokens: int, stop_ids: Sequence[int],
-                      finished: Callable[[list[int]], bool], pad_id: int | None) -> list[int]:
+                      finished: Callable[[list[int]], bool], pad_id: int | None,
+                      blocked: Sequence[int] = ()) -> list[int]:
         """Greedy generation through llama-cpp-python's ``Llama`` with ``LlamaPromptLookupDecoding``:
-        what a llama.cpp user picks for drafting from the prompt."""
+        what a llama.cpp user picks for drafting from the prompt. ``blocked`` ids are never generated
+        (a logits processor masks them)."""
+        from llama_cpp import LogitsProcessorList
+
         llm = self._prompt_lookup_model()
         if len(prompt_ids) + max_new_tokens > self.context:
             max_new_tokens = max(1, self.context - len(prompt_ids))
         llm.reset()
         out: list[int] = []
         stops = set(stop_ids)
+        banned = np.array(sorted(set(blocked)), dtype=np.int64)
+
+        def mask(_ids: Any, scores: Any) -> Any:
+            scores[banned] = -np.inf
+            return scores
+
+        processors = LogitsProcessorList([mask]) if len(banned) else None
         for tok in llm.generate(list(prompt_ids), temp=0.0, top_k=1, top_p=1.0, min_p=0.0, repeat_penalty=1.0,
-                                reset=True):
+                                reset=True, logits_processor=processors):
             if tok in stops:
                 break
             out.append(int(tok))

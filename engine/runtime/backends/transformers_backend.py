@@ -168,8 +168,10 @@ class TransformersRuntime:
 
     @torch.inference_mode()
     def prompt_lookup(self, prompt_ids: Sequence[int], max_new_tokens: int, stop_ids: Sequence[int],
-                      finished: Callable[[list[int]], bool], pad_id: int | None) -> list[int]:
-        """Greedy generation with transformers' own prompt-lookup drafting (``pld`` mode's peer)."""
+                      finished: Callable[[list[int]], bool], pad_id: int | None,
+                      blocked: Sequence[int] = ()) -> list[int]:
+        """Greedy generation with transformers' own prompt-lookup drafting (``pld`` mode's peer);
+        ``blocked`` ids are suppressed (never generated)."""
         from transformers import StoppingCriteria, StoppingCriteriaList
 
         n_prompt = len(prompt_ids)
@@ -183,5 +185,6 @@ class TransformersRuntime:
             ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=max_new_tokens,
             prompt_lookup_num_tokens=10, eos_token_id=sorted(stop_ids), pad_token_id=pad_id,
             stopping_criteria=StoppingCriteriaList([Finished()]),
+            **({"suppress_tokens": list(blocked)} if blocked else {}),
         )
         return result[0, n_prompt:].tolist()
