@@ -336,8 +336,8 @@ def no_model_load(monkeypatch):
 @pytest.mark.parametrize("argv,message", [
     (["--compare", "foo"], "--compare 'foo': unknown mode 'foo'"),
     (["--compare", "ar,forced"], "unknown mode 'forced'"),
-    (["--max-new-tokens", "0"], "--max-new-tokens 0: must be at least 1"),
-    (["--max-new-tokens", "-3"], "--max-new-tokens -3: must be at least 1"),
+    (["--max-new-tokens", "0"], "--max-new-tokens must be between 1 and 65536, got 0"),
+    (["--max-new-tokens", "-3"], "--max-new-tokens must be between 1 and 65536, got -3"),
     (["--in-place", "--output", "OUT"], "--in-place and --output exclude each other"),
     (["--lines", "x-2"], "expected A-B"),
 ])

@@ -74,8 +74,6 @@ def validate_args(args: argparse.Namespace) -> None:
     if unknown:
         choices = ", ".join(m for m in MODES if m != "forced")
         raise EditError(f"--compare {args.compare!r}: unknown mode {unknown[0]!r}; choose among {choices}")
-    if args.max_new_tokens is not None and args.max_new_tokens < 1:
-        raise EditError(f"--max-new-tokens {args.max_new_tokens}: must be at least 1")
     if args.in_place and args.output is not None:
         raise EditError("--in-place and --output exclude each other: write FILE itself or another path, not both")
     if args.focus is not None and args.focus < 1:
