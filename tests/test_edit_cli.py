@@ -15,7 +15,10 @@ BUGGY = 'def add(a, b):\n    """Return the sum of a and b."""\n    return a - b\
 def run(capsys, *argv: str) -> tuple[int, str, str]:
     """The CLI in-process, on the transformers backend like the session's ``default_engine``."""
     backend = [] if "--backend" in argv else ["--backend", "transformers"]
-    code = main(["edit", *argv, *backend])
+    try:
+        code = main(["edit", *argv, *backend])
+    except SystemExit as exc:  # argparse's own refusals (a flag's type or range)
+        code = int(exc.code or 0)
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 
