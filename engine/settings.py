@@ -95,6 +95,9 @@ class Settings:
     server_url: str = ""
     served_model: str = ""  # the name the server serves ("": the only one it serves)
     api_key_env: str = "COPY_AS_DECODE_API_KEY"  # environment variable holding the server's API key
+    # How speculative mode's verify accepts a draft: auto (the backend's default), exact (ar's output to
+    # the bit) or argmax (the batched forward's choice, as other serving engines): engine.runtime.session.
+    verify: str = "auto"
 
     def backend_options(self) -> Any:
         """The engine's :class:`engine.runtime.backends.BackendOptions` for these settings (the API key
@@ -138,7 +141,7 @@ def _check(name: str, value: Any) -> Any:
             raise ConfigError(f"{key} {value!r} is not an http(s) URL like http://127.0.0.1:8000")
         if name == "api_key_env" and value and not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", value):
             raise ConfigError(f"{key} {value!r} is not an environment variable name")
-    if name in ("model", "device", "dtype", "mode", "apply_mode", "prompt_style", "selector", "backend"):
+    if name in ("model", "device", "dtype", "mode", "apply_mode", "prompt_style", "selector", "backend", "verify"):
         if not isinstance(value, str) or not value.strip():
             raise ConfigError(f"{key} must be a non-empty string, got {value!r}")
         value = value.strip()
@@ -148,6 +151,8 @@ def _check(name: str, value: Any) -> Any:
         raise ConfigError(f"{key} {value!r} is not a backend; choose one of {', '.join(BACKENDS)}")
     if name == "apply_mode" and value not in APPLY_MODES:
         raise ConfigError(f"{key} {value!r} is not valid; choose stream, final or preview")
+    if name == "verify" and value not in ("auto", "exact", "argmax"):
+        raise ConfigError(f"{key} {value!r} is not valid; choose auto, exact or argmax")
     if name == "prompt_style" and value not in PROMPT_STYLES:
         raise ConfigError(f"{key} {value!r} is not valid; choose one of {', '.join(PROMPT_STYLES)}")
     if name == "device" and not DEVICES_RE.match(value):

@@ -26,6 +26,7 @@ from engine.language.resolve import ResolveError
 from engine.runtime.backends import FLASH_ATTENTION
 from engine.runtime.models import ModelLoadError
 from engine.runtime.selector.adapter import resolve_selector
+from engine.runtime.session import VERIFY_RULES
 from engine.verdict import EXIT_BAD_REQUEST, EXIT_CANCELLED, check_focus, json_summary, refusal
 
 
@@ -58,6 +59,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--gpu-layers", type=int, default=None,
                    help="layers llama.cpp offloads to a GPU (Metal/CUDA builds; -1: all; default: the gpuLayers setting, 0)")
     add_flash_attention_argument(p)
+    add_verify_argument(p)
     p.add_argument("--server-url", default=None, help="vLLM server, e.g. http://127.0.0.1:8000 (its API key, if "
                    "any, is read from $COPY_AS_DECODE_API_KEY)")
     p.add_argument("--served-model", default=None, help="model name on the vLLM server (default: the only one)")
@@ -108,6 +110,15 @@ def write_atomic(path: Path, text: str) -> None:
         raise
 
 
+def add_verify_argument(p: argparse.ArgumentParser, default: str | None = None) -> None:
+    """``--verify``, the same for every command that drafts (``default`` None: the settings')."""
+    p.add_argument("--verify", default=default, choices=VERIFY_RULES,
+                   help="how a verify accepts a draft (speculative mode, predicted outputs): exact (the output is ar's "
+                   "to the bit; on llama.cpp's default CPU build nothing is then drafted), argmax (the batched "
+                   "forward's argmax, as llama.cpp's speculative decoding and vLLM: a near-tie may differ from ar) or "
+                   "auto (the backend's default)")
+
+
 def add_flash_attention_argument(p: argparse.ArgumentParser, default: str | None = None) -> None:
     """``--flash-attention``, the same for every command that loads a llama.cpp model (``default``
     None: the backend options' own, ``auto``)."""
@@ -156,7 +167,8 @@ def run(args: argparse.Namespace) -> int:
                               max_new_tokens=args.max_new_tokens or settings.max_new_tokens,
                               context_lines=settings.context_lines, focus_line=args.focus,
                               focus_policy=args.focus_policy,
-                              program_prompt=settings.prompt_style)  # type: ignore[arg-type]  # config checks it
+                              program_prompt=settings.prompt_style,  # type: ignore[arg-type]  # config checks it
+                              verify=args.verify or settings.verify)  # type: ignore[arg-type]
         request.validate()
         check_focus(args.focus, text, lines)
         model = args.model or settings.model

@@ -19,7 +19,7 @@ import os
 import sys
 from pathlib import Path
 
-from engine.commands.edit import add_flash_attention_argument
+from engine.commands.edit import add_flash_attention_argument, add_verify_argument
 
 DEFAULT_KEY_ENV = "COPY_AS_DECODE_SERVER_KEY"
 
@@ -47,6 +47,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--gpu-layers", type=int, default=None, help="layers llama.cpp offloads to a GPU (Metal/CUDA "
                    "builds; -1: all; default: the gpuLayers setting, 0)")
     add_flash_attention_argument(p)
+    add_verify_argument(p)
     p.add_argument("--server-url", default=None, help="vLLM server (--backend vllm); its key is read from "
                    "$COPY_AS_DECODE_API_KEY")
     p.add_argument("--served-model", default=None, help="model name on the vLLM server (default: the only one)")
@@ -117,7 +118,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     config = ServerConfig(model_id=args.served_name or model, max_waiting=args.max_waiting,
                           max_body_bytes=args.max_body_kb * 1024, api_key=api_key,
-                          max_new_tokens=settings.max_new_tokens, context_lines=settings.context_lines)
+                          max_new_tokens=settings.max_new_tokens, context_lines=settings.context_lines,
+                          verify=args.verify or settings.verify)
     app = create_app(engine, config)
     print(f"serving {config.model_id} ({engine.loaded.runtime.describe()}) at http://{args.host}:{args.port}/v1"
           + (" (bearer key required)" if api_key else ""), file=sys.stderr, flush=True)

@@ -151,6 +151,11 @@ def exact_rows(flash_attention: bool, llamafile_sgemm: bool) -> int | None:
     return 1 if llamafile_sgemm else None
 
 
+def default_verify(rows: int | None) -> str:
+    """The verify rule a request's "auto" means here (engine.runtime.session.VERIFY_RULES)."""
+    return "exact"
+
+
 def _has_llamafile_sgemm(lib: Any) -> bool:
     """Was llama.cpp's CPU backend built with llamafile's sgemm? Its system info says so."""
     return b"LLAMAFILE = 1" in lib.llama_print_system_info()
@@ -227,6 +232,7 @@ class LlamaCppRuntime:
         # GPU builds (layers offloaded) are not bounded: their kernels are not these.
         self.exact_rows = None if model.options.gpu_layers else exact_rows(bool(self.flash_attention),
                                                                              self.llamafile_sgemm)
+        self.default_verify = default_verify(self.exact_rows)
         self.cost = CostModel(cost_path("llamacpp", model.path.resolve(), self.threads, self.batch,
                                         model.options.gpu_layers, adapter, f"flash attention {self.flash_attention}",
                                         *(() if self.llamafile_sgemm else ("without llamafile sgemm",))))
@@ -413,6 +419,7 @@ class LlamaCppSession(Session):
     def __init__(self, runtime: LlamaCppRuntime):
         super().__init__(cost=runtime.cost, align=runtime.align)
         self.step_exact_rows = runtime.exact_rows
+        self.default_verify = runtime.default_verify
         self.runtime, self.lib = runtime, runtime.lib
         self.slot: _Slot | None = None
         self.n_vocab = runtime.vocab_size
