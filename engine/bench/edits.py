@@ -213,6 +213,12 @@ def text_prompt_ids(tokenizer: Any, case: Any) -> list[int]:
     return prompt.render(tokenizer, prompt.text_messages(parts), assistant_prefix=fence)
 
 
+def spec_text_differs(arm: str, run: ArmRun, ar: ArmRun) -> bool:
+    """A drafted text arm whose reply is not ar's (under ``verify="argmax"`` a near-tie may flip)."""
+    return (arm in ("speculative", "pld") and run.result is not None and ar.result is not None
+            and run.result.raw_output != ar.result.raw_output)
+
+
 class EditBench:
     """Runs one family's arms over cases and turns the runs into the results record."""
 
@@ -395,6 +401,8 @@ class EditBench:
                 entry["ok"] = run.ok
             else:
                 entry["same_as_ar"] = run.output == ar.output
+                if spec_text_differs(arm, run, ar):
+                    entry["first_difference"] = self.first_difference(case, ar, run)
                 entry.update(self.quality(case, arm, run, runs))
                 entry.update(run.extra)
                 if self.run_tests:
@@ -408,6 +416,17 @@ class EditBench:
         if self.kernel is not None or self.family == "forced":
             record["oracle"] = self.oracle_record(case, runs)
         return record
+
+    def first_difference(self, case: Any, ar: ArmRun, run: ArmRun) -> dict[str, Any] | None:
+        """Where a text arm's reply first leaves ar's, with the logit gap there
+        (engine.bench.harness.first_difference); the replies' tokens are their text encoded again,
+        so ``step_argmax`` says whether that position is ar's own choice."""
+        from engine.bench.harness import first_difference
+        from engine.core.tokens import encode
+
+        tok = self.loaded.tokenizer
+        return first_difference(self.loaded, text_prompt_ids(tok, case), encode(tok, ar.result.raw_output),
+                                encode(tok, run.result.raw_output))
 
     # -- the corpus ---------------------------------------------------------------------------
     def run(self, cases: Sequence[Any], progress: bool = True, warmup: bool = True, first_index: int = 0,
@@ -506,6 +525,9 @@ def summarize(records: Sequence[dict[str, Any]], arms: Sequence[str], family: st
             s["ok"] = sum(bool(e["ok"]) for e in entries)
         else:
             s["same_as_ar"] = sum(bool(e["same_as_ar"]) for e in entries)
+            gaps = [e["first_difference"]["gap"] for e in entries if e.get("first_difference")]
+            if gaps:
+                s["first_difference_gaps"] = [round(g, 4) for g in gaps]
             s["stopped_at_limit"] = sum(e["stop_reason"] == "max_tokens" for e in entries)
             s["stopped_loop"] = sum(e["stop_reason"] == "loop" for e in entries)
             s["unfinished"] = sum(e["stop_reason"] in LIMIT_STOPS for e in entries)

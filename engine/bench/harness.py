@@ -85,6 +85,36 @@ def rotate(items: Sequence[str], k: int) -> list[str]:
 _ENGINES: dict[tuple, Any] = {}
 
 
+def first_difference(loaded: Any, prompt_ids: Sequence[int], ar_ids: Sequence[int],
+                     other_ids: Sequence[int]) -> dict[str, Any] | None:
+    """Where ``other_ids`` first leaves ar's greedy output, and how close that choice was: the
+    logit of ar's token minus the other's at that position, from a one-token step as ar takes it
+    (a near-tie when small: a multi-row verify rounds 0.4-1.4 in a logit otherwise on llama.cpp's
+    CPU build, engine.runtime.backends.llamacpp.exact_rows). None when neither departs from the other."""
+    from engine.runtime.prefix_cache import common_prefix
+
+    at = common_prefix(list(ar_ids), list(other_ids))
+    if at >= min(len(ar_ids), len(other_ids)):
+        return None
+    context = list(prompt_ids) + list(ar_ids[:at])
+    session = loaded.session()
+    try:
+        session.append(context[:-1], "prefill")
+        logits = session.append(context[-1:], "step").float()
+    finally:
+        session.close()
+    top2 = top_two(logits)
+    return {"token_index": at, "ar_token": int(ar_ids[at]), "other_token": int(other_ids[at]),
+            "step_argmax": top2[0], "gap": float(logits[ar_ids[at]] - logits[other_ids[at]]),
+            "top2_gap": top2[1]}
+
+
+def top_two(logits: Any) -> tuple[int, float]:
+    """The argmax of a row and its margin over the runner-up."""
+    values, order = logits.topk(2)
+    return int(order[0]), float(values[0] - values[1])
+
+
 def get_engine(model: str = "default", device: str | None = None, dtype: str | None = None,
                progress: Any = None, selector: str = "auto", backend: str = "transformers",
                options: Any = None) -> Any:

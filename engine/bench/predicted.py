@@ -130,41 +130,12 @@ def _local(loaded: Any, messages: list[dict[str, str]], max_tokens: int, predict
             "ids": ids, "prompt_ids": job.prompt_ids}
 
 
-def first_difference(loaded: Any, prompt_ids: Sequence[int], ar_ids: Sequence[int],
-                     other_ids: Sequence[int]) -> dict[str, Any] | None:
-    """Where ``other_ids`` first leaves ar's greedy output, and how close that choice was: the
-    logit of ar's token minus the other's at that position, from a one-token step as ar takes it
-    (a near-tie when small: a multi-row verify rounds 0.4-1.4 in a logit otherwise on llama.cpp's
-    CPU build, engine.runtime.backends.llamacpp.exact_rows). None when neither departs from the other."""
-    from engine.runtime.prefix_cache import common_prefix
-
-    at = common_prefix(list(ar_ids), list(other_ids))
-    if at >= min(len(ar_ids), len(other_ids)):
-        return None
-    context = list(prompt_ids) + list(ar_ids[:at])
-    session = loaded.session()
-    try:
-        session.append(context[:-1], "prefill")
-        logits = session.append(context[-1:], "step").float()
-    finally:
-        session.close()
-    top2 = torch_top2(logits)
-    return {"token_index": at, "ar_token": int(ar_ids[at]), "other_token": int(other_ids[at]),
-            "step_argmax": top2[0], "gap": float(logits[ar_ids[at]] - logits[other_ids[at]]),
-            "top2_gap": top2[1]}
-
-
-def torch_top2(logits: Any) -> tuple[int, float]:
-    """The argmax of a row and its margin over the runner-up."""
-    values, order = logits.topk(2)
-    return int(order[0]), float(values[0] - values[1])
-
-
 def measure_predicted(loaded: Any, base_url: str, cases: Sequence[Any], max_new_tokens: int | None,
                       progress: Callable[[str], None], verify: str = "auto") -> dict[str, Any]:
     """Every arm on every case (see the module docstring); ``loaded`` decodes the local arms."""
     import openai
 
+    from engine.bench import harness
     from engine.bench.harness import rotate
     from engine.core.tokens import encode
 
@@ -185,7 +156,7 @@ def measure_predicted(loaded: Any, base_url: str, cases: Sequence[Any], max_new_
         local_plain, local_predicted = runs["local-plain"], runs["local-predicted"]
         prompt_ids, ar_ids, other_ids = local_plain.pop("prompt_ids"), local_plain.pop("ids"), local_predicted.pop("ids")
         local_predicted.pop("prompt_ids")
-        difference = (first_difference(loaded, prompt_ids, ar_ids, other_ids)
+        difference = (harness.first_difference(loaded, prompt_ids, ar_ids, other_ids)
                       if local_predicted["text"] != local_plain["text"] else None)
         texts = {r["text"] for r in runs.values()}
         plain, predicted = runs["http-plain"], runs["http-predicted"]
