@@ -141,7 +141,7 @@ def _check(name: str, value: Any) -> Any:
             raise ConfigError(f"{key} {value!r} is not an http(s) URL like http://127.0.0.1:8000")
         if name == "api_key_env" and value and not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", value):
             raise ConfigError(f"{key} {value!r} is not an environment variable name")
-    if name in ("model", "device", "dtype", "mode", "apply_mode", "prompt_style", "selector", "backend", "verify"):
+    if name in ("model", "device", "dtype", "mode", "apply_mode", "prompt_style", "selector", "backend"):
         if not isinstance(value, str) or not value.strip():
             raise ConfigError(f"{key} must be a non-empty string, got {value!r}")
         value = value.strip()

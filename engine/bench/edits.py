@@ -213,7 +213,7 @@ def text_prompt_ids(tokenizer: Any, case: Any) -> list[int]:
     return prompt.render(tokenizer, prompt.text_messages(parts), assistant_prefix=fence)
 
 
-def spec_text_differs(arm: str, run: ArmRun, ar: ArmRun) -> bool:
+def text_reply_differs(arm: str, run: ArmRun, ar: ArmRun) -> bool:
     """A drafted text arm whose reply is not ar's (under ``verify="argmax"`` a near-tie may flip)."""
     return (arm in ("speculative", "pld") and run.result is not None and ar.result is not None
             and run.result.raw_output != ar.result.raw_output)
@@ -401,7 +401,7 @@ class EditBench:
                 entry["ok"] = run.ok
             else:
                 entry["same_as_ar"] = run.output == ar.output
-                if spec_text_differs(arm, run, ar):
+                if text_reply_differs(arm, run, ar):
                     entry["first_difference"] = self.first_difference(case, ar, run)
                 entry.update(self.quality(case, arm, run, runs))
                 entry.update(run.extra)
