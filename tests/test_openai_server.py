@@ -374,3 +374,20 @@ def test_vllm_backend_passes_requests_through(tmp_path: Path, client: openai.Ope
         for t in threads:
             t.join()
         assert texts == [expected.choices[0].message.content] * 4
+
+
+def test_an_edit_body_names_its_verify_rule_else_the_servers(default_engine: Engine) -> None:
+    """``POST /v1/edits/copy-as-decode``: the body's ``verify`` over the server's ``--verify``; a
+    value that is not a rule is refused with the body."""
+    from pydantic import ValidationError
+
+    from engine.openai_api.edits import edit_request
+    from engine.openai_api.schemas import EditBody
+
+    body = EditBody(text=BUGGY, instruction="Fix the bug.", mode="speculative")
+    assert edit_request(default_engine, body, 64, 20, "argmax").verify == "argmax"
+    assert edit_request(default_engine, body, 64, 20).verify == "auto"
+    named = EditBody(text=BUGGY, instruction="Fix the bug.", mode="speculative", verify="exact")
+    assert edit_request(default_engine, named, 64, 20, "argmax").verify == "exact"
+    with pytest.raises(ValidationError):
+        EditBody(text=BUGGY, instruction="Fix the bug.", verify="fast")
