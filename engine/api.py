@@ -24,6 +24,7 @@ from engine.decoding.events import EditFinished, EditResult, EditStarted, Event,
 from engine.decoding.prompt import DEFAULT_FOCUS_POLICY, FOCUS_POLICIES
 from engine.language.program import Gen, Op, Program
 from engine.runtime.models import DEFAULT_MODEL, LoadedModel, load_model
+from engine.runtime.session import VERIFY_RULES
 from engine.runtime.selector.adapter import load_selector
 from engine.settings import DEFAULTS
 
@@ -65,6 +66,9 @@ class EditRequest:
     guards it there; ``keep`` keeps a focus on a code line and guards it only where the localizer
     agrees; ``move`` moves it to the likeliest line unguarded. The benchmarks' ``-keep`` and
     ``-moved`` arms measure the others.
+    ``verify`` (speculative mode): how a verify forward accepts a draft: ``exact`` (the output is
+    ar's to the bit), ``argmax`` (the batched forward's argmax, as other serving engines verify) or
+    ``auto`` (the backend's default; engine.runtime.session.VERIFY_RULES).
     """
 
     text: str
@@ -86,6 +90,7 @@ class EditRequest:
     localize: bool = True
     noop_deviation: bool = True
     focus_policy: Literal["keep", "move", "guard"] = DEFAULT_FOCUS_POLICY  # type: ignore[assignment]
+    verify: Literal["auto", "exact", "argmax"] = "auto"
 
     def region_bounds(self) -> tuple[int, int]:
         """0-based [start, end) line indices of the edited region; validates ``lines``."""
@@ -120,6 +125,8 @@ class EditRequest:
             raise EditError(f"unknown focus policy {self.focus_policy!r}; choose one of {', '.join(FOCUS_POLICIES)}")
         if self.mode == "forced" and self.program is None:
             raise EditError("mode 'forced' needs a program to decode")
+        if self.verify not in VERIFY_RULES:
+            raise EditError(f"unknown verify rule {self.verify!r}; choose one of {', '.join(VERIFY_RULES)}")
 
 
 @dataclass

@@ -120,6 +120,10 @@ class Settings(BaseModel):
     prompt_style: Literal["auto", "few-shot", "selector"] = setting(
         "auto", "Program mode's prompt: auto (the selector prompt when the model carries a span selector, else "
         "few-shot), few-shot or selector.")
+    verify: Literal["auto", "exact", "argmax"] = setting(
+        "auto", "How speculative mode and predicted outputs verify a draft: exact (the output is ar's to the bit; "
+        "on llama.cpp's default CPU build nothing is then drafted), argmax (the batched forward's argmax, as "
+        "llama.cpp's speculative decoding and vLLM: a near-tie may differ from ar) or auto (the backend's rule: exact).")
     selector: str = setting("auto", "Program mode's span-selector adapter: auto (the shipped one, with the embedded "
                             "model), none, or an adapter folder (from a workspace: under a path of allowedModels).",
                             non_empty=True, values="`auto`, `none` or an adapter folder")

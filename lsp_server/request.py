@@ -54,7 +54,8 @@ def edit_request(doc: "Document", instruction: str, lines: tuple[int, int] | Non
     request = EditRequest(text=doc.text, instruction=instruction, lines=lines, mode=mode or settings.mode,  # type: ignore[arg-type]
                           max_new_tokens=settings.max_new_tokens, context_lines=settings.context_lines,
                           language=document_language(doc.uri, doc.language_id), focus_line=focus_line,
-                          program_prompt=settings.prompt_style)  # type: ignore[arg-type]  # config checks it
+                          program_prompt=settings.prompt_style,  # type: ignore[arg-type]  # config checks it
+                          verify=settings.verify)  # type: ignore[arg-type]  # config checks it
     if focus_policy is not None:
         request = replace(request, focus_policy=focus_policy)  # type: ignore[arg-type]  # EditArgs checks it
     request.validate()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.api import EditRequest, Engine
+from engine.api import EditError, EditRequest, Engine
 from engine.decoding.drafter import InputDrafter, ProgramDrafter, ProgramState
 from engine.runtime.cost import CostModel, best_draft_size, expected_accepted
 
@@ -118,3 +118,23 @@ def test_outputs_do_not_depend_on_the_cost(default_engine: Engine, table: dict[i
     finally:
         for key, runtime in runtimes.items():
             runtime.cost = learned[key]
+
+
+def test_the_verify_rule_bounds_drafts_only_under_exact():
+    """A backend whose multi-row forwards equal one-token steps up to N rows (llama.cpp's CPU
+    build: engine.runtime.backends.llamacpp.exact_rows) bounds drafts to N - 1 tokens under
+    "exact"; "argmax" drafts as long as the caller allows; "auto" is the backend's default."""
+    from engine.runtime.session import Session
+
+    session = Session()
+    assert session.draft_room(40, "exact") == session.draft_room(40, "argmax") == 40  # no bound known
+    session.step_exact_rows = 1
+    assert session.draft_room(40, "exact") == 0 and session.draft_room(40, "argmax") == 40
+    session.step_exact_rows = 64
+    assert session.draft_room(40, "exact") == 40 and session.draft_room(100, "exact") == 63
+    session.default_verify = "argmax"
+    assert session.draft_room(100, "auto") == 100
+    with pytest.raises(ValueError, match="verify"):
+        session.draft_room(5, "fast")
+    with pytest.raises(EditError, match="verify"):
+        EditRequest("x = 1\n", "Fix it.", verify="fast").validate()  # type: ignore[arg-type]

@@ -284,6 +284,12 @@ def test_a_loop_stop_is_not_written_and_focus_and_selector_reach_the_engine(caps
     (tmp_path / ".copy-as-decode.toml").write_text('promptStyle = "few-shot"\n')  # the workspace setting
     run(capsys, str(path), "-i", "Fix the bug")
     assert LoopingFakeEngine.requests[-1].program_prompt == "few-shot"
+    assert LoopingFakeEngine.requests[-1].verify == "auto"  # the default: the backend's rule
+    (tmp_path / ".copy-as-decode.toml").write_text('verify = "argmax"\n')
+    run(capsys, str(path), "-i", "Fix the bug")
+    assert LoopingFakeEngine.requests[-1].verify == "argmax"
+    run(capsys, str(path), "-i", "Fix the bug", "--verify", "exact")  # the flag over the setting
+    assert LoopingFakeEngine.requests[-1].verify == "exact"
 
 
 @pytest.mark.parametrize("argv,message", [(["--focus", "4"], "--focus 4 is outside the file's 3 lines"),

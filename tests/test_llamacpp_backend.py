@@ -347,7 +347,7 @@ def test_close_frees_contexts_and_later_sessions_are_refused():
 
 @pytest.mark.parametrize("cost", ["cheap", "cheap, flash attention off", "dear", "learned"])
 def test_speculative_and_pld_equal_ar(llama: Engine, llama_flash: Engine, cost: str):
-    """Whatever the cost model decides, speculative == ar. With verifies as cheap as steps it
+    """Whatever the cost model decides, speculative under ``verify="exact"`` == ar. With verifies as cheap as steps it
     drafts (with flash attention on; without it only where llama.cpp was built without llamafile's
     sgemm, since with it no verify equals the steps);
     where every drafted token costs a full step no draft pays, and it decodes like ar."""
@@ -359,8 +359,8 @@ def test_speculative_and_pld_equal_ar(llama: Engine, llama_flash: Engine, cost: 
         runtime.cost = CostModel.fixed({2: 1.0, 256: 1.0} if cost.startswith("cheap") else {2: 2.0, 256: 256.0})
     try:
         for text in (BUGGY, load_corpus("humanevalfix-python")[2].input):
-            outs = {mode: llama.edit(EditRequest(text, "Fix the bug.", mode=mode, max_new_tokens=96)) for mode in
-                    ("ar", "speculative", "pld")}
+            outs = {mode: llama.edit(EditRequest(text, "Fix the bug.", mode=mode, max_new_tokens=96, verify="exact"))
+                    for mode in ("ar", "speculative", "pld")}
             assert outs["speculative"].output_text == outs["ar"].output_text
             assert outs["pld"].output_text == outs["ar"].output_text
             verifies = outs["speculative"].breakdown.get("verify_calls", 0)
@@ -372,6 +372,47 @@ def test_speculative_and_pld_equal_ar(llama: Engine, llama_flash: Engine, cost: 
                 assert verifies == 0 and outs["speculative"].tokens == outs["ar"].tokens
     finally:
         runtime.cost = learned
+
+
+def _predicted_decode(loaded, case, verify: str | None):
+    """A chat completion's decode of ``case``'s rewrite with its input as the prediction, as the
+    endpoint runs it (engine.openai_api.completion.ChatDecode), under ``verify`` (None: no
+    prediction, i.e. ar). Returns the decode and its chunks."""
+    from engine.decoding.drafter import InputDrafter
+    from engine.decoding.greedy import DraftedDecode
+    from engine.decoding.prompt import PromptParts, render, text_messages
+    from engine.decoding.tables import tables_for
+
+    prompt = render(loaded.tokenizer, text_messages(PromptParts(case.instruction, case.input, language="python")))
+    session = loaded.session()
+    drafter = None if verify is None else InputDrafter(encode(loaded.tokenizer, case.input), cost=session.cost)
+    decode = DraftedDecode(session, prompt, tables_for(loaded).stop_ids, 160, drafter, verify=verify or "exact")
+    try:
+        return decode, list(decode.chunks())
+    finally:
+        session.close()
+
+
+def test_argmax_verify_drafts_past_the_exact_bound(llama: Engine):
+    """On llama.cpp's default CPU build no multi-row forward equals one-token steps, so under
+    ``verify="exact"`` a prediction is never drafted (nothing accepted, the output is ar's);
+    under "argmax" drafts of many tokens are verified and the prediction's tokens are accepted
+    (counts; drafts sized as if verifies cost a step, so the cost model's timings do not decide)."""
+    runtime = llama.loaded.runtime
+    if runtime.exact_rows is None:
+        pytest.skip("this llama.cpp build verifies exactly at any size: both rules draft alike")
+    learned, runtime.cost = runtime.cost, CostModel.fixed({2: 1.0, 256: 1.0})
+    case = load_corpus("humanevalfix-python")[1]
+    try:
+        ar, _ = _predicted_decode(llama.loaded, case, None)
+        exact, exact_chunks = _predicted_decode(llama.loaded, case, "exact")
+        argmax, argmax_chunks = _predicted_decode(llama.loaded, case, "argmax")
+    finally:
+        runtime.cost = learned
+    assert max(c.drafted for c in exact_chunks) == runtime.exact_rows - 1
+    assert exact.accepted == 0 and exact.out == ar.out
+    assert max(c.drafted for c in argmax_chunks) > 1
+    assert argmax.accepted > 0 and argmax.steps < len(argmax.out)
 
 
 @pytest.mark.parametrize("index", [0, 5, 17])

@@ -446,6 +446,24 @@ async def test_prompt_style_setting_reaches_the_edit_request(tmp_path, style):
     assert outcome.status == "done" and engine.request.program_prompt == style
 
 
+@pytest.mark.parametrize("rule", ["exact", "argmax"])
+async def test_verify_setting_reaches_the_edit_request(tmp_path, rule):
+    """verify from a workspace file, through the server's config, to EditRequest.verify; a value
+    that is not a rule rejects the file."""
+    from engine.settings import ConfigError, load_workspace_settings, parse_layer
+
+    (tmp_path / ".copy-as-decode.toml").write_text(f'verify = "{rule}"\n')
+    settings, warnings = load_workspace_settings(tmp_path / "doc.py")
+    assert not warnings and settings.verify == rule
+    store, editor = setup("a\nb\n")
+    ctx = JobContext(server=editor, documents=store, encoding="utf-16", document_changes=True, progress=True)
+    engine = FakeEngine([("A\nB\n", 2)], "A\nB\n")
+    outcome = await EditJob(ctx, URI, None, "Make it upper case", settings).run(engine)
+    assert outcome.status == "done" and engine.request.verify == rule
+    with pytest.raises(ConfigError, match="verify"):
+        parse_layer({"verify": "fast"}, "test", strict=True)
+
+
 @pytest.mark.parametrize("source, policy", [("diagnostic", "keep"), ("cursor", "guard")])
 async def test_a_diagnostic_focus_is_kept_and_a_cursor_gets_the_default_policy(source, policy):
     """AI fix's focus from the code action's argument to the engine's EditRequest.focus_policy."""

@@ -98,9 +98,10 @@ def _health(base_url: str) -> dict:
     return httpx.get(base_url + "/health", timeout=5).json()
 
 
-def _in_process(engine: Engine, prediction: str | None, max_tokens: int, stop: tuple[str, ...] = ()) -> ChatDecode:
+def _in_process(engine: Engine, prediction: str | None, max_tokens: int, stop: tuple[str, ...] = (),
+                verify: str = "auto") -> ChatDecode:
     """The same request decoded in this process (the decoder's own counts)."""
-    job = build_job(engine.loaded, MESSAGES, max_tokens, stop, 0.0, 1.0, None, prediction)
+    job = build_job(engine.loaded, MESSAGES, max_tokens, stop, 0.0, 1.0, None, prediction, verify)
     decode = ChatDecode(engine.loaded, tables_for(engine.loaded), job, lambda: False)
     decode.text = "".join(decode.deltas())
     return decode
@@ -350,12 +351,13 @@ def test_says_serving_only_once_it_serves(tmp_path: Path) -> None:
 
 
 def test_llamacpp_backend_prediction_is_lossless(tmp_path: Path) -> None:
-    """The same guarantees on llama.cpp (the GGUF as it is): identical text with and without the
-    prediction, streamed or not, and the usage counts of an in-process decode of the request."""
+    """The same guarantees on llama.cpp (the GGUF as it is) under ``--verify exact``: identical text
+    with and without the prediction, streamed or not, and the usage counts of an in-process decode
+    of the request."""
     if not llamacpp_available():
         pytest.skip("llama-cpp-python is not installed (scripts/install-llamacpp.sh; make test installs it)")
     llama = Engine.load("default", backend="llamacpp", selector="none", options=BackendOptions(threads=1))
-    with _serve("llamacpp", tmp_path / "server.log") as url:
+    with _serve("llamacpp", tmp_path / "server.log", "--verify", "exact") as url:
         client = openai.OpenAI(base_url=url + "/v1", api_key=KEY, max_retries=0, timeout=300)
         plain = client.chat.completions.create(model="default", messages=MESSAGES, max_tokens=40)
         predicted = client.chat.completions.create(model="default", messages=MESSAGES, max_tokens=40,
@@ -364,7 +366,7 @@ def test_llamacpp_backend_prediction_is_lossless(tmp_path: Path) -> None:
                                                   prediction={"type": "content", "content": PREDICTION})
         text = "".join(c.choices[0].delta.content or "" for c in streamed if c.choices)
     assert predicted.choices[0].message.content == plain.choices[0].message.content == text
-    mine = _in_process(llama, PREDICTION, 40)
+    mine = _in_process(llama, PREDICTION, 40, verify="exact")
     details = predicted.usage.completion_tokens_details
     assert mine.text == text
     assert predicted.usage.completion_tokens == mine.completion_tokens == plain.usage.completion_tokens
@@ -407,3 +409,20 @@ def test_vllm_backend_passes_requests_through(tmp_path: Path, client: openai.Ope
         for t in threads:
             t.join()
         assert texts == [expected.choices[0].message.content] * 4
+
+
+def test_an_edit_body_names_its_verify_rule_else_the_servers(default_engine: Engine) -> None:
+    """``POST /v1/edits/copy-as-decode``: the body's ``verify`` over the server's ``--verify``; a
+    value that is not a rule is refused with the body."""
+    from pydantic import ValidationError
+
+    from engine.openai_api.edits import edit_request
+    from engine.openai_api.schemas import EditBody
+
+    body = EditBody(text=BUGGY, instruction="Fix the bug.", mode="speculative")
+    assert edit_request(default_engine, body, 64, 20, "argmax").verify == "argmax"
+    assert edit_request(default_engine, body, 64, 20).verify == "auto"
+    named = EditBody(text=BUGGY, instruction="Fix the bug.", mode="speculative", verify="exact")
+    assert edit_request(default_engine, named, 64, 20, "argmax").verify == "exact"
+    with pytest.raises(ValidationError):
+        EditBody(text=BUGGY, instruction="Fix the bug.", verify="fast")

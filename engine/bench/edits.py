@@ -114,10 +114,11 @@ def pld_draft(seq: Sequence[int], stop_ids: frozenset[int] | set[int] = frozense
 
 
 def teacher_forced(loaded: Any, arm: str, prompt_ids: Sequence[int], gold_ids: Sequence[int],
-                   src_ids: Sequence[int], stop_ids: frozenset[int]) -> ArmRun:
+                   src_ids: Sequence[int], stop_ids: frozenset[int], verify: str = "auto") -> ArmRun:
     """A text arm decoding the gold: ``ar`` one token per forward, ``pld``/``speculative`` drafts
     verified in one forward each (all positions' logits, as a verifier needs) and accepted while
-    they equal the gold; the rejected tail is cropped from the cache as a real verifier does."""
+    they equal the gold; the rejected tail is cropped from the cache as a real verifier does.
+    ``verify`` bounds ``speculative``'s drafts as the engine's (engine.runtime.session.Session.draft_room)."""
     from engine.decoding.drafter import InputDrafter
     session = loaded.session()
     gold = list(gold_ids)
@@ -134,7 +135,7 @@ def teacher_forced(loaded: Any, arm: str, prompt_ids: Sequence[int], gold_ids: S
             if arm == "pld":
                 draft = pld_draft(prompt + gold[:pos + 1], stop_ids)
             elif arm == "speculative":
-                draft = drafter.propose(gold[:pos + 1], session.draft_room(total - pos - 1))
+                draft = drafter.propose(gold[:pos + 1], session.draft_room(total - pos - 1, verify))
                 if not draft:
                     drafter.step_without_draft()
             elif arm != "ar":
@@ -212,12 +213,18 @@ def text_prompt_ids(tokenizer: Any, case: Any) -> list[int]:
     return prompt.render(tokenizer, prompt.text_messages(parts), assistant_prefix=fence)
 
 
+def text_reply_differs(arm: str, run: ArmRun, ar: ArmRun) -> bool:
+    """A drafted text arm whose reply is not ar's (under ``verify="argmax"`` a near-tie may flip)."""
+    return (arm in ("speculative", "pld") and run.result is not None and ar.result is not None
+            and run.result.raw_output != ar.result.raw_output)
+
+
 class EditBench:
     """Runs one family's arms over cases and turns the runs into the results record."""
 
     def __init__(self, engine: Any, family: str, arms: Sequence[str] | None = None, kernel: KernelCurve | None = None,
                  max_new_tokens: int | None = None, test_timeout: float = DEFAULT_TIMEOUT_S,
-                 run_tests_: bool = True):
+                 run_tests_: bool = True, verify: str = "auto"):
         from engine.api import Engine
         from engine.decoding.tables import tables_for
 
@@ -235,6 +242,7 @@ class EditBench:
         self.max_new_tokens = max_new_tokens
         self.test_timeout = test_timeout
         self.run_tests = run_tests_
+        self.verify = verify  # speculative's verify rule (engine.runtime.session.VERIFY_RULES)
 
     # -- one case -------------------------------------------------------------------------
     def cap(self, case: Any) -> int:
@@ -277,12 +285,12 @@ class EditBench:
                 return run
             prompt = text_prompt_ids(tok, case)
             return teacher_forced(self.loaded, spec.mode, prompt, encode(tok, case.gold), encode(tok, case.input),
-                                  self.tables.stop_ids)
+                                  self.tables.stop_ids, self.verify)
         engine = self.base_engine if spec.base else self.engine
         request = EditRequest(case.input, case.instruction, mode=spec.mode, max_new_tokens=self.cap(case),
                               draft=spec.draft, focus_line=self.focus_line(case, spec.focus),
                               localize=spec.localize, noop_deviation=spec.noop, focus_policy=spec.policy,
-                              **_language(case))
+                              verify=self.verify, **_language(case))
         run, _ = engine_arm(engine, request)
         return run
 
@@ -393,6 +401,8 @@ class EditBench:
                 entry["ok"] = run.ok
             else:
                 entry["same_as_ar"] = run.output == ar.output
+                if text_reply_differs(arm, run, ar):
+                    entry["first_difference"] = self.first_difference(case, ar, run)
                 entry.update(self.quality(case, arm, run, runs))
                 entry.update(run.extra)
                 if self.run_tests:
@@ -406,6 +416,17 @@ class EditBench:
         if self.kernel is not None or self.family == "forced":
             record["oracle"] = self.oracle_record(case, runs)
         return record
+
+    def first_difference(self, case: Any, ar: ArmRun, run: ArmRun) -> dict[str, Any] | None:
+        """Where a text arm's reply first leaves ar's, with the logit gap there
+        (engine.bench.harness.first_difference); the replies' tokens are their text encoded again,
+        so ``step_argmax`` says whether that position is ar's own choice."""
+        from engine.bench.harness import first_difference
+        from engine.core.tokens import encode
+
+        tok = self.loaded.tokenizer
+        return first_difference(self.loaded, text_prompt_ids(tok, case), encode(tok, ar.result.raw_output),
+                                encode(tok, run.result.raw_output))
 
     # -- the corpus ---------------------------------------------------------------------------
     def run(self, cases: Sequence[Any], progress: bool = True, warmup: bool = True, first_index: int = 0,
@@ -504,6 +525,9 @@ def summarize(records: Sequence[dict[str, Any]], arms: Sequence[str], family: st
             s["ok"] = sum(bool(e["ok"]) for e in entries)
         else:
             s["same_as_ar"] = sum(bool(e["same_as_ar"]) for e in entries)
+            gaps = [e["first_difference"]["gap"] for e in entries if e.get("first_difference")]
+            if gaps:
+                s["first_difference_gaps"] = [round(g, 4) for g in gaps]
             s["stopped_at_limit"] = sum(e["stop_reason"] == "max_tokens" for e in entries)
             s["stopped_loop"] = sum(e["stop_reason"] == "loop" for e in entries)
             s["unfinished"] = sum(e["stop_reason"] in LIMIT_STOPS for e in entries)
@@ -583,7 +607,7 @@ def run_corpus(engine: Any, corpus: str, family: str, arms: Sequence[str] | None
                offset: int = 0, kernel: KernelCurve | None = None, max_new_tokens: int | None = None,
                test_timeout: float = DEFAULT_TIMEOUT_S, run_tests_: bool = True, progress: bool = True,
                warmup: bool = True, command: str = "",
-               on_partial: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+               on_partial: Callable[[dict[str, Any]], None] | None = None, verify: str = "auto") -> dict[str, Any]:
     """The results record of one corpus and family (the JSON a ``bench edits`` run writes).
     ``on_partial`` gets the record of the cases done so far (``complete: false``) after each case."""
     from engine.evaluation.corpora import load_corpus
@@ -593,12 +617,12 @@ def run_corpus(engine: Any, corpus: str, family: str, arms: Sequence[str] | None
     if limit is not None:
         cases = cases[:max(0, limit)]
     bench = EditBench(engine, family, arms, kernel=kernel, max_new_tokens=max_new_tokens,
-                      test_timeout=test_timeout, run_tests_=run_tests_)
+                      test_timeout=test_timeout, run_tests_=run_tests_, verify=verify)
     started = time.perf_counter()
     settings = {"arms": bench.arms, "limit": limit, "offset": offset, "max_new_tokens": max_new_tokens,
                 "max_new_tokens_rule": None if max_new_tokens else "min(4096, 1.5 x input tokens + 64)",
                 "test_timeout_s": test_timeout, "warmup": warmup, "selector": engine.selector,
-                "corpus_cases": len(all_cases)}
+                "corpus_cases": len(all_cases), "verify": verify}
     machine = machine_info(engine.loaded.device, engine.loaded.dtype)
 
     def record_of(records: list[dict[str, Any]], complete: bool) -> dict[str, Any]:

@@ -85,6 +85,38 @@ def rotate(items: Sequence[str], k: int) -> list[str]:
 _ENGINES: dict[tuple, Any] = {}
 
 
+def first_difference(loaded: Any, prompt_ids: Sequence[int], ar_ids: Sequence[int],
+                     other_ids: Sequence[int]) -> dict[str, Any] | None:
+    """Where ``other_ids`` first leaves ar's greedy output, and how close that choice was there:
+    ``gap`` = the logit of ar's token minus the other's, computed as ar computes it (the prompt's
+    prefill, then one-token steps), so ``step_argmax`` is ar's token and the gap is >= 0 when the
+    outputs were decoded from this prompt. A gap well under a logit is a near-tie that a
+    multi-row verify's rounding may flip (0.4-1.4 in a logit on llama.cpp's default CPU build:
+    engine.runtime.backends.llamacpp.exact_rows). None when neither departs from the other."""
+    from engine.runtime.prefix_cache import common_prefix
+
+    at = common_prefix(list(ar_ids), list(other_ids))
+    if at >= min(len(ar_ids), len(other_ids)):
+        return None
+    session = loaded.session()
+    try:
+        logits = session.append(list(prompt_ids), "prefill")
+        for token in ar_ids[:at]:
+            logits = session.append([int(token)], "step")
+    finally:
+        session.close()
+    logits = logits.float()
+    argmax, margin = top_two(logits)
+    return {"token_index": at, "ar_token": int(ar_ids[at]), "other_token": int(other_ids[at]),
+            "step_argmax": argmax, "gap": float(logits[ar_ids[at]] - logits[other_ids[at]]), "top2_gap": margin}
+
+
+def top_two(logits: Any) -> tuple[int, float]:
+    """The argmax of a row and its margin over the runner-up."""
+    values, order = logits.topk(2)
+    return int(order[0]), float(values[0] - values[1])
+
+
 def get_engine(model: str = "default", device: str | None = None, dtype: str | None = None,
                progress: Any = None, selector: str = "auto", backend: str = "transformers",
                options: Any = None) -> Any:

@@ -56,13 +56,15 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def serve(model: str, backend: str, threads: int | None, progress: Callable[[str], None]) -> Iterator[str]:
+def serve(model: str, backend: str, threads: int | None, progress: Callable[[str], None],
+          verify: str = "auto") -> Iterator[str]:
     """A ``serve-openai`` subprocess on a free loopback port; yields its base URL (…/v1)."""
     import httpx
 
     port = _free_port()
     cmd = [sys.executable, "-m", "engine.cli", "serve-openai", "--port", str(port), "--model", model,
-           "--backend", backend, "--selector", "none", "--served-name", "bench", "--prefix-cache-tokens", "0"]
+           "--backend", backend, "--selector", "none", "--served-name", "bench", "--prefix-cache-tokens", "0",
+           "--verify", verify]
     env = dict(os.environ)
     env.pop("COPY_AS_DECODE_SERVER_KEY", None)
     if threads:
@@ -112,24 +114,28 @@ def _http(client: Any, messages: list[dict[str, str]], max_tokens: int, predicti
             "rejected": details.rejected_prediction_tokens}
 
 
-def _local(loaded: Any, messages: list[dict[str, str]], max_tokens: int, prediction: str | None) -> dict[str, Any]:
+def _local(loaded: Any, messages: list[dict[str, str]], max_tokens: int, prediction: str | None,
+           verify: str = "auto") -> dict[str, Any]:
     from engine.decoding.tables import tables_for
     from engine.openai_api.completion import ChatDecode, build_job
 
     start = time.perf_counter()
-    job = build_job(loaded, messages, max_tokens, STOP, 0.0, 1.0, None, prediction)
+    job = build_job(loaded, messages, max_tokens, STOP, 0.0, 1.0, None, prediction, verify)
     decode = ChatDecode(loaded, tables_for(loaded), job, lambda: False)
     text = "".join(decode.deltas())
     wall = time.perf_counter() - start
+    ids = list(decode._decode.out) if decode._decode is not None else []
     return {"wall_s": wall, "text": text, "finish": decode.finish_reason,
-            "completion_tokens": decode.completion_tokens, "accepted": decode.accepted, "rejected": decode.rejected}
+            "completion_tokens": decode.completion_tokens, "accepted": decode.accepted, "rejected": decode.rejected,
+            "ids": ids, "prompt_ids": job.prompt_ids}
 
 
 def measure_predicted(loaded: Any, base_url: str, cases: Sequence[Any], max_new_tokens: int | None,
-                      progress: Callable[[str], None]) -> dict[str, Any]:
+                      progress: Callable[[str], None], verify: str = "auto") -> dict[str, Any]:
     """Every arm on every case (see the module docstring); ``loaded`` decodes the local arms."""
     import openai
 
+    from engine.bench import harness
     from engine.bench.harness import rotate
     from engine.core.tokens import encode
 
@@ -137,7 +143,7 @@ def measure_predicted(loaded: Any, base_url: str, cases: Sequence[Any], max_new_
     warm = _messages(cases[0])
     for prediction in (None, cases[0].input):
         _http(client, warm, 16, prediction)
-        _local(loaded, warm, 16, prediction)
+        _local(loaded, warm, 16, prediction, verify)
     rows = []
     for k, case in enumerate(cases):
         messages = _messages(case)
@@ -146,11 +152,17 @@ def measure_predicted(loaded: Any, base_url: str, cases: Sequence[Any], max_new_
         for arm in rotate(ARMS, k):
             prediction = case.input if arm.endswith("predicted") else None
             runs[arm] = (_http(client, messages, limit, prediction) if arm.startswith("http")
-                         else _local(loaded, messages, limit, prediction))
+                         else _local(loaded, messages, limit, prediction, verify))
+        local_plain, local_predicted = runs["local-plain"], runs["local-predicted"]
+        prompt_ids, ar_ids, other_ids = local_plain.pop("prompt_ids"), local_plain.pop("ids"), local_predicted.pop("ids")
+        local_predicted.pop("prompt_ids")
+        difference = (harness.first_difference(loaded, prompt_ids, ar_ids, other_ids)
+                      if local_predicted["text"] != local_plain["text"] else None)
         texts = {r["text"] for r in runs.values()}
         plain, predicted = runs["http-plain"], runs["http-predicted"]
         row = {"id": case.id, "corpus": case.corpus, "max_tokens": limit,
-               "identical": len(texts) == 1, "speedup": plain["wall_s"] / predicted["wall_s"],
+               "identical": len(texts) == 1, "same_as_ar": local_predicted["text"] == local_plain["text"],
+               "first_difference": difference, "speedup": plain["wall_s"] / predicted["wall_s"],
                "local_speedup": runs["local-plain"]["wall_s"] / runs["local-predicted"]["wall_s"],
                "overhead_plain": plain["wall_s"] / runs["local-plain"]["wall_s"] - 1,
                "overhead_predicted": predicted["wall_s"] / runs["local-predicted"]["wall_s"] - 1,
@@ -183,6 +195,9 @@ def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         out[corpus] = {
             "cases": len(part),
             "identical": sum(r["identical"] for r in part),
+            "same_as_ar": sum(r["same_as_ar"] for r in part),
+            "first_difference_gaps": [round(r["first_difference"]["gap"], 4) for r in part
+                                      if r["first_difference"] is not None],
             "speedup_total": wall["http-plain"] / wall["http-predicted"],
             "speedup_median": statistics.median(r["speedup"] for r in part),
             "local_speedup_total": wall["local-plain"] / wall["local-predicted"],
@@ -244,9 +259,9 @@ def run(args: Any) -> int:
     if engine.loaded.remote:
         print("copy-as-decode bench predicted: the prediction drafts on in-process backends only", file=sys.stderr)
         return 2
-    with serve(args.model, args.backend, args.threads, progress) as url:
-        data = measure_predicted(engine.loaded, url, cases, args.max_new_tokens, progress)
-    data.update({"model": args.model, "prefix_cache_tokens": 0, "backend": engine.loaded.runtime.describe(),
+    with serve(args.model, args.backend, args.threads, progress, args.verify) as url:
+        data = measure_predicted(engine.loaded, url, cases, args.max_new_tokens, progress, args.verify)
+    data.update({"model": args.model, "prefix_cache_tokens": 0, "verify": args.verify, "backend": engine.loaded.runtime.describe(),
                  "machine": machine_info(engine.loaded.device, engine.loaded.dtype), "command": command_line()})
     table = Table(title=f"predicted outputs over HTTP, {data['backend']}", title_justify="left")
     for col in TABLE_COLUMNS:

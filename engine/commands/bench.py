@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from engine.commands.edit import add_flash_attention_argument
+from engine.commands.edit import add_flash_attention_argument, add_verify_argument
 from engine.settings import BACKENDS
 
 
@@ -80,6 +80,7 @@ def add_parser(subparsers: Any) -> None:
     edits.add_argument("--test-timeout", type=float, default=15.0, help="seconds per test run (free family)")
     edits.add_argument("--no-tests", action="store_true", help="free family: skip pass@1")
     edits.add_argument("--no-warmup", action="store_true", help="skip the warm-up (not for real measurements)")
+    add_verify_argument(edits, default="auto")
     edits.set_defaults(func=run_edits)
 
     backends = sub.add_parser("backends", help="backends side by side: ar tokens/s per case and s(N)")
@@ -123,6 +124,7 @@ def add_parser(subparsers: Any) -> None:
     predicted.add_argument("--cases", default="humanevalfix-python=10,canitedit=5", help="CORPUS=N[,CORPUS=N...]: the "
                            "first N cases of each (default humanevalfix-python=10,canitedit=5)")
     predicted.add_argument("--max-new-tokens", type=int, default=None, help="default: 1.5 x input tokens + 64")
+    add_verify_argument(predicted, default="auto")
     predicted.add_argument("--json", type=Path, metavar="PATH", help="write the results here")
     predicted.set_defaults(func=run_predicted)
 
@@ -248,7 +250,7 @@ def run_edits(args: argparse.Namespace) -> int:
     data = run_corpus(engine, args.corpus, args.family, arms, limit=args.limit, offset=args.offset, kernel=kernel,
                       max_new_tokens=args.max_new_tokens, test_timeout=args.test_timeout,
                       run_tests_=not args.no_tests, warmup=not args.no_warmup, command=command_line(),
-                      on_partial=partial)
+                      on_partial=partial, verify=args.verify)
     if args.kernel is None and kernel is not None:
         data["kernel_points"] = record["points"]
     data["backend"] = engine.loaded.runtime.describe()

@@ -54,7 +54,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="program mode: guard (default) puts the hint on the likeliest line near --focus (or "
                    "anywhere without it) and makes the model change it; keep holds the hint on --focus itself "
                    "(a line you know is wrong, e.g. a diagnostic's); move is the first policy, for measuring")
-    add_setting_flags(p, ENGINE_FLAGS[3:])
+    add_setting_flags(p, (*ENGINE_FLAGS[3:], "verify"))
     p.add_argument("--force", action="store_true", help="write the edit even when it did not finish (token limit, "
                    "loop: exit status 3), would delete or rewrite most of the region (4) or breaks the file's "
                    "syntax (5)")
@@ -130,6 +130,13 @@ def write_atomic(path: Path, text: str) -> None:
         raise
 
 
+def add_verify_argument(p: argparse.ArgumentParser, default: str | None = None) -> None:
+    """``--verify`` with the setting's choices and help, for commands that take it with a fixed
+    default (the benchmarks)."""
+    spec = SPECS["verify"]
+    p.add_argument("--verify", default=default, choices=spec.choices, help=f"{spec.help} (default {default})")
+
+
 def add_flash_attention_argument(p: argparse.ArgumentParser, default: str | None = None) -> None:
     """``--flash-attention`` with the setting's choices and help, for commands that take it with
     a fixed default (the benchmarks)."""
@@ -162,7 +169,8 @@ def run(args: argparse.Namespace) -> int:
                               max_new_tokens=settings.max_new_tokens,
                               context_lines=settings.context_lines, focus_line=args.focus,
                               focus_policy=args.focus_policy,
-                              program_prompt=settings.prompt_style)  # type: ignore[arg-type]  # config checks it
+                              program_prompt=settings.prompt_style,  # type: ignore[arg-type]  # config checks it
+                              verify=settings.verify)  # type: ignore[arg-type]
         request.validate()
         check_focus(args.focus, text, lines)
         if request.is_empty():  # nothing to edit: answered at once, no model loaded

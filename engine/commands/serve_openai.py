@@ -37,7 +37,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "settings apply (default: the current folder)")
     p.add_argument("--served-name", default=None, help="the model id clients send and /v1/models lists "
                    "(default: the --model value)")
-    add_setting_flags(p, ENGINE_FLAGS, extra_help={"threads": "Also torch's intra-op threads."})
+    add_setting_flags(p, (*ENGINE_FLAGS, "verify"), extra_help={"threads": "Also torch's intra-op threads."})
     p.add_argument("--max-waiting", type=int, default=8, help="requests that may wait while one decodes "
                    "(in-process backends; one more is answered 429; default 8)")
     p.add_argument("--max-body-kb", type=int, default=4096, help="largest request body (default 4096 KiB; larger: 413)")
@@ -90,7 +90,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     config = ServerConfig(model_id=args.served_name or settings.model, max_waiting=args.max_waiting,
                           max_body_bytes=args.max_body_kb * 1024, api_key=api_key,
-                          max_new_tokens=settings.max_new_tokens, context_lines=settings.context_lines)
+                          max_new_tokens=settings.max_new_tokens, context_lines=settings.context_lines,
+                          verify=settings.verify)
     app = create_app(engine, config)
     ready = (f"serving {config.model_id} ({engine.loaded.runtime.describe()}) at http://{args.host}:{args.port}/v1"
              + (" (bearer key required)" if api_key else ""))

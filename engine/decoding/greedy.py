@@ -4,7 +4,9 @@ Each step either appends the model's next token (one forward) or, when the draft
 continuation, appends the next token plus the draft in ONE forward and keeps the longest draft
 prefix the model itself would have chosen, plus the model's own token after it. With greedy
 choice the output is exactly plain greedy decoding's (lossless); only the number of forwards
-changes. Drafting is greedy-only: a sampled decode runs without drafts (verifying a draft under
+changes (under ``verify="exact"``; under "argmax" a verify accepts what the batched forward's
+argmax chooses, which can break a near-tie the other way: engine.runtime.session.VERIFY_RULES).
+Drafting is greedy-only: a sampled decode runs without drafts (verifying a draft under
 sampling needs rejection sampling, which this loop does not do).
 
 The loop knows nothing about prompts, fences or stop strings: it yields the tokens each step
@@ -49,7 +51,9 @@ class DraftedDecode:
     ``drafter``: the source of drafts (None: one token per forward); ``pick``: the choice from a
     row of logits (greedy by default; any other choice needs ``drafter=None``); ``cancelled`` is
     polled before every step; ``blocked``: token ids never chosen (their logits are masked before
-    every choice and every draft check: the tokenizer's special tokens in an edit's text). After iteration: ``out`` (the output ids), ``stop_reason``
+    every choice and every draft check: the tokenizer's special tokens in an edit's text); ``verify``:
+    how a verify accepts a draft (engine.runtime.session.VERIFY_RULES). After iteration: ``out``
+    (the output ids), ``stop_reason``
     ("done": a stop id; "max_tokens"; "cancelled"; None while running or when the caller stopped
     early), ``steps`` (model-chosen tokens: one per step), ``accepted``/``rejected`` (draft tokens
     kept / verified and thrown away)."""
@@ -57,9 +61,10 @@ class DraftedDecode:
     def __init__(self, session: Session, prompt_ids: Sequence[int], stop_ids: frozenset[int] | set[int],
                  max_new_tokens: int, drafter: InputDrafter | None = None,
                  pick: Callable[[torch.Tensor], int] = argmax, cancelled: Callable[[], bool] = never,
-                 blocked: Sequence[int] = ()):
+                 blocked: Sequence[int] = (), verify: str = "auto"):
         if drafter is not None and pick is not argmax:
             raise ValueError("drafts are verified greedily: a sampled decode takes no drafter")
+        self.verify = session.verify_rule(verify)
         self.session, self.prompt_ids, self.stop_ids = session, list(prompt_ids), stop_ids
         self.max_new_tokens, self.drafter, self.pick, self.cancelled = max_new_tokens, drafter, pick, cancelled
         self.blocked = torch.tensor(sorted(set(blocked)), dtype=torch.long)
@@ -89,7 +94,7 @@ class DraftedDecode:
             if len(self.out) >= self.max_new_tokens:
                 self.stop_reason = "max_tokens"
                 return
-            room = session.draft_room(self.max_new_tokens - len(self.out) - 1)
+            room = session.draft_room(self.max_new_tokens - len(self.out) - 1, self.verify)
             draft = drafter.propose(self.out + [next_token], room) if drafter else []
             if drafter and not draft:
                 drafter.step_without_draft()

@@ -95,7 +95,8 @@ def run_edit(loaded: LoadedModel, request, cancelled: Callable[[], bool],
                                  monotonic=request.monotonic and request.mode != "forced",
                                  focus_line=plan.noop_line if plan is not None else None, prompt_marks=marks)
     else:
-        decoder = decode_text(loaded, tables, region, prompt_ids, request.max_new_tokens, cancelled, request.mode)
+        decoder = decode_text(loaded, tables, region, prompt_ids, request.max_new_tokens, cancelled, request.mode,
+                              request.verify)
     outcome: DecodeOutcome | None = None
     for item in decoder:
         if isinstance(item, OpResolved):

@@ -86,9 +86,10 @@ class LineReporter:
 
 
 def decode_text(loaded: LoadedModel, tables: ModelTables, region: str, prompt_ids: Sequence[int],
-                max_new_tokens: int, cancelled: Callable[[], bool], mode: str,
+                max_new_tokens: int, cancelled: Callable[[], bool], mode: str, verify: str = "auto",
                 ) -> Iterator[OpResolved | DecodeOutcome]:
-    """Yield an :class:`OpResolved` per output line, then one :class:`DecodeOutcome`."""
+    """Yield an :class:`OpResolved` per output line, then one :class:`DecodeOutcome` (``verify``:
+    how speculative mode's verifies accept a draft, engine.runtime.session.VERIFY_RULES)."""
     started = time.perf_counter()
     if mode == "pld":
         yield from _decode_pld(loaded, tables, region, prompt_ids, max_new_tokens, started)
@@ -96,21 +97,21 @@ def decode_text(loaded: LoadedModel, tables: ModelTables, region: str, prompt_id
     session = loaded.session()
     try:
         yield from _decode_drafted(loaded, tables, session, region, prompt_ids, max_new_tokens, cancelled, mode,
-                                   started)
+                                   started, verify)
     finally:
         session.close()
 
 
 def _decode_drafted(loaded: LoadedModel, tables: ModelTables, session: Session, region: str,
                     prompt_ids: Sequence[int], max_new_tokens: int, cancelled: Callable[[], bool], mode: str,
-                    started: float) -> Iterator[OpResolved | DecodeOutcome]:
+                    started: float, verify: str = "auto") -> Iterator[OpResolved | DecodeOutcome]:
     """ar (no drafts) and speculative (drafts from the input, verified in one forward each)."""
     tokenizer = loaded.tokenizer
     detok = IncrementalDetokenizer(tokenizer)
     reporter = LineReporter(region, started)
     drafter = InputDrafter(encode(tokenizer, region), cost=session.cost) if mode == "speculative" else None
     decode = DraftedDecode(session, prompt_ids, tables.stop_ids, max_new_tokens, drafter, cancelled=cancelled,
-                           blocked=tables.text_blocked_ids())
+                           blocked=tables.text_blocked_ids(), verify=verify)
     guard, loop_warning = LoopGuard(region), None
     for chunk in decode.chunks():
         detok.push(chunk.tokens)

@@ -50,7 +50,9 @@ DECODE_HEADER = "x-copy-as-decode-decode-seconds"  # prompt rendering excluded; 
 class ServerConfig:
     """``model_id``: the name ``/v1/models`` lists and requests must use; ``api_key``: when set,
     requests need ``Authorization: Bearer <key>``; ``edit_defaults``: the workspace settings the
-    edit endpoint applies (``max_new_tokens``, ``context_lines``)."""
+    edit endpoint applies (``max_new_tokens``, ``context_lines``); ``verify``: how a prediction's or
+    speculative edit's drafts are verified (engine.runtime.session.VERIFY_RULES; an edit body may
+    name its own)."""
 
     model_id: str
     max_waiting: int = 8
@@ -58,6 +60,7 @@ class ServerConfig:
     api_key: str | None = None
     max_new_tokens: int = DEFAULTS.max_new_tokens
     context_lines: int = DEFAULTS.context_lines
+    verify: str = DEFAULTS.verify
 
 
 def create_app(engine: Engine, config: ServerConfig) -> FastAPI:
@@ -129,7 +132,7 @@ def create_app(engine: Engine, config: ServerConfig) -> FastAPI:
         check_supported(req)
         prediction = content_text(req.prediction.content) if req.prediction is not None else None
         job = build_job(loaded, chat_messages(req.messages), req.token_limit(), req.stop_strings(), req.temperature,
-                        req.top_p, req.seed, prediction or None)
+                        req.top_p, req.seed, prediction or None, config.verify)
         ticket = queue.admit()
 
         def work(cancelled: Callable[[], bool]) -> Iterator[str | ChatDecode]:
@@ -157,7 +160,7 @@ def create_app(engine: Engine, config: ServerConfig) -> FastAPI:
         body = await read_body(request, EditBody)
         check_model(body.model)
         try:
-            edit = edit_request(engine, body, config.max_new_tokens, config.context_lines)
+            edit = edit_request(engine, body, config.max_new_tokens, config.context_lines, config.verify)
         except EditError as exc:
             raise ApiError(400, str(exc), "invalid_edit") from None
         ticket = queue.admit()

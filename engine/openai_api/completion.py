@@ -4,8 +4,9 @@ In-process backends (transformers, llama.cpp) decode with :class:`engine.decodin
 the loop the text modes use: with a prediction and greedy decoding, an
 :class:`engine.decoding.drafter.InputDrafter` over the prediction's tokens proposes drafts and each draft
 is verified in one forward, so the text is exactly what the same request without the prediction
-returns. ``accepted``/``rejected`` count the prediction tokens the decode kept / verified and
-threw away. With ``temperature > 0`` the decode samples (seeded) without drafts: the prediction
+returns under ``verify="exact"``; under "argmax" (the server's ``--verify``) a verify accepts the
+batched forward's argmax, as other serving engines do, and a near-tie may come out otherwise.
+``accepted``/``rejected`` count the prediction tokens the decode kept / verified and threw away. With ``temperature > 0`` the decode samples (seeded) without drafts: the prediction
 is not used and both counts are 0.
 
 On the vLLM backend the rendered prompt goes to the server as one streamed completion (the
@@ -44,6 +45,7 @@ class ChatJob:
     top_p: float = 1.0
     seed: int = 0
     prediction: str | None = None
+    verify: str = "auto"  # how the prediction's drafts are verified (engine.runtime.session.VERIFY_RULES)
 
 
 def chat_messages(messages: list[Any]) -> list[dict[str, str]]:
@@ -67,7 +69,8 @@ def context_limit(loaded: LoadedModel) -> int | None:
 
 
 def build_job(loaded: LoadedModel, messages: list[dict[str, str]], max_tokens: int | None, stop: tuple[str, ...],
-              temperature: float, top_p: float, seed: int | None, prediction: str | None) -> ChatJob:
+              temperature: float, top_p: float, seed: int | None, prediction: str | None,
+              verify: str = "auto") -> ChatJob:
     """Render the prompt and check it against the context (400 ``context_length_exceeded``)."""
     prompt_ids = render(loaded.tokenizer, messages)
     limit = context_limit(loaded)
@@ -80,7 +83,7 @@ def build_job(loaded: LoadedModel, messages: list[dict[str, str]], max_tokens: i
                            "context_length_exceeded", "messages")
         max_tokens = max_tokens or limit - len(prompt_ids)
     return ChatJob(prompt_ids, max_tokens or 4096, stop, temperature, top_p,
-                   seed if seed is not None else 0, prediction)
+                   seed if seed is not None else 0, prediction, verify)
 
 
 class Sampler:
@@ -154,7 +157,7 @@ class ChatDecode:
             drafter = (InputDrafter(encode(self.loaded.tokenizer, job.prediction), cost=session.cost)
                        if job.prediction and greedy else None)
             self._decode = DraftedDecode(session, job.prompt_ids, self.tables.stop_ids, job.max_tokens, drafter,
-                                         pick, self.cancelled)
+                                         pick, self.cancelled, job.verify)
             for chunk in self._decode.chunks():
                 yield chunk.tokens
             self.finish_reason = {"max_tokens": "length", "cancelled": "cancelled"}.get(

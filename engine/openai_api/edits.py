@@ -13,13 +13,15 @@ from engine.openai_api.schemas import EditBody
 from engine.verdict import check_focus, json_summary, refusal
 
 
-def edit_request(engine: Engine, body: EditBody, max_new_tokens: int, context_lines: int) -> EditRequest:
-    """The validated :class:`EditRequest` for ``body`` (raises :class:`EditError` with the reason)."""
+def edit_request(engine: Engine, body: EditBody, max_new_tokens: int, context_lines: int,
+                 verify: str = "auto") -> EditRequest:
+    """The validated :class:`EditRequest` for ``body`` (raises :class:`EditError` with the reason);
+    ``verify``: the server's rule, unless the body names one."""
     check_focus(body.focus, body.text, body.lines)
     request = EditRequest(text=body.text, instruction=body.instruction, lines=body.lines, mode=body.mode,
                           max_new_tokens=body.max_new_tokens or max_new_tokens, context_lines=context_lines,
                           language=body.language if body.language is not None else language_for(body.path or ""),
-                          focus_line=body.focus)
+                          focus_line=body.focus, verify=body.verify or verify)  # type: ignore[arg-type]
     request.validate()
     request.mode = engine.resolve_mode(request.mode)  # type: ignore[assignment]
     return request

@@ -118,6 +118,7 @@ class EditBody(BaseModel):
     max_new_tokens: int | None = Field(default=None, ge=1)
     language: str | None = None
     path: str | None = None
+    verify: Literal["auto", "exact", "argmax"] | None = None  # None: the server's --verify
     stream: bool = False
 
 

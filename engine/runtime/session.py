@@ -21,6 +21,17 @@ from typing import Any, Sequence
 import torch
 
 
+# How a multi-row verify may accept a draft (engine.decoding.greedy.DraftedDecode):
+# - "exact": only within the rows where the batched forward equals one-token steps to the bit, so
+#   the output is exactly plain greedy decoding's (on llama.cpp's default CPU build that is one
+#   row: no draft is ever verified, and drafting decodes like ar);
+# - "argmax": whatever the batched forward's argmax accepts, as llama.cpp's own speculative
+#   decoding, vLLM and transformers' assisted generation do: a near-tie may come out the other way
+#   than in a one-token step, so an output may differ from ar's;
+# - "auto": the backend's choice (``Session.default_verify``).
+VERIFY_RULES: tuple[str, ...] = ("auto", "exact", "argmax")
+
+
 @dataclass
 class Forward:
     tokens: int
@@ -141,11 +152,22 @@ class Session:
     # (None: no such bound is known). A verify that promises greedy output stays within it
     # (see :meth:`draft_room`); llama.cpp sets it (engine.runtime.backends.llamacpp.exact_rows).
     step_exact_rows: int | None = None
+    # The verify rule "auto" means on this backend (see VERIFY_RULES); llama.cpp sets its own.
+    default_verify: str = "exact"
 
-    def draft_room(self, limit: int) -> int:
+    def verify_rule(self, verify: str = "auto") -> str:
+        """``verify`` with "auto" resolved to this backend's rule."""
+        if verify not in VERIFY_RULES:
+            raise ValueError(f"unknown verify rule {verify!r}; choose one of {', '.join(VERIFY_RULES)}")
+        return self.default_verify if verify == "auto" else verify
+
+    def draft_room(self, limit: int, verify: str = "auto") -> int:
         """How many drafted tokens a verify may carry, at most ``limit``: a verify is the step's
-        token plus the draft, and within ``step_exact_rows`` its choices are exactly the steps'."""
-        return limit if self.step_exact_rows is None else min(limit, self.step_exact_rows - 1)
+        token plus the draft. Under "exact" it stays within ``step_exact_rows``, where its choices
+        are exactly the steps'; under "argmax" any size goes (the batched forward's choices)."""
+        if self.step_exact_rows is None or self.verify_rule(verify) == "argmax":
+            return limit
+        return min(limit, self.step_exact_rows - 1)
 
     def padded(self, n: int) -> int:
         """The size an n-token forward runs as: a prompt chunk's may be larger where that is cheaper

@@ -27,6 +27,7 @@ export const SERVER_KEYS = [
   "maxNewTokens",
   "contextLines",
   "promptStyle",
+  "verify",
   "selector",
   "wholeDocumentLines",
   "backend",

@@ -151,6 +151,16 @@ def exact_rows(flash_attention: bool, llamafile_sgemm: bool) -> int | None:
     return 1 if llamafile_sgemm else None
 
 
+# What a request's verify "auto" means here (engine.runtime.session.VERIFY_RULES): "exact", so an
+# answer never depends on how it was drafted. "argmax" pays (embedded model, 1 thread, flash attention
+# off, results/predicted/verify/): speculative 1.91x ar on the forced family, 1.58x on the free family's
+# decode, predicted outputs 1.34x on HumanEvalFix-Python; but 3 of 8 free and 4 of 11 predicted outputs
+# left ar's, each at a near-tie (0.01-0.15 in a logit, under the verify's rounding of 0.4-1.4). Which
+# near-ties flip depends on the draft sizes the cost model picks from timings, so the same request came
+# out differently in two processes and in two runs (one ran a CanItEdit rewrite on to 629 tokens, not 82).
+DEFAULT_VERIFY = "exact"
+
+
 def _has_llamafile_sgemm(lib: Any) -> bool:
     """Was llama.cpp's CPU backend built with llamafile's sgemm? Its system info says so."""
     return b"LLAMAFILE = 1" in lib.llama_print_system_info()
@@ -227,6 +237,7 @@ class LlamaCppRuntime:
         # GPU builds (layers offloaded) are not bounded: their kernels are not these.
         self.exact_rows = None if model.options.gpu_layers else exact_rows(bool(self.flash_attention),
                                                                              self.llamafile_sgemm)
+        self.default_verify = DEFAULT_VERIFY
         self.cost = CostModel(cost_path("llamacpp", model.path.resolve(), self.threads, self.batch,
                                         model.options.gpu_layers, adapter, f"flash attention {self.flash_attention}",
                                         *(() if self.llamafile_sgemm else ("without llamafile sgemm",))))
@@ -424,6 +435,7 @@ class LlamaCppSession(Session):
     def __init__(self, runtime: LlamaCppRuntime):
         super().__init__(cost=runtime.cost, align=runtime.align)
         self.step_exact_rows = runtime.exact_rows
+        self.default_verify = runtime.default_verify
         self.runtime, self.lib = runtime, runtime.lib
         self.slot: _Slot | None = None
         self.n_vocab = runtime.vocab_size
