@@ -23,8 +23,8 @@ from engine.core.lines import split_lines, to_crlf, to_lf, uses_crlf
 from engine.decoding.events import EditFinished, EditResult, EditStarted, Event, OpResolved, TokenCounts
 from engine.decoding.prompt import DEFAULT_FOCUS_POLICY, FOCUS_POLICIES
 from engine.language.program import Gen, Op, Program
+from engine.runtime.backends import VERIFY_RULES
 from engine.runtime.models import DEFAULT_MODEL, LoadedModel, load_model
-from engine.runtime.session import VERIFY_RULES
 from engine.runtime.selector.adapter import load_selector
 from engine.settings import DEFAULTS
 
@@ -68,7 +68,7 @@ class EditRequest:
     ``-moved`` arms measure the others.
     ``verify`` (speculative mode): how a verify forward accepts a draft: ``exact`` (the output is
     ar's to the bit), ``argmax`` (the batched forward's argmax, as other serving engines verify) or
-    ``auto`` (the backend's default; engine.runtime.session.VERIFY_RULES).
+    ``auto`` (the backend's default; engine.runtime.backends.VERIFY_RULES).
     """
 
     text: str

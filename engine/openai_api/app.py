@@ -29,7 +29,6 @@ from engine.openai_api.completion import ChatDecode, build_job, chat_messages
 from engine.openai_api.edits import EditRun, edit_request
 from engine.openai_api.errors import ApiError, error_body
 from engine.openai_api.queue import DecodeQueue, Ticket
-from engine.settings import DEFAULTS
 from engine.openai_api.schemas import (
     ChatCompletionRequest,
     EditBody,
@@ -40,6 +39,7 @@ from engine.openai_api.schemas import (
     content_text,
     usage_json,
 )
+from engine.settings import DEFAULTS
 
 M = TypeVar("M", bound=BaseModel)
 DISCONNECT_POLL_S = 0.05
@@ -51,7 +51,7 @@ class ServerConfig:
     """``model_id``: the name ``/v1/models`` lists and requests must use; ``api_key``: when set,
     requests need ``Authorization: Bearer <key>``; ``edit_defaults``: the workspace settings the
     edit endpoint applies (``max_new_tokens``, ``context_lines``); ``verify``: how a prediction's or
-    speculative edit's drafts are verified (engine.runtime.session.VERIFY_RULES; an edit body may
+    speculative edit's drafts are verified (engine.runtime.backends.VERIFY_RULES; an edit body may
     name its own)."""
 
     model_id: str

@@ -30,6 +30,17 @@ BACKENDS: tuple[str, ...] = ("auto", "transformers", "llamacpp", "vllm")
 API_KEY_ENV = "COPY_AS_DECODE_API_KEY"
 FLASH_ATTENTION: tuple[str, ...] = ("auto", "on", "off")
 
+# How a multi-row verify may accept a draft (engine.decoding.greedy.DraftedDecode;
+# a light module, so the front doors check the value without loading torch):
+# - "exact": only within the rows where the batched forward equals one-token steps to the bit, so
+#   the output is exactly plain greedy decoding's (on llama.cpp's default CPU build that is one
+#   row: no draft is ever verified, and drafting decodes like ar);
+# - "argmax": whatever the batched forward's argmax accepts, as llama.cpp's own speculative
+#   decoding, vLLM and transformers' assisted generation do: a near-tie may come out the other way
+#   than in a one-token step, so an output may differ from ar's;
+# - "auto": the backend's choice (``Session.default_verify``).
+VERIFY_RULES: tuple[str, ...] = ("auto", "exact", "argmax")
+
 
 @dataclass(frozen=True)
 class BackendOptions:
