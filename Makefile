@@ -3,7 +3,7 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup run test lint analyze
+.PHONY: setup run test test-fast lint analyze
 setup:
 	@scripts/bootstrap.sh
 
@@ -34,3 +34,9 @@ test: setup
 	  scripts/install-llamacpp.sh; llama=$$?; \
 	  wait $$vllm || { cat .vllm-venv.log; exit 1; }; exit $$llama
 	COPY_AS_DECODE_REQUIRE_VLLM=1 OMP_NUM_THREADS=1 $(PY) -m pytest -q -rs
+
+# The quick loop while changing code: everything but the real editors (Neovim, VS Code), the real
+# vLLM server and the slow tests; it installs no system packages and compiles nothing (the
+# llama.cpp tests run when llama-cpp-python is already installed, else they skip).
+test-fast: setup
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q -rs -m "not editor and not vllm and not slow"

@@ -13,6 +13,17 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         vllm_server.start(session.config.rootpath / ".pytest_cache" / "vllm")
 
 
+# Fixtures that load the embedded model: a test that uses one (directly or through another
+# fixture) is a ``model`` test whether or not its file says so.
+MODEL_FIXTURES = {"default_engine", "tiny_random_engine"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if MODEL_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.model)
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     vllm_server.stop()
 

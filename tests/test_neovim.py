@@ -28,7 +28,7 @@ import pytest
 
 from engine.api import EditRequest
 
-pytestmark = [pytest.mark.model, pytest.mark.slow, pytest.mark.timeout(400)]
+pytestmark = [pytest.mark.model, pytest.mark.slow, pytest.mark.editor, pytest.mark.timeout(400)]
 
 NVIM = shutil.which("nvim")
 SCRIPT = Path(__file__).parent / "nvim" / "ai_fix.lua"

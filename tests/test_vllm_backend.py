@@ -17,7 +17,7 @@ from engine.api import EditRequest, Engine
 from engine.evaluation.corpora import load_corpus
 from engine.runtime.backends import BackendOptions
 
-pytestmark = [pytest.mark.model, pytest.mark.slow, pytest.mark.timeout(1200)]
+pytestmark = [pytest.mark.model, pytest.mark.slow, pytest.mark.vllm, pytest.mark.timeout(1200)]
 
 BUGGY = 'def add(a, b):\n    """Return the sum of a and b."""\n    return a - b\n\n\nprint(add(1, 2))\n'
 

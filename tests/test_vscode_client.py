@@ -187,6 +187,7 @@ def test_settings_mirror_the_server() -> None:
             f"{spec.default!r}")
 
 
+@pytest.mark.editor
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
 def test_extension_unit_tests(node_tools: Node, client_deps: Path) -> None:
@@ -436,6 +437,7 @@ def _publish(shot: Path, name: str) -> None:
 
 
 @pytest.mark.model
+@pytest.mark.editor
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
 def test_ai_fix_in_code_server(workbench: Workbench, expected_fix: str) -> None:
@@ -452,6 +454,7 @@ def test_ai_fix_in_code_server(workbench: Workbench, expected_fix: str) -> None:
 
 
 @pytest.mark.model
+@pytest.mark.editor
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
 def test_ai_fix_preview_in_code_server(workbench: Workbench, expected_fix: str) -> None:
@@ -484,6 +487,7 @@ def test_ai_fix_preview_in_code_server(workbench: Workbench, expected_fix: str) 
 
 
 @pytest.mark.model
+@pytest.mark.editor
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
 def test_client_advertises_change_annotations(workbench: Workbench) -> None:
@@ -498,6 +502,7 @@ def test_client_advertises_change_annotations(workbench: Workbench) -> None:
 
 
 @pytest.mark.model
+@pytest.mark.editor
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
 def test_ai_fix_near_the_bug_in_code_server(workbench: Workbench) -> None:
