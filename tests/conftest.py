@@ -9,6 +9,8 @@ import vllm_server
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     selected = " ".join(session.config.args)
+    if "not vllm" in (session.config.option.markexpr or ""):
+        return
     if "vllm" in selected or selected in ("", "tests", "tests/"):
         vllm_server.start(session.config.rootpath / ".pytest_cache" / "vllm")
 
