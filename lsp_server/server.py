@@ -12,7 +12,6 @@ the notification ``copyAsDecode/status``
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import threading
 from pathlib import Path
@@ -37,7 +36,7 @@ from lsp_server.actions import (
 from lsp_server.documents import Document, DocumentStore, path_of
 from lsp_server.edits import minimal_replacement, text_edit, workspace_edit
 from lsp_server.jobs import APPLY_TIMEOUT_S, COMMAND_APPLY_PENDING, EditJob, JobContext, Outcome, PendingEdit
-from lsp_server.models import EditQueue, ModelKey, ModelPool
+from lsp_server.models import EditQueue, ModelKey, ModelPool, unless_stopped
 from lsp_server.positions import LineIndex, negotiate
 from lsp_server.request import edit_request
 
@@ -212,6 +211,7 @@ class CopyAsDecodeServer(LanguageServer):
                               "'instruction' field (editors prompt for it)")
         self.pending.pop(args.uri, None)  # a new request replaces an edit held for review
         stop = threading.Event()
+        stopped = asyncio.Event()  # the same, for the waits on the loop (the slot, the model's load)
         ticket = object()
         holder: dict[str, Any] = {"reason": "cancelled"}
 
@@ -222,6 +222,7 @@ class CopyAsDecodeServer(LanguageServer):
             if job is not None:
                 job.cancel(reason)
             stop.set()
+            stopped.set()
 
         def stopped_early() -> dict:
             if holder["reason"] == "superseded":
@@ -233,10 +234,13 @@ class CopyAsDecodeServer(LanguageServer):
             settings, warnings = await self.settings_for(args.uri)
             # Local backends share this machine's CPU/GPU: one edit at a time. A remote server
             # batches concurrent requests itself, so edits that go to it do not wait for each other.
-            slot = contextlib.nullcontext() if settings.backend == "vllm" else self.queue.slot()
-            if settings.backend != "vllm" and self.queue.busy:
+            local = settings.backend != "vllm"
+            if local and self.queue.busy:
                 self.status("editing", "queued behind another AI edit")
-            async with slot:
+            # A cancel while queued (or while the model loads, below) ends the request at once.
+            if local and not (await unless_stopped(self.queue.slot().acquire(), stopped, abandon=True))[0]:
+                return stopped_early()
+            try:
                 if stop.is_set():
                     return stopped_early()
                 for warning in warnings:
@@ -248,9 +252,11 @@ class CopyAsDecodeServer(LanguageServer):
                 if problem:
                     return self._fail(problem)
                 try:
-                    engine = await self.engine_for(ModelKey.of(settings))
+                    loaded, engine = await unless_stopped(self.engine_for(ModelKey.of(settings)), stopped)
                 except Exception as exc:  # noqa: BLE001 - reported by engine_for
                     return Outcome("error", f"cannot load the model: {exc}").json()
+                if not loaded:
+                    return stopped_early()
                 doc = self.documents.get(args.uri)
                 if doc is None:
                     return self._fail("the document was closed before the edit started")
@@ -274,6 +280,9 @@ class CopyAsDecodeServer(LanguageServer):
                 finally:
                     if self.running.get(args.uri) is job:
                         del self.running[args.uri]
+            finally:
+                if local:
+                    self.queue.slot().release()
             if outcome.review is not None:  # the edit slot is free while the user reviews
                 outcome = await self._review(outcome)
         finally:

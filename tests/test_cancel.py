@@ -1,0 +1,96 @@
+"""A cancel ends an edit wherever it is: before the first model step, between the chunks of the
+prompt's forward (the localizer's read of a long region, a prefill), or between decode steps.
+Forwards are counted, never timed: after a cancel at most the chunk already running completes.
+A prefill stopped halfway leaves what it read in the prefix cache, reusable bit for bit."""
+
+from __future__ import annotations
+
+import inspect
+import textwrap
+import threading
+
+import pytest
+import torch
+
+from engine.api import EditRequest, Engine
+from engine.core.errors import Cancelled
+from engine.core.tokens import encode
+from engine.decoding.localize import forget_surprises
+
+pytestmark = [pytest.mark.model]
+
+
+def long_function() -> str:
+    """A 102-line function of the standard library with one operator changed (the editor-session
+    benchmark's buffer): its program prompt is about six transformers prefill chunks."""
+    source = textwrap.dedent(inspect.getsource(textwrap.TextWrapper._wrap_chunks))
+    return source.replace("self.width - len(indent)", "self.width + len(indent)", 1)
+
+
+def _cancel_once_forwarding(log, stop: threading.Event, seen: list[int], after: int) -> threading.Thread:
+    """A thread that cancels (like an editor's cancel arriving) once ``after`` forwards have run,
+    and notes how many had run when it did."""
+
+    def watch() -> None:
+        while len(log.records) < after and not stop.is_set():
+            threading.Event().wait(0.005)
+        stop.set()
+        seen.append(len(log.records))
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    return thread
+
+
+@pytest.mark.parametrize("mode", ["program", "speculative"])  # the localizer's read; a text mode's prefill
+def test_a_cancel_during_the_prompt_pass_ends_the_edit_within_one_chunk(default_engine: Engine, mode: str):
+    engine = default_engine
+    engine.forget_prompts()
+    text = long_function()
+    loaded = engine.model_for(mode)
+    stop, seen = threading.Event(), []
+    request = EditRequest(text, "Fix the bug.", mode=mode, max_new_tokens=256)
+    with loaded.runtime.meter() as log:
+        watcher = _cancel_once_forwarding(log, stop, seen, after=1)
+        result = engine.edit(request, cancelled=stop.is_set)
+        watcher.join()
+        ran = len(log.records)
+    assert result.stop_reason == "cancelled"
+    assert result.output_text == text and result.region_output == text and not result.changed
+    assert ran - seen[0] <= 1  # the chunk running when the cancel came, no more
+    # it came inside the prompt pass (the localizer's read: the region alone is over 3 chunks)
+    assert seen[0] < 3 and len(encode(loaded.tokenizer, text)) > 3 * 256
+
+
+def test_a_cancel_before_the_edit_starts_runs_no_forward(default_engine: Engine):
+    loaded = default_engine.model_for("program")
+    with loaded.runtime.meter() as log:
+        result = default_engine.edit(EditRequest("a = 1\nb = 2\n", "Fix the bug."), cancelled=lambda: True)
+    assert result.stop_reason == "cancelled" and result.output_text == "a = 1\nb = 2\n"
+    assert log.records == []
+
+
+def test_a_prefill_stopped_halfway_leaves_a_reusable_prefix(default_engine: Engine):
+    """What a cancelled prefill read goes to the prefix cache at a chunk boundary; the same prompt's
+    next prefill continues from it and its logits equal a fresh prefill's."""
+    loaded = default_engine.loaded
+    runtime = loaded.runtime
+    runtime.prefixes.clear()
+    forget_surprises(runtime)
+    ids = list(range(2000, 2000 + 3 * 256 + 40))
+    session = loaded.session()
+    session.cancelled = lambda: session.length >= 2 * 256  # after two chunks
+    with pytest.raises(Cancelled):
+        session.append(ids, "prefill")
+    session.close()
+    assert runtime.prefixes.tokens_held() == 2 * 256
+    again = loaded.session()
+    continued = again.append(ids, "prefill")
+    again.close()
+    assert again.reused == 2 * 256
+    runtime.prefixes.clear()
+    fresh = loaded.session()
+    expected = fresh.append(ids, "prefill")
+    fresh.close()
+    assert fresh.reused == 0
+    assert torch.equal(continued, expected)
