@@ -16,13 +16,14 @@ from engine.api import EditRequest, Engine
 from engine.core.errors import Cancelled
 from engine.core.tokens import encode
 from engine.decoding.localize import forget_surprises
+from engine.runtime.backends.transformers_backend import PREFILL_ALIGN
 
 pytestmark = [pytest.mark.model]
 
 
 def long_function() -> str:
     """A 102-line function of the standard library with one operator changed (the editor-session
-    benchmark's buffer): its program prompt is about six transformers prefill chunks."""
+    benchmark's buffer): its program prompt is over ten transformers prefill chunks."""
     source = textwrap.dedent(inspect.getsource(textwrap.TextWrapper._wrap_chunks))
     return source.replace("self.width - len(indent)", "self.width + len(indent)", 1)
 
@@ -59,7 +60,7 @@ def test_a_cancel_during_the_prompt_pass_ends_the_edit_within_one_chunk(default_
     assert result.output_text == text and result.region_output == text and not result.changed
     assert ran - seen[0] <= 1  # the chunk running when the cancel came, no more
     # it came inside the prompt pass (the localizer's read: the region alone is over 3 chunks)
-    assert seen[0] < 3 and len(encode(loaded.tokenizer, text)) > 3 * 256
+    assert seen[0] < 3 and len(encode(loaded.tokenizer, text)) > 3 * PREFILL_ALIGN
 
 
 def test_a_cancel_before_the_edit_starts_runs_no_forward(default_engine: Engine):
@@ -77,17 +78,17 @@ def test_a_prefill_stopped_halfway_leaves_a_reusable_prefix(default_engine: Engi
     runtime = loaded.runtime
     runtime.prefixes.clear()
     forget_surprises(runtime)
-    ids = list(range(2000, 2000 + 3 * 256 + 40))
+    ids = list(range(2000, 2000 + 3 * PREFILL_ALIGN + 40))
     session = loaded.session()
-    session.cancelled = lambda: session.length >= 2 * 256  # after two chunks
+    session.cancelled = lambda: session.length >= 2 * PREFILL_ALIGN  # after two chunks
     with pytest.raises(Cancelled):
         session.append(ids, "prefill")
     session.close()
-    assert runtime.prefixes.tokens_held() == 2 * 256
+    assert runtime.prefixes.tokens_held() == 2 * PREFILL_ALIGN
     again = loaded.session()
     continued = again.append(ids, "prefill")
     again.close()
-    assert again.reused == 2 * 256
+    assert again.reused == 2 * PREFILL_ALIGN
     runtime.prefixes.clear()
     fresh = loaded.session()
     expected = fresh.append(ids, "prefill")
