@@ -231,6 +231,23 @@ class Engine:
         with self._lock:
             yield from _until_cancelled(loaded, request, cancelled, run_edit)
 
+    def warm_prompt(self, request: EditRequest, cancelled: Callable[[], bool] = never_cancelled,
+                    max_tokens: int = 4096) -> Any:
+        """Read the prompt ``request`` would read first, ahead of the edit (engine.decoding.warm):
+        an editor's idle buffer. Never waits for the engine: skipped while an edit (or another
+        warm-up) runs. Returns an engine.decoding.warm.WarmUp."""
+        from engine.decoding.warm import WarmUp, warm_prompt
+
+        request.validate()
+        if request.mode == "auto":
+            request = replace(request, mode=self.default_mode())
+        if not self._lock.acquire(blocking=False):
+            return WarmUp("skipped", reason="an edit is running")
+        try:
+            return warm_prompt(self.model_for(request.mode), request, cancelled, max_tokens)
+        finally:
+            self._lock.release()
+
     def edit(self, request: EditRequest, on_event: Callable[[Event], None] | None = None,
              cancelled: Callable[[], bool] = never_cancelled) -> EditResult:
         """Run an edit to the end and return its result (``on_event`` sees every event)."""

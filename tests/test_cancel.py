@@ -95,3 +95,26 @@ def test_a_prefill_stopped_halfway_leaves_a_reusable_prefix(default_engine: Engi
     fresh.close()
     assert fresh.reused == 0
     assert torch.equal(continued, expected)
+
+
+def test_a_warm_up_reads_what_the_fix_would_and_changes_nothing(default_engine: Engine):
+    """The prompt read ahead (an editor's idle buffer) is the localizer's forward of the fix that
+    follows: the fix forwards exactly that many prompt tokens fewer and writes the same program.
+    Drafting off, so both fixes run the same forwards apart from the prompt's."""
+    engine = default_engine
+    text = "\n".join(long_function().splitlines()[:40]) + "\n"
+    request = EditRequest(text, "Fix the bug.", mode="program", max_new_tokens=48, focus_line=12, draft=False)
+    loaded = engine.model_for("program")
+    engine.forget_prompts()
+    with loaded.runtime.meter() as cold_log:
+        cold = engine.edit(request)
+    engine.forget_prompts()
+    assert engine.warm_prompt(request, cancelled=lambda: True).status == "cancelled"
+    warm = engine.warm_prompt(request)
+    assert warm.status == "done" and warm.forwarded >= warm.prompt_tokens > PREFILL_ALIGN
+    assert engine.warm_prompt(request).forwarded == 0  # the cache holds it: nothing read again
+    with loaded.runtime.meter() as log:
+        hot = engine.edit(request)
+    assert hot.output_text == cold.output_text and hot.program == cold.program
+    assert sum(log.sizes()) == sum(cold_log.sizes()) - warm.forwarded
+    assert "localize_s" in cold.breakdown and "localize_s" not in hot.breakdown
