@@ -95,6 +95,11 @@ class Settings:
     server_url: str = ""
     served_model: str = ""  # the name the server serves ("": the only one it serves)
     api_key_env: str = "COPY_AS_DECODE_API_KEY"  # environment variable holding the server's API key
+    # Reading the prompt ahead (lsp_server/warmup.py): "idle" reads an AI fix's prompt once the open
+    # document has not changed for warm_up_delay seconds (at most warm_up_max_tokens tokens); "off".
+    warm_up: str = "idle"
+    warm_up_delay: float = 1.5
+    warm_up_max_tokens: int = 4096
 
     def backend_options(self) -> Any:
         """The engine's :class:`engine.runtime.backends.BackendOptions` for these settings (the API key
@@ -164,6 +169,14 @@ def _check(name: str, value: Any) -> Any:
                      "prefix_cache_tokens": (0, 1 << 22)}[name]
         if not low <= value <= high:
             raise ConfigError(f"{key} must be between {low} and {high}, got {value}")
+    if name == "warm_up" and value not in ("idle", "off"):
+        raise ConfigError(f"{key} {value!r} is not valid; choose idle or off")
+    if name == "warm_up_delay" and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                    or not 0.1 <= value <= 600):
+        raise ConfigError(f"{key} must be a number of seconds between 0.1 and 600, got {value!r}")
+    if name == "warm_up_max_tokens" and (isinstance(value, bool) or not isinstance(value, int)
+                                         or not 0 <= value <= 1 << 20):
+        raise ConfigError(f"{key} must be an integer between 0 and {1 << 20}, got {value!r}")
     if name == "trust_remote_code" and not isinstance(value, bool):
         raise ConfigError(f"{key} must be true or false, got {value!r}")
     if name == "allowed_models":

@@ -39,6 +39,7 @@ from lsp_server.jobs import APPLY_TIMEOUT_S, COMMAND_APPLY_PENDING, EditJob, Job
 from lsp_server.models import EditQueue, ModelKey, ModelPool, unless_stopped
 from lsp_server.positions import LineIndex, negotiate
 from lsp_server.request import edit_request
+from lsp_server.warmup import WarmUps
 
 log = logging.getLogger(__name__)
 STATUS = "copyAsDecode/status"
@@ -58,6 +59,7 @@ class CopyAsDecodeServer(LanguageServer):
         self.loop: asyncio.AbstractEventLoop | None = None
         self.encoding = "utf-16"
         self._init_warnings: list[str] = []
+        self.warmups = WarmUps(self)  # the prompt read while the buffer is idle (lsp_server/warmup.py)
 
     # -- client capabilities -----------------------------------------------------------------
     def supports(self, field: str) -> bool:
@@ -125,6 +127,7 @@ class CopyAsDecodeServer(LanguageServer):
 
     def config_file_changed(self, path: Path) -> None:
         """On the loop: a watched config file changed; reload it, keep the last good on error."""
+        self.warmups.stop()
         if path.exists():
             layer, error = self.config.files.reload(path)
             if error:
@@ -210,6 +213,7 @@ class CopyAsDecodeServer(LanguageServer):
             return self._fail("an instruction is needed for \"AI edit\": pass it in the command's "
                               "'instruction' field (editors prompt for it)")
         self.pending.pop(args.uri, None)  # a new request replaces an edit held for review
+        self.warmups.stop()  # a running warm-up ends within a prompt chunk; the fix reuses what it read
         stop = threading.Event()
         stopped = asyncio.Event()  # the same, for the waits on the loop (the slot, the model's load)
         ticket = object()
@@ -409,18 +413,22 @@ def create_server(pool: ModelPool | None = None) -> CopyAsDecodeServer:
     def did_open(ls: CopyAsDecodeServer, params: types.DidOpenTextDocumentParams) -> None:
         ls.documents.open(params.text_document)
         ls.watch_config_for(params.text_document.uri)
+        ls.warmups.touched(params.text_document.uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: CopyAsDecodeServer, params: types.DidChangeTextDocumentParams) -> None:
         ls.documents.change(params)
+        ls.warmups.touched(params.text_document.uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: CopyAsDecodeServer, params: types.DidCloseTextDocumentParams) -> None:
         ls.documents.close(params.text_document.uri)
         ls.pending.pop(params.text_document.uri, None)
+        ls.warmups.closed(params.text_document.uri)
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
     async def did_change_configuration(ls: CopyAsDecodeServer, params: types.DidChangeConfigurationParams) -> None:
+        ls.warmups.stop()
         if isinstance(params.settings, dict) and params.settings:
             ls.warn(ls.config.set_pushed(params.settings))
         ls.config.pulled.clear()  # per-document settings are pulled again at each edit
@@ -434,6 +442,7 @@ def create_server(pool: ModelPool | None = None) -> CopyAsDecodeServer:
         if doc is None:
             return None
         settings, _ = ls.config.settings_for(path_of(doc.uri))
+        ls.warmups.moved(doc.uri, params)
         return code_actions(doc.uri, doc.text, params, ls.encoding, settings.whole_document_lines)
 
     @server.feature(types.WINDOW_WORK_DONE_PROGRESS_CANCEL)
@@ -472,10 +481,12 @@ def create_server(pool: ModelPool | None = None) -> CopyAsDecodeServer:
         except ValueError as exc:
             return ls._fail(str(exc))
         effective, warnings = await ls.settings_for(uri) if uri else ls.config.settings_for(None)
-        return {"settings": effective.lsp_dict(), "warnings": warnings, "loadedModels": ls.pool.names()}
+        return {"settings": effective.lsp_dict(), "warnings": warnings, "loadedModels": ls.pool.names(),
+                "warmUps": ls.warmups.done[-5:]}
 
     @server.feature(types.SHUTDOWN)
     def shutdown(ls: CopyAsDecodeServer, *args: Any) -> None:
+        ls.warmups.stop()
         ls.queue.cancel_all()
         for job in list(ls.running.values()):
             job.cancel("cancelled")
