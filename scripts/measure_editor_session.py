@@ -14,6 +14,11 @@ the code: engine.decoding.prompt.HINT_BEFORE / HINT_AFTER).
 
     OMP_NUM_THREADS=1 .venv/bin/python scripts/measure_editor_session.py --backend llamacpp --threads 1
     OMP_NUM_THREADS=1 .venv/bin/python scripts/measure_editor_session.py --backend transformers --threads 1
+
+With ``--warm-up`` the server reads prompts while the buffer is idle (``warmUp = "idle"``; off
+otherwise, so the first fix is cold): a copy of the function with a line on top (no cache holds
+it) is opened, the cursor put on the bug, and once the server's warm-up of it has ended (its
+tokens are reported) the same AI fix runs: the first fix after idle.
 """
 
 from __future__ import annotations
@@ -134,6 +139,36 @@ class Editor:
                 "localize_s": breakdown.get("localize_s"), "prefix_reused": breakdown.get("prefix_reused"),
                 "fixed": self.texts[uri][0]}
 
+    async def code_action(self, uri: str, line: int) -> float:
+        """The cursor moves to ``line`` (VS Code asks for code actions); returns the round trip (s)."""
+        start = time.monotonic()
+        await self.client.text_document_code_action_async(types.CodeActionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri),
+            range=types.Range(start=types.Position(line=line, character=0), end=types.Position(line=line, character=0)),
+            context=types.CodeActionContext(diagnostics=[])))
+        return time.monotonic() - start
+
+    async def warm_ups(self, uri: str) -> list[dict[str, Any]]:
+        """The server's last warm-ups of ``uri`` (copyAsDecode.server.settings reports them)."""
+        answer = await self.client.workspace_execute_command_async(types.ExecuteCommandParams(
+            command="copyAsDecode.server.settings", arguments=[{"uri": uri}]))
+        return [w for w in answer.get("warmUps") or [] if w["uri"] == uri]
+
+    async def idle_until_warm(self, uri: str, line: int, timeout: float = 600.0) -> dict[str, Any]:
+        """The user puts the cursor on ``line`` and looks at the buffer until the server's warm-up of it
+        ends; a code-action round trip is timed while it runs."""
+        start = time.monotonic()
+        await self.code_action(uri, line)
+        await asyncio.sleep(self.settings.get("warmUpDelay", 1.5) + 0.5)
+        during = await self.code_action(uri, line)  # the same cursor: does not stop the warm-up
+        while time.monotonic() - start < timeout:
+            done = await self.warm_ups(uri)
+            if done:
+                return {**done[-1], "wall_s": round(time.monotonic() - start, 3),
+                        "code_action_during_s": round(during, 4)}
+            await asyncio.sleep(0.2)
+        raise TimeoutError("no warm-up ended")
+
     async def stop(self) -> None:
         await self.client.shutdown_async(None)
         self.client.exit(None)
@@ -167,7 +202,7 @@ async def session(args: argparse.Namespace) -> dict[str, Any]:
     buggy, fixed, line = buggy_function()
     other_line = min(len(buggy.splitlines()) - 1, line + 30)
     settings = {"backend": args.backend, "threads": args.threads, "mode": args.mode, "maxNewTokens": 512,
-                "applyMode": "stream", "selector": args.selector}
+                "applyMode": "stream", "selector": args.selector, "warmUp": "idle" if args.warm_up else "off"}
     root = Path(tempfile.mkdtemp())
     editor = Editor(settings)
     await editor.start(root)
@@ -187,12 +222,29 @@ async def session(args: argparse.Namespace) -> dict[str, Any]:
               f"prefill {run['prefill_s']}s  decode {run['decode_s']}s  localize {run['localize_s']}  "
               f"reused {run['prefix_reused']}/{run['prompt_tokens']}  status {run['status']}  fixed {run['fixed']}",
               flush=True)
+    if args.warm_up:  # another copy of the function (a line on top: not in the caches), read while idle
+        uri2 = (root / "wrap_copy.py").as_uri()
+        editor.open(uri2, "# a copy\n" + buggy)
+        warm_up = await editor.idle_until_warm(uri2, line + 1)
+        run = await editor.fix(uri2, line + 1)
+        run["fixed"] = run["fixed"] == "# a copy\n" + fixed
+        run["warm_up"] = warm_up
+        runs["first fix after idle"] = run
+        print(f"{args.backend:12s} warm-up {warm_up['status']}: {warm_up['forwarded']} of {warm_up['promptTokens']} "
+              f"prompt tokens in {warm_up['wall_s']}s (with the {settings.get('warmUpDelay', 1.5)}s delay); "
+              f"code action while it ran {warm_up['code_action_during_s']}s", flush=True)
+        print(f"{args.backend:12s} {'first fix after idle':22s} first op {run['first_op_s']}s  last edit "
+              f"{run['last_edit_s']}s  total {run['total_s']}s  localize {run['localize_s']}  "
+              f"reused {run['prefix_reused']}/{run['prompt_tokens']}  status {run['status']}  fixed {run['fixed']}",
+              flush=True)
     await editor.stop()
     first, again = runs["first fix"]["first_op_s"], runs["same fix again"]["first_op_s"]
+    warmed = runs.get("first fix after idle", {}).get("first_op_s")
     return {"backend": args.backend, "threads": args.threads, "mode": args.mode,
             "function_lines": len(buggy.splitlines()),
             "warm_up_total_s": warm_run["total_s"], "runs": runs,
             "second_over_first_first_op": round(again / first, 3) if first and again else None,
+            "warmed_over_first_first_op": round(warmed / first, 3) if first and warmed else None,
             "prompt_sharing_between_cursor_lines": prompt_sharing(buggy, line, other_line)}
 
 
@@ -202,6 +254,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--mode", default="program")
     ap.add_argument("--selector", default="auto", help="span selector: auto (the shipped adapter), none or a folder")
+    ap.add_argument("--warm-up", action="store_true",
+                    help="warmUp idle: also a first fix on another copy after the server read it while idle")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     report = asyncio.run(session(args))

@@ -1,6 +1,7 @@
 """A cancel ends a request that waits: for the edit slot (another edit runs) or for its model's
 load. The wait returns at once; the slot is not taken behind the caller's back, and a load goes
-on to land in the pool for the next request."""
+on to land in the pool for the next request. The idle buffer's warm-up (lsp_server/warmup.py) waits
+for its delay, restarts on a keystroke, stops on an AI fix and never loads a model."""
 
 from __future__ import annotations
 
@@ -49,3 +50,38 @@ async def test_work_done_first_counts_and_its_error_is_raised():
 
     with pytest.raises(RuntimeError, match="no model"):
         await unless_stopped(fails(), stopped)
+
+
+def _server_with(tmp_path, settings: dict, text: str = "def f(x):\n    return x\n"):
+    from lsprotocol import types
+
+    from lsp_server.server import create_server
+
+    server = create_server()
+    server.config.set_user({"copyAsDecode": settings})
+    uri = (tmp_path / "a.py").as_uri()
+    server.documents.open(types.TextDocumentItem(uri=uri, language_id="python", version=1, text=text))
+    return server, uri
+
+
+async def test_an_idle_buffer_is_read_only_once_a_model_is_loaded(tmp_path):
+    """The warm-up never loads a model (the server loads none before the first edit)."""
+    server, uri = _server_with(tmp_path, {"warmUpDelay": 0.1})
+    server.warmups.touched(uri)
+    assert server.warmups.timer is not None
+    await asyncio.sleep(0.4)
+    assert server.warmups.timer is None and server.warmups.running is None
+    assert server.warmups.done == [] and server.pool.names() == []
+
+
+async def test_no_warm_up_timer_when_it_is_off_and_a_keystroke_restarts_it(tmp_path):
+    server, uri = _server_with(tmp_path, {"warmUp": "off"})
+    server.warmups.touched(uri)
+    assert server.warmups.timer is None
+    server, uri = _server_with(tmp_path, {"warmUpDelay": 30})
+    server.warmups.touched(uri)
+    first = server.warmups.timer
+    server.warmups.touched(uri)  # a keystroke: the idle time starts again
+    assert first is not None and first.cancelled() and server.warmups.timer is not first
+    server.warmups.stop()  # an AI fix
+    assert server.warmups.timer is None
