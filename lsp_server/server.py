@@ -213,7 +213,6 @@ class CopyAsDecodeServer(LanguageServer):
             return self._fail("an instruction is needed for \"AI edit\": pass it in the command's "
                               "'instruction' field (editors prompt for it)")
         self.pending.pop(args.uri, None)  # a new request replaces an edit held for review
-        self.warmups.stop()  # a running warm-up ends within a prompt chunk; the fix reuses what it read
         stop = threading.Event()
         stopped = asyncio.Event()  # the same, for the waits on the loop (the slot, the model's load)
         ticket = object()
@@ -234,6 +233,7 @@ class CopyAsDecodeServer(LanguageServer):
             return Outcome("cancelled", "AI edit cancelled before it started").json()
 
         self.queue.claim(args.uri, ticket, cancel)
+        self.warmups.edit_began()  # a running warm-up ends within a prompt chunk; the fix reuses what it read
         try:
             settings, warnings = await self.settings_for(args.uri)
             # Local backends share this machine's CPU/GPU: one edit at a time. A remote server
@@ -291,6 +291,7 @@ class CopyAsDecodeServer(LanguageServer):
                 outcome = await self._review(outcome)
         finally:
             self.queue.release(args.uri, ticket)
+            self.warmups.edit_ended(args.uri)
         if outcome.pending is not None:
             self.pending[args.uri] = outcome.pending
         return self._report(outcome)

@@ -48,6 +48,7 @@ class WarmUps:
         self.cursor: dict[str, types.CodeActionParams] = {}  # uri -> the last code-action request
         self.running: Running | None = None
         self.done: list[dict[str, Any]] = []  # what each warm-up did (the settings command shows the last)
+        self.edits = 0  # edit requests in flight, from their arrival (settings pull, queue) to their end
 
     # -- what the editor does ----------------------------------------------------------------
     def touched(self, uri: str) -> None:
@@ -72,6 +73,15 @@ class WarmUps:
         if self.running is not None and self.running.uri == uri:
             self.stop()
 
+    def edit_began(self) -> None:
+        """An AI fix or edit arrived: stop a running warm-up; none starts until it ends."""
+        self.edits += 1
+        self.stop()
+
+    def edit_ended(self, uri: str) -> None:
+        self.edits -= 1
+        self.touched(uri)  # the buffer the edit left is read once it is idle again
+
     def stop(self) -> None:
         """An AI fix, a keystroke, a settings change: no warm-up runs past its current chunk."""
         if self.timer is not None:
@@ -89,8 +99,7 @@ class WarmUps:
         self.timer = None
         if self.running is not None:
             return
-        if self.server.running or self.server.queue.busy:  # an edit runs: try again once it is over
-            self.touched(uri)
+        if self.edits or self.server.running or self.server.queue.busy:  # an edit_ended starts it again
             return
         stop = threading.Event()
         task = asyncio.ensure_future(self._run(uri, stop))
