@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import random
 import shlex
 import statistics
@@ -123,7 +124,7 @@ def percentiles(values: list[float]) -> dict[str, float | None]:
     if not values:
         return {"n": 0, "p50": None, "p95": None, "max": None}
     ordered = sorted(values)
-    at = lambda q: ordered[min(len(ordered) - 1, max(0, round(q * len(ordered) + 0.5) - 1))]  # noqa: E731
+    at = lambda q: ordered[max(0, math.ceil(q * len(ordered)) - 1)]  # noqa: E731 - nearest rank
     return {"n": len(values), "p50": round(statistics.median(ordered), 3), "p95": round(at(0.95), 3),
             "max": round(ordered[-1], 3)}
 
