@@ -16,9 +16,10 @@ the code: engine.decoding.prompt.HINT_BEFORE / HINT_AFTER).
     OMP_NUM_THREADS=1 .venv/bin/python scripts/measure_editor_session.py --backend transformers --threads 1
 
 With ``--warm-up`` the server reads prompts while the buffer is idle (``warmUp = "idle"``; off
-otherwise, so the first fix is cold): a copy of the function with a line on top (no cache holds
-it) is opened, the cursor put on the bug, and once the server's warm-up of it has ended (its
-tokens are reported) the same AI fix runs: the first fix after idle.
+otherwise) and every fix runs the "AI fix" code action's own command (instruction "Fix the bug",
+as the lightbulb sends it); after the runs above, a copy of the function with a line on top (no
+cache holds it) is opened, the cursor put on the bug, and once the server's warm-up of it has
+ended (its tokens are reported) the AI fix runs: the first fix after idle.
 """
 
 from __future__ import annotations
@@ -119,14 +120,28 @@ class Editor:
             text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
             content_changes=[types.TextDocumentContentChangeWholeDocument(text=text)]))
 
-    async def fix(self, uri: str, line: int) -> dict[str, Any]:
+    def action_arguments(self, uri: str, line: int) -> list[Any]:
+        """The "AI fix" code action's command arguments for a cursor on ``line`` (what an editor runs;
+        the server's own code_actions, called here on the same text and request)."""
+        from lsp_server.actions import FIX_TITLE, code_actions
+
+        cursor = types.Position(line=line, character=0)
+        params = types.CodeActionParams(text_document=types.TextDocumentIdentifier(uri=uri),
+                                        range=types.Range(start=cursor, end=cursor),
+                                        context=types.CodeActionContext(diagnostics=[]))
+        action = next(a for a in code_actions(uri, self.texts[uri][0], params) if a.title == FIX_TITLE)
+        return list(action.command.arguments)
+
+    async def fix(self, uri: str, line: int, via_action: bool = False) -> dict[str, Any]:
+        """An AI fix with the focus on ``line``: the instruction "Fix the bug." (``via_action``: the
+        code action's own command, as an editor's lightbulb runs it)."""
         self.first_edit.pop(uri, None)
         self.last_edit.pop(uri, None)
+        arguments = self.action_arguments(uri, line) if via_action else [
+            {"uri": uri, "range": None, "instruction": INSTRUCTION, "kind": "fix", "focus": {"line": line, "character": 0}}]
         start = time.monotonic()
         result = await self.client.workspace_execute_command_async(types.ExecuteCommandParams(
-            command="copyAsDecode.server.edit",
-            arguments=[{"uri": uri, "range": None, "instruction": INSTRUCTION, "kind": "fix",
-                        "focus": {"line": line, "character": 0}}]))
+            command="copyAsDecode.server.edit", arguments=arguments))
         total = time.monotonic() - start
         first, last = self.first_edit.get(uri), self.last_edit.get(uri)
         summary = result.get("summary") or {}
@@ -214,7 +229,7 @@ async def session(args: argparse.Namespace) -> dict[str, Any]:
     runs = {}
     for name, focus in (("first fix", line), ("same fix again", line), ("cursor moved 30 lines", other_line)):
         editor.replace_all(uri, buggy)
-        run = await editor.fix(uri, focus)
+        run = await editor.fix(uri, focus, via_action=args.warm_up)
         run["fixed"] = run["fixed"] == fixed
         runs[name] = run
         print(f"{args.backend:12s} {name:22s} first op {run['first_op_s']}s  last edit {run['last_edit_s']}s  "
@@ -226,7 +241,7 @@ async def session(args: argparse.Namespace) -> dict[str, Any]:
         uri2 = (root / "wrap_copy.py").as_uri()
         editor.open(uri2, "# a copy\n" + buggy)
         warm_up = await editor.idle_until_warm(uri2, line + 1)
-        run = await editor.fix(uri2, line + 1)
+        run = await editor.fix(uri2, line + 1, via_action=True)
         run["fixed"] = run["fixed"] == "# a copy\n" + fixed
         run["warm_up"] = warm_up
         runs["first fix after idle"] = run

@@ -70,7 +70,7 @@ class Session:
         self.cost = cost  # an engine.runtime.cost.CostModel that learns from every forward, or None
         self.closed = False
         # Polled before each chunk of the first append: once True the prefill stops there and raises
-        # Cancelled (what it had read stays in the cache, reusable: see _stop_reading)
+        # Cancelled (what it had read stays in the cache, reusable: see _check_cancel)
         self.cancelled: Callable[[], bool] = never_cancelled
 
     def append(self, ids: Sequence[int], kind: str, all_logits: bool = False,
