@@ -29,6 +29,7 @@ import asyncio
 import inspect
 import json
 import os
+import shlex
 import sys
 import tempfile
 import textwrap
@@ -255,7 +256,8 @@ async def session(args: argparse.Namespace) -> dict[str, Any]:
     await editor.stop()
     first, again = runs["first fix"]["first_op_s"], runs["same fix again"]["first_op_s"]
     warmed = runs.get("first fix after idle", {}).get("first_op_s")
-    return {"backend": args.backend, "threads": args.threads, "mode": args.mode,
+    return {"command": "OMP_NUM_THREADS=1 .venv/bin/python scripts/measure_editor_session.py " + shlex.join(sys.argv[1:]),
+            "backend": args.backend, "threads": args.threads, "mode": args.mode,
             "function_lines": len(buggy.splitlines()),
             "warm_up_total_s": warm_run["total_s"], "runs": runs,
             "second_over_first_first_op": round(again / first, 3) if first and again else None,
