@@ -118,3 +118,22 @@ def test_a_warm_up_reads_what_the_fix_would_and_changes_nothing(default_engine: 
     assert hot.output_text == cold.output_text and hot.program == cold.program
     assert sum(log.sizes()) == sum(cold_log.sizes()) - warm.forwarded
     assert "localize_s" in cold.breakdown and "localize_s" not in hot.breakdown
+
+
+def test_a_keystroke_stops_a_warm_up_within_one_chunk_and_its_read_stays_usable(default_engine: Engine):
+    engine = default_engine
+    engine.forget_prompts()
+    text = long_function()
+    request = EditRequest(text, "Fix the bug", mode="program", max_new_tokens=8, focus_line=40, draft=False)
+    loaded = engine.model_for("program")
+    stop, seen = threading.Event(), []
+    with loaded.runtime.meter() as log:
+        watcher = _cancel_once_forwarding(log, stop, seen, after=2)
+        warm = engine.warm_prompt(request, stop.is_set)
+        watcher.join()
+        ran = len(log.records)
+    assert warm.status == "cancelled" and ran - seen[0] <= 1
+    assert 0 < warm.forwarded < warm.prompt_tokens
+    assert loaded.runtime.prefixes.tokens_held() >= 2 * PREFILL_ALIGN  # what it read, kept at a chunk boundary
+    again = engine.warm_prompt(request)  # the next idle moment continues from there
+    assert again.status == "done" and again.forwarded < again.prompt_tokens - PREFILL_ALIGN  # not read twice
