@@ -14,10 +14,11 @@ a remote backend (vLLM) they run concurrently and the server batches them.
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterator, Literal
 
-from engine.core.errors import EditError
+from engine.core.errors import Cancelled, EditError
 from engine.core.languages import language_for as language_for  # re-exported: the front doors import it from here
 from engine.core.lines import split_lines, to_crlf, to_lf, uses_crlf
 from engine.decoding.events import EditFinished, EditResult, EditStarted, Event, OpResolved, TokenCounts
@@ -225,9 +226,11 @@ class Engine:
                 loaded.close()
 
     def stream(self, request: EditRequest, cancelled: Callable[[], bool] = never_cancelled) -> Iterator[Event]:
-        """Events of one edit, as they happen. ``cancelled`` is polled before every model step;
-        once it returns True the edit stops within one step with ``stop_reason == "cancelled"``
-        and ``output_text`` equal to the input (nothing half-done is returned)."""
+        """Events of one edit, as they happen. ``cancelled`` is polled before the edit starts,
+        between the chunks of every prompt forward (the localizer's, a prefill) and before every
+        decode step; once it returns True the edit stops within one chunk or step with
+        ``stop_reason == "cancelled"`` and ``output_text`` equal to the input (nothing half-done
+        is returned)."""
         # Lazy (in _stream): engine.decoding.run loads torch and the decoders; the language server
         # imports this module when it starts, long before a model loads.
         request.validate()
@@ -249,10 +252,27 @@ class Engine:
 
         loaded = self.model_for(request.mode)
         if getattr(loaded.runtime, "concurrent", False):  # a server batches concurrent edits itself
-            yield from run_edit(loaded, request, cancelled)
+            yield from _until_cancelled(loaded, request, cancelled, run_edit)
             return
         with self._lock:
-            yield from run_edit(loaded, request, cancelled)
+            yield from _until_cancelled(loaded, request, cancelled, run_edit)
+
+    def warm_prompt(self, request: EditRequest, cancelled: Callable[[], bool] = never_cancelled,
+                    max_tokens: int = 4096) -> Any:
+        """Read the prompt ``request`` would read first, ahead of the edit (engine.decoding.warm):
+        an editor's idle buffer. Never waits for the engine: skipped while an edit (or another
+        warm-up) runs. Returns an engine.decoding.warm.WarmUp."""
+        from engine.decoding.warm import WarmUp, warm_prompt
+
+        request.validate()
+        if request.mode == "auto":
+            request = replace(request, mode=self.default_mode())
+        if not self._lock.acquire(blocking=False):
+            return WarmUp("skipped", reason="an edit is running")
+        try:
+            return warm_prompt(self.model_for(request.mode), request, cancelled, max_tokens)
+        finally:
+            self._lock.release()
 
     def edit(self, request: EditRequest, on_event: Callable[[Event], None] | None = None,
              cancelled: Callable[[], bool] = never_cancelled) -> EditResult:
@@ -305,3 +325,32 @@ def empty_result(request: EditRequest, model: str) -> EditResult:
                       region=(a + 1, b) if request.lines else None, region_input="", region_output="",
                       program=Program(), raw_output="", tokens=TokenCounts(), prompt_tokens=0, stop_reason="done",
                       timings={"total_s": 0.0, "decode_s": 0.0, "prefill_s": 0.0}, warnings=[EMPTY_REGION])
+
+
+def _until_cancelled(loaded: LoadedModel, request: EditRequest, cancelled: Callable[[], bool],
+                     run_edit: Callable[..., Iterator[Event]]) -> Iterator[Event]:
+    """``run_edit``'s events, ended at once by a cancel that comes before the first model step (an
+    edit that waited for the engine) or between the chunks of a prompt's forward (the localizer's,
+    a prefill: engine.runtime.session raises Cancelled there): the edit then finishes as
+    ``cancelled`` with the document as it was, like one cancelled between decode steps."""
+    started = time.perf_counter()
+    prompt_tokens = 0
+    try:
+        if cancelled():
+            raise Cancelled("cancelled before the edit started")
+        for event in run_edit(loaded, request, cancelled):
+            if isinstance(event, EditStarted):
+                prompt_tokens = event.prompt_tokens
+            yield event
+    except Cancelled:
+        yield EditFinished(cancelled_result(loaded, request, prompt_tokens, time.perf_counter() - started))
+
+
+def cancelled_result(loaded: LoadedModel, request: EditRequest, prompt_tokens: int, seconds: float) -> EditResult:
+    """The result of an edit cancelled before its decode wrote anything: the input, unchanged."""
+    a, b = request.region_bounds()
+    region = "".join(split_lines(request.text)[a:b])
+    return EditResult(mode=request.mode, model=loaded.name, input_text=request.text, output_text=request.text,
+                      region=(a + 1, b) if request.lines else None, region_input=region, region_output=region,
+                      program=Program(), raw_output="", tokens=TokenCounts(), prompt_tokens=prompt_tokens,
+                      stop_reason="cancelled", timings={"total_s": round(seconds, 6)})

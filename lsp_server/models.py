@@ -20,7 +20,7 @@ import asyncio
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 from engine.settings import Settings, engine_arguments
 
@@ -169,3 +169,24 @@ class EditQueue:
     def slot(self) -> asyncio.Lock:
         """``async with queue.slot():`` runs one edit."""
         return self._lock
+
+
+async def unless_stopped(work: Awaitable[Any], stopped: asyncio.Event, abandon: bool = False) -> tuple[bool, Any]:
+    """Await ``work`` unless ``stopped`` is set first: ``(True, result)``, or ``(False, None)`` at
+    once when stopped, so a queued or loading edit that is cancelled ends now. The work is then
+    cancelled with ``abandon`` (waiting for the edit slot), else left to finish in the background
+    (a model load still lands in the pool and ends its progress bar)."""
+    task = asyncio.ensure_future(work)
+    if not stopped.is_set():
+        waiter = asyncio.ensure_future(stopped.wait())
+        try:
+            await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiter.cancel()
+    if task.done() and not task.cancelled():  # (both at once: the work's result counts, a slot is owned)
+        return True, task.result()  # (raises the work's error)
+    if abandon:
+        task.cancel()
+    else:
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())  # nobody waits: no "never retrieved"
+    return False, None

@@ -12,7 +12,6 @@ the notification ``copyAsDecode/status``
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import threading
 from pathlib import Path
@@ -37,9 +36,10 @@ from lsp_server.actions import (
 from lsp_server.documents import Document, DocumentStore, path_of
 from lsp_server.edits import minimal_replacement, text_edit, workspace_edit
 from lsp_server.jobs import APPLY_TIMEOUT_S, COMMAND_APPLY_PENDING, EditJob, JobContext, Outcome, PendingEdit
-from lsp_server.models import EditQueue, ModelKey, ModelPool
+from lsp_server.models import EditQueue, ModelKey, ModelPool, unless_stopped
 from lsp_server.positions import LineIndex, negotiate
 from lsp_server.request import edit_request
+from lsp_server.warmup import WarmUps
 
 log = logging.getLogger(__name__)
 STATUS = "copyAsDecode/status"
@@ -60,6 +60,7 @@ class CopyAsDecodeServer(LanguageServer):
         self.encoding = "utf-16"
         self._init_warnings: list[str] = []
         self._shown: set[str] = set()  # settings problems already shown (once per change of their source)
+        self.warmups = WarmUps(self)  # the prompt read while the buffer is idle (lsp_server/warmup.py)
 
     # -- client capabilities -----------------------------------------------------------------
     def supports(self, field: str) -> bool:
@@ -137,6 +138,7 @@ class CopyAsDecodeServer(LanguageServer):
     def config_file_changed(self, path: Path) -> None:
         """On the loop: a watched config file changed; reload it, keep the last good on error."""
         self.forget_shown(path)
+        self.warmups.stop()
         if path.exists():
             layer, error = self.config.files.reload(path)
             if error:
@@ -224,6 +226,7 @@ class CopyAsDecodeServer(LanguageServer):
                               "'instruction' field (editors prompt for it)")
         self.pending.pop(args.uri, None)  # a new request replaces an edit held for review
         stop = threading.Event()
+        stopped = asyncio.Event()  # the same, for the waits on the loop (the slot, the model's load)
         ticket = object()
         holder: dict[str, Any] = {"reason": "cancelled"}
 
@@ -234,6 +237,7 @@ class CopyAsDecodeServer(LanguageServer):
             if job is not None:
                 job.cancel(reason)
             stop.set()
+            stopped.set()
 
         def stopped_early() -> dict:
             if holder["reason"] == "superseded":
@@ -241,14 +245,18 @@ class CopyAsDecodeServer(LanguageServer):
             return Outcome("cancelled", "AI edit cancelled before it started").json()
 
         self.queue.claim(args.uri, ticket, cancel)
+        self.warmups.edit_began()  # a running warm-up ends within a prompt chunk; the fix reuses what it read
         try:
             settings, warnings = await self.settings_for(args.uri)
             # Local backends share this machine's CPU/GPU: one edit at a time. A remote server
             # batches concurrent requests itself, so edits that go to it do not wait for each other.
-            slot = contextlib.nullcontext() if settings.backend == "vllm" else self.queue.slot()
-            if settings.backend != "vllm" and self.queue.busy:
+            local = settings.backend != "vllm"
+            if local and self.queue.busy:
                 self.status("editing", "queued behind another AI edit")
-            async with slot:
+            # A cancel while queued (or while the model loads, below) ends the request at once.
+            if local and not (await unless_stopped(self.queue.slot().acquire(), stopped, abandon=True))[0]:
+                return stopped_early()
+            try:
                 if stop.is_set():
                     return stopped_early()
                 for warning in warnings:
@@ -261,9 +269,11 @@ class CopyAsDecodeServer(LanguageServer):
                 if problem:
                     return self._fail(problem)
                 try:
-                    engine = await self.engine_for(ModelKey.of(settings))
+                    loaded, engine = await unless_stopped(self.engine_for(ModelKey.of(settings)), stopped)
                 except Exception as exc:  # noqa: BLE001 - reported by engine_for
                     return Outcome("error", f"cannot load the model: {exc}").json()
+                if not loaded:
+                    return stopped_early()
                 doc = self.documents.get(args.uri)
                 if doc is None:
                     return self._fail("the document was closed before the edit started")
@@ -287,10 +297,14 @@ class CopyAsDecodeServer(LanguageServer):
                 finally:
                     if self.running.get(args.uri) is job:
                         del self.running[args.uri]
+            finally:
+                if local:
+                    self.queue.slot().release()
             if outcome.review is not None:  # the edit slot is free while the user reviews
                 outcome = await self._review(outcome)
         finally:
             self.queue.release(args.uri, ticket)
+            self.warmups.edit_ended(args.uri)
         if outcome.pending is not None:
             self.pending[args.uri] = outcome.pending
         return self._report(outcome)
@@ -416,18 +430,22 @@ def create_server(pool: ModelPool | None = None) -> CopyAsDecodeServer:
         path = path_of(params.text_document.uri)
         if path is not None:  # the problems of the config files that apply to it, each shown once
             ls.warn_once(ls.config.settings_for(path)[1])
+        ls.warmups.touched(params.text_document.uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: CopyAsDecodeServer, params: types.DidChangeTextDocumentParams) -> None:
         ls.documents.change(params)
+        ls.warmups.touched(params.text_document.uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: CopyAsDecodeServer, params: types.DidCloseTextDocumentParams) -> None:
         ls.documents.close(params.text_document.uri)
         ls.pending.pop(params.text_document.uri, None)
+        ls.warmups.closed(params.text_document.uri)
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
     async def did_change_configuration(ls: CopyAsDecodeServer, params: types.DidChangeConfigurationParams) -> None:
+        ls.warmups.stop()
         if isinstance(params.settings, dict) and params.settings:
             ls.warn(ls.config.set_pushed(params.settings))
         ls.config.pulled.clear()  # per-document settings are pulled again at each edit
@@ -441,6 +459,7 @@ def create_server(pool: ModelPool | None = None) -> CopyAsDecodeServer:
         if doc is None:
             return None
         settings, _ = ls.config.settings_for(path_of(doc.uri))
+        ls.warmups.moved(doc.uri, params)
         return code_actions(doc.uri, doc.text, params, ls.encoding, settings.whole_document_lines)
 
     @server.feature(types.WINDOW_WORK_DONE_PROGRESS_CANCEL)
@@ -479,10 +498,12 @@ def create_server(pool: ModelPool | None = None) -> CopyAsDecodeServer:
         except ValueError as exc:
             return ls._fail(str(exc))
         effective, warnings = await ls.settings_for(uri) if uri else ls.config.settings_for(None)
-        return {"settings": effective.lsp_dict(), "warnings": warnings, "loadedModels": ls.pool.names()}
+        return {"settings": effective.lsp_dict(), "warnings": warnings, "loadedModels": ls.pool.names(),
+                "warmUps": ls.warmups.done[-5:]}
 
     @server.feature(types.SHUTDOWN)
     def shutdown(ls: CopyAsDecodeServer, *args: Any) -> None:
+        ls.warmups.stop()
         ls.queue.cancel_all()
         for job in list(ls.running.values()):
             job.cancel("cancelled")

@@ -14,6 +14,12 @@ the code: engine.decoding.prompt.HINT_BEFORE / HINT_AFTER).
 
     OMP_NUM_THREADS=1 .venv/bin/python scripts/measure_editor_session.py --backend llamacpp --threads 1
     OMP_NUM_THREADS=1 .venv/bin/python scripts/measure_editor_session.py --backend transformers --threads 1
+
+With ``--warm-up`` the server reads prompts while the buffer is idle (``warmUp = "idle"``; off
+otherwise) and every fix runs the "AI fix" code action's own command (instruction "Fix the bug",
+as the lightbulb sends it); after the runs above, a copy of the function with a line on top (no
+cache holds it) is opened, the cursor put on the bug, and once the server's warm-up of it has
+ended (its tokens are reported) the AI fix runs: the first fix after idle.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import asyncio
 import inspect
 import json
 import os
+import shlex
 import sys
 import tempfile
 import textwrap
@@ -114,14 +121,28 @@ class Editor:
             text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
             content_changes=[types.TextDocumentContentChangeWholeDocument(text=text)]))
 
-    async def fix(self, uri: str, line: int) -> dict[str, Any]:
+    def action_arguments(self, uri: str, line: int) -> list[Any]:
+        """The "AI fix" code action's command arguments for a cursor on ``line`` (what an editor runs;
+        the server's own code_actions, called here on the same text and request)."""
+        from lsp_server.actions import FIX_TITLE, code_actions
+
+        cursor = types.Position(line=line, character=0)
+        params = types.CodeActionParams(text_document=types.TextDocumentIdentifier(uri=uri),
+                                        range=types.Range(start=cursor, end=cursor),
+                                        context=types.CodeActionContext(diagnostics=[]))
+        action = next(a for a in code_actions(uri, self.texts[uri][0], params) if a.title == FIX_TITLE)
+        return list(action.command.arguments)
+
+    async def fix(self, uri: str, line: int, via_action: bool = False) -> dict[str, Any]:
+        """An AI fix with the focus on ``line``: the instruction "Fix the bug." (``via_action``: the
+        code action's own command, as an editor's lightbulb runs it)."""
         self.first_edit.pop(uri, None)
         self.last_edit.pop(uri, None)
+        arguments = self.action_arguments(uri, line) if via_action else [
+            {"uri": uri, "range": None, "instruction": INSTRUCTION, "kind": "fix", "focus": {"line": line, "character": 0}}]
         start = time.monotonic()
         result = await self.client.workspace_execute_command_async(types.ExecuteCommandParams(
-            command="copyAsDecode.server.edit",
-            arguments=[{"uri": uri, "range": None, "instruction": INSTRUCTION, "kind": "fix",
-                        "focus": {"line": line, "character": 0}}]))
+            command="copyAsDecode.server.edit", arguments=arguments))
         total = time.monotonic() - start
         first, last = self.first_edit.get(uri), self.last_edit.get(uri)
         summary = result.get("summary") or {}
@@ -133,6 +154,36 @@ class Editor:
                 "prefill_s": breakdown.get("prefill_s"), "decode_s": decode,
                 "localize_s": breakdown.get("localize_s"), "prefix_reused": breakdown.get("prefix_reused"),
                 "fixed": self.texts[uri][0]}
+
+    async def code_action(self, uri: str, line: int) -> float:
+        """The cursor moves to ``line`` (VS Code asks for code actions); returns the round trip (s)."""
+        start = time.monotonic()
+        await self.client.text_document_code_action_async(types.CodeActionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri),
+            range=types.Range(start=types.Position(line=line, character=0), end=types.Position(line=line, character=0)),
+            context=types.CodeActionContext(diagnostics=[])))
+        return time.monotonic() - start
+
+    async def warm_ups(self, uri: str) -> list[dict[str, Any]]:
+        """The server's last warm-ups of ``uri`` (copyAsDecode.server.settings reports them)."""
+        answer = await self.client.workspace_execute_command_async(types.ExecuteCommandParams(
+            command="copyAsDecode.server.settings", arguments=[{"uri": uri}]))
+        return [w for w in answer.get("warmUps") or [] if w["uri"] == uri]
+
+    async def idle_until_warm(self, uri: str, line: int, timeout: float = 600.0) -> dict[str, Any]:
+        """The user puts the cursor on ``line`` and looks at the buffer until the server's warm-up of it
+        ends; a code-action round trip is timed while it runs."""
+        start = time.monotonic()
+        await self.code_action(uri, line)
+        await asyncio.sleep(self.settings.get("warmUpDelayMs", 1500) / 1000 + 0.5)
+        during = await self.code_action(uri, line)  # the same cursor: does not stop the warm-up
+        while time.monotonic() - start < timeout:
+            done = await self.warm_ups(uri)
+            if done:
+                return {**done[-1], "wall_s": round(time.monotonic() - start, 3),
+                        "code_action_during_s": round(during, 4)}
+            await asyncio.sleep(0.2)
+        raise TimeoutError("no warm-up ended")
 
     async def stop(self) -> None:
         await self.client.shutdown_async(None)
@@ -167,7 +218,7 @@ async def session(args: argparse.Namespace) -> dict[str, Any]:
     buggy, fixed, line = buggy_function()
     other_line = min(len(buggy.splitlines()) - 1, line + 30)
     settings = {"backend": args.backend, "threads": args.threads, "mode": args.mode, "maxNewTokens": 512,
-                "applyMode": "stream", "selector": args.selector}
+                "applyMode": "stream", "selector": args.selector, "warmUp": "idle" if args.warm_up else "off"}
     root = Path(tempfile.mkdtemp())
     editor = Editor(settings)
     await editor.start(root)
@@ -179,7 +230,7 @@ async def session(args: argparse.Namespace) -> dict[str, Any]:
     runs = {}
     for name, focus in (("first fix", line), ("same fix again", line), ("cursor moved 30 lines", other_line)):
         editor.replace_all(uri, buggy)
-        run = await editor.fix(uri, focus)
+        run = await editor.fix(uri, focus, via_action=args.warm_up)
         run["fixed"] = run["fixed"] == fixed
         runs[name] = run
         print(f"{args.backend:12s} {name:22s} first op {run['first_op_s']}s  last edit {run['last_edit_s']}s  "
@@ -187,12 +238,30 @@ async def session(args: argparse.Namespace) -> dict[str, Any]:
               f"prefill {run['prefill_s']}s  decode {run['decode_s']}s  localize {run['localize_s']}  "
               f"reused {run['prefix_reused']}/{run['prompt_tokens']}  status {run['status']}  fixed {run['fixed']}",
               flush=True)
+    if args.warm_up:  # another copy of the function (a line on top: not in the caches), read while idle
+        uri2 = (root / "wrap_copy.py").as_uri()
+        editor.open(uri2, "# a copy\n" + buggy)
+        warm_up = await editor.idle_until_warm(uri2, line + 1)
+        run = await editor.fix(uri2, line + 1, via_action=True)
+        run["fixed"] = run["fixed"] == "# a copy\n" + fixed
+        run["warm_up"] = warm_up
+        runs["first fix after idle"] = run
+        print(f"{args.backend:12s} warm-up {warm_up['status']}: {warm_up['forwarded']} of {warm_up['promptTokens']} "
+              f"prompt tokens in {warm_up['wall_s']}s (with the {settings.get('warmUpDelayMs', 1500) / 1000}s delay); "
+              f"code action while it ran {warm_up['code_action_during_s']}s", flush=True)
+        print(f"{args.backend:12s} {'first fix after idle':22s} first op {run['first_op_s']}s  last edit "
+              f"{run['last_edit_s']}s  total {run['total_s']}s  localize {run['localize_s']}  "
+              f"reused {run['prefix_reused']}/{run['prompt_tokens']}  status {run['status']}  fixed {run['fixed']}",
+              flush=True)
     await editor.stop()
     first, again = runs["first fix"]["first_op_s"], runs["same fix again"]["first_op_s"]
-    return {"backend": args.backend, "threads": args.threads, "mode": args.mode,
+    warmed = runs.get("first fix after idle", {}).get("first_op_s")
+    return {"command": "OMP_NUM_THREADS=1 .venv/bin/python scripts/measure_editor_session.py " + shlex.join(sys.argv[1:]),
+            "backend": args.backend, "threads": args.threads, "mode": args.mode,
             "function_lines": len(buggy.splitlines()),
             "warm_up_total_s": warm_run["total_s"], "runs": runs,
             "second_over_first_first_op": round(again / first, 3) if first and again else None,
+            "warmed_over_first_first_op": round(warmed / first, 3) if first and warmed else None,
             "prompt_sharing_between_cursor_lines": prompt_sharing(buggy, line, other_line)}
 
 
@@ -202,6 +271,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--mode", default="program")
     ap.add_argument("--selector", default="auto", help="span selector: auto (the shipped adapter), none or a folder")
+    ap.add_argument("--warm-up", action="store_true",
+                    help="warmUp idle: also a first fix on another copy after the server read it while idle")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     report = asyncio.run(session(args))

@@ -208,7 +208,8 @@ def test_a_padded_prompt_chunk_keeps_only_its_own_rows(llama: Engine):
     unpadded forward of that size (a row does not depend on the rows after it), leaves only its
     own tokens in the cache, and keeps a reused prefix bit-identical to a fresh prefill."""
     runtime, tok = llama.loaded.runtime, llama.loaded.tokenizer
-    learned = runtime.cost
+    learned, align = runtime.cost, runtime.align
+    runtime.align = 64  # the chunks flash attention runs: a 45-token prompt is one chunk, padded
     padding = CostModel.fixed({32: 30.0, 40: 30.0, 48: 36.0, 56: 40.0, 64: 20.0})
     padding.plan_padding(runtime.batch)
     assert padding.padded(45) == 64
@@ -234,7 +235,7 @@ def test_a_padded_prompt_chunk_keeps_only_its_own_rows(llama: Engine):
         # three copies: the chunk before the mark has 54 tokens, run as 64
         marked_prompts_reuse_up_to_the_mark(llama.loaded, runtime.align, copies=3)
     finally:
-        runtime.cost = learned
+        runtime.cost, runtime.align = learned, align
         runtime.prefixes.clear()
 
 

@@ -14,3 +14,8 @@ class EditError(ValueError):
 
 class ModelLoadError(RuntimeError):
     """A model that cannot be loaded; the message names the model and the reason."""
+
+
+class Cancelled(Exception):
+    """The caller's cancel check said stop between two of a prompt's chunks (a prefill or the
+    localizer's forward): the edit ends as ``cancelled`` with the document as it was."""

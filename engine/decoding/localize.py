@@ -29,12 +29,13 @@ import math
 import warnings
 import weakref
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
 
+from engine.core.errors import Cancelled
 from engine.core.lines import split_lines
 from engine.core.tokens import encode
 from engine.decoding.prompt import (
@@ -50,6 +51,7 @@ from engine.decoding.prompt import (
 )
 from engine.language.program import PROGRAM_OPENING
 from engine.runtime.selector.adapter import prompt_layout
+from engine.runtime.session import never_cancelled
 
 STATISTICS = ("mean", "max", "total")
 
@@ -125,13 +127,15 @@ def prompt_with_lines(tokenizer: Any, parts: PromptParts, layout: str | None = N
 
 
 def line_surprise(loaded: Any, parts: PromptParts, only: frozenset[int] | None = None,
-                  layout: str | None = None) -> Surprise:
+                  layout: str | None = None, cancelled: Callable[[], bool] = never_cancelled) -> Surprise:
     """Per-line NLL of ``parts.region`` in the selector prompt (hintless, or hinted in ``layout``:
     see :func:`prompt_with_lines`), one forward on ``loaded`` (the prompt's logits at the rows
     before each region code token only). ``only``: score just these lines (the others come back
     with ``tokens == 0``, never ranked): the LM head then runs on a few rows instead of every
     region token's, and the forward costs about a plain prefill. Its KV goes to the runtime's
-    prefix cache, so the edit that follows with the same prompt prefills nothing again."""
+    prefix cache, so the edit that follows with the same prompt prefills nothing again.
+    ``cancelled`` is polled between the forward's chunks: once True it raises
+    engine.core.errors.Cancelled, and the chunks read so far stay in the prefix cache."""
     import time
 
     ids, lines = prompt_with_lines(loaded.tokenizer, parts, layout)
@@ -153,12 +157,15 @@ def line_surprise(loaded: Any, parts: PromptParts, only: frozenset[int] | None =
     nll: dict[int, float] = {}
     logits = None
     if loaded.remote and positions:  # a server returns the prompt tokens' log-probabilities, not logits
+        if cancelled():
+            raise Cancelled("cancelled before the localizer's request")
         logprobs = loaded.runtime.prompt_logprobs(ids)
         nll = {p: -float(logprobs[p]) for p in positions}
     elif positions:
         # Cut where the hinted program prompt goes on differently: its prefill reuses all before.
         marks = [focus_free_prefix(loaded.tokenizer, parts, layout or HINT_AFTER)]
         session = loaded.session()
+        session.cancelled = cancelled
         try:  # the last row too: kept with the prompt's cache, the same prompt's prefill then runs nothing
             logits = session.append(ids, "prefill", rows=[p - 1 for p in positions] + [len(ids) - 1],
                                     marks=marks)[:-1]
@@ -254,7 +261,7 @@ class FocusPlan:
 
 
 def plan_focus(loaded: Any, parts: PromptParts, localize: bool = True, noop: bool = True,
-               policy: str = DEFAULT_FOCUS_POLICY) -> FocusPlan:
+               policy: str = DEFAULT_FOCUS_POLICY, cancelled: Callable[[], bool] = never_cancelled) -> FocusPlan:
     """The focus of a program edit on ``loaded`` (``parts.focus_line``: the user's, region lines).
 
     With ``localize`` (a model with a span selector, the model the signal was measured on, and a
@@ -274,7 +281,8 @@ def plan_focus(loaded: Any, parts: PromptParts, localize: bool = True, noop: boo
     * ``move``: like ``keep``, but a focus on code moves to the best line unguarded (the first
       policy; the benchmarks' ``-moved`` arms).
 
-    Without ``localize``: the hint is the user's focus, guarded when ``noop``.
+    Without ``localize``: the hint is the user's focus, guarded when ``noop``. ``cancelled``: see
+    :func:`line_surprise` (raises engine.core.errors.Cancelled).
     """
     if policy not in FOCUS_POLICIES:
         raise ValueError(f"unknown focus policy {policy!r}; choose from {', '.join(FOCUS_POLICIES)}")
@@ -287,7 +295,7 @@ def plan_focus(loaded: Any, parts: PromptParts, localize: bool = True, noop: boo
     # Only candidates are ever ranked: the LM head runs on their rows alone (not on docstrings).
     candidates = frozenset(i for i, line in enumerate(lines, start=1) if line.strip() and i not in prose)
     if user is None:
-        surprise = line_surprise(loaded, parts, candidates)
+        surprise = line_surprise(loaded, parts, candidates, cancelled=cancelled)
         ranked = rank_lines(surprise.lines, parts.region, STATISTIC, exclude=prose)
         best = ranked[0] if ranked else None
         return FocusPlan(best, best if guard else None, "localized" if ranked else "none", surprise.seconds)
@@ -299,7 +307,7 @@ def plan_focus(loaded: Any, parts: PromptParts, localize: bool = True, noop: boo
     may_move = policy != "keep"
     layout = prompt_layout(loaded.selector) if on_code and policy != "move" else None
     near = frozenset(range(user - CURSOR_WINDOW, user + CURSOR_WINDOW + 1)) & candidates
-    surprise = line_surprise(loaded, replace(parts, focus_line=user), near, layout)
+    surprise = line_surprise(loaded, replace(parts, focus_line=user), near, layout, cancelled)
     ranked = rank_lines(surprise.lines, parts.region, STATISTIC, cursor=user, scale=CURSOR_SCALE,
                         window=CURSOR_WINDOW, exclude=prose)
     best = ranked[0] if ranked else user

@@ -184,6 +184,7 @@ class ProgramDecoder:
         self.recorder = recorder
 
         self.session = loaded.session()
+        self.session.cancelled = cancelled  # the prompt's prefill stops between chunks (Cancelled)
         self.writer = ProgramWriter(self.tokenizer, region, self.lines, max_new_tokens, self.started, self.pieces)
         self.steps = 0  # grammar steps accepted (tokens and forced strings), for rollback
         self.gen_ids: list[int] = []  # tokens written inside the current gen body

@@ -49,7 +49,7 @@ def run_edit(loaded: LoadedModel, request, cancelled: Callable[[], bool],
     plan = None
     if request.mode == "program":  # where the problem is: the user's focus, or the localizer's (engine/decoding/localize.py)
         plan = plan_focus(loaded, parts, localize=request.localize, noop=request.noop_deviation,
-                          policy=request.focus_policy)
+                          policy=request.focus_policy, cancelled=cancelled)
         parts = replace(parts, focus_line=plan.hint)
     if loaded.remote and (request.mode == "forced" or request.token_copies):
         raise EditError(f"{loaded.runtime.describe()} runs program, speculative, ar and pld edits; forced mode "

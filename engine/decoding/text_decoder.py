@@ -95,6 +95,7 @@ def decode_text(loaded: LoadedModel, tables: ModelTables, region: str, prompt_id
         yield from _decode_pld(loaded, tables, region, prompt_ids, max_new_tokens, started)
         return
     session = loaded.session()
+    session.cancelled = cancelled  # the prompt's prefill stops between chunks (Cancelled)
     try:
         yield from _decode_drafted(loaded, tables, session, region, prompt_ids, max_new_tokens, cancelled, mode,
                                    started, verify)

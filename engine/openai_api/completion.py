@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+from engine.core.errors import Cancelled
 from engine.core.tokens import IncrementalDetokenizer, encode
 from engine.decoding.drafter import InputDrafter
 from engine.decoding.greedy import DraftedDecode, argmax
@@ -153,6 +154,7 @@ class ChatDecode:
         greedy = job.temperature <= 0
         pick = argmax if greedy else Sampler(job.temperature, job.top_p, job.seed)
         session = self.loaded.session()
+        session.cancelled = self.cancelled  # a client that goes away stops the prefill between chunks
         try:
             drafter = (InputDrafter(encode(self.loaded.tokenizer, job.prediction), cost=session.cost)
                        if job.prediction and greedy else None)
@@ -162,6 +164,8 @@ class ChatDecode:
                 yield chunk.tokens
             self.finish_reason = {"max_tokens": "length", "cancelled": "cancelled"}.get(
                 self._decode.stop_reason or "done", "stop")
+        except Cancelled:
+            self.finish_reason = "cancelled"
         finally:
             session.close()
 

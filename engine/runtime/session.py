@@ -16,11 +16,16 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 
+from engine.core.errors import Cancelled
 from engine.runtime.backends import VERIFY_RULES
+
+
+def never_cancelled() -> bool:
+    return False
 
 
 @dataclass
@@ -65,6 +70,9 @@ class Session:
         self.cuts: tuple[int, ...] = ()  # the first append's chunk cuts besides multiples of align
         self.cost = cost  # an engine.runtime.cost.CostModel that learns from every forward, or None
         self.closed = False
+        # Polled before each chunk of the first append: once True the prefill stops there and raises
+        # Cancelled (what it had read stays in the cache, reusable: see _check_cancel)
+        self.cancelled: Callable[[], bool] = never_cancelled
 
     def append(self, ids: Sequence[int], kind: str, all_logits: bool = False,
                rows: Sequence[int] | None = None, marks: Sequence[int] = ()) -> torch.Tensor:
@@ -123,13 +131,24 @@ class Session:
             bounds += sorted(inner | {c for c in self.cuts if c > skip})
         bounds.append(len(ids))
         if len(bounds) == 2:  # one chunk: the rows as asked
+            self._check_cancel(ids)
             return self._timed_forward(ids[skip:], [r - skip for r in wanted])
         got: dict[int, torch.Tensor] = {}
         for lo, hi in zip(bounds, bounds[1:]):
+            self._check_cancel(ids)
             rows = sorted({r for r in wanted if lo <= r < hi})
             out = self._timed_forward(ids[lo:hi], [r - lo for r in rows] or [hi - lo - 1])
             got.update(zip(rows, out))
         return torch.stack([got[r] for r in wanted])
+
+    def _check_cancel(self, ids: list[int]) -> None:
+        """Between two prompt chunks: stop when the caller cancelled. The cache then holds the
+        chunks read so far, which end at a chunk boundary of this prompt's plan; ``tokens`` says so,
+        so :meth:`close` hands them to the prefix store as a prompt that a later prefill of the same
+        text continues from with bit-identical keys and values (no last logits are kept with it)."""
+        if self.cancelled():
+            self.tokens = list(ids[:self.length])
+            raise Cancelled("cancelled during the prompt's prefill")
 
     def _timed_forward(self, ids: list[int], rows: list[int]) -> torch.Tensor:
         start = time.perf_counter()

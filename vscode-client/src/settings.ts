@@ -37,6 +37,9 @@ export const SERVER_KEYS = [
   "gpuLayers",
   "flashAttention",
   "prefixCacheTokens",
+  "warmUp",
+  "warmUpDelayMs",
+  "warmUpMaxTokens",
 ] as const;
 
 /**

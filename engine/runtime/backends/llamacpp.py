@@ -131,7 +131,8 @@ class LlamaCppModel:
             pass
 
 
-PREFILL_ALIGN = 64
+PREFILL_ALIGN = 32
+FLASH_PREFILL_ALIGN = 64  # with flash attention on: below 64 rows its CPU kernel takes each row alone
 # The most rows a CPU forward may have while each row gets exactly a one-token step's logits (None:
 # any number); a speculative verify stays within it (tests/test_llamacpp_backend.py checks it).
 # - Flash attention on: 63. llama.cpp's CPU kernel takes each query row alone below 64 rows, as a
@@ -215,11 +216,15 @@ class LlamaCppRuntime:
         self.context = min(model.options.context, model.n_ctx_train or model.options.context)
         self.batch = max(1, min(model.options.batch, self.context))
         # Prefills run in chunks ending at multiples of this (engine.runtime.session.Session._prefill), so a
-        # reused prompt prefix is bit-identical to a fresh prefill; a reused prefix gives back at
-        # most 63 tokens of it. A shorter chunk may run padded where the cost table says a larger
-        # one is cheaper (``_padded``: with flash attention on this CPU, 64 rows cost half a
-        # token of 63; docs/backends.md).
-        self.align = min(PREFILL_ALIGN, self.batch)
+        # reused prompt prefix is bit-identical to a fresh prefill, and a cancel stops a prefill
+        # between two chunks: 32 tokens are about 0.45 s of work on a 2-core CPU (SmolLM2-135M, one
+        # thread: 1,440 prompt tokens took 19.6 s), and cost what 64-token chunks do per token
+        # (640 tokens, median of 3 on a loaded 2-core box: 27.2 s vs 26.3 s). With flash attention
+        # on, 64 (its kernel is dear below 64 rows). A shorter chunk may run padded where the cost
+        # table says a larger one is cheaper (``_padded``: with flash attention on this CPU, 64 rows
+        # cost half a token of 63; docs/backends.md).
+        self.flash_attention = flash_attention(model.options)
+        self.align = min(FLASH_PREFILL_ALIGN if self.flash_attention is not False else PREFILL_ALIGN, self.batch)
         self.adapter_path = adapter
         self.adapter = None
         if adapter is not None:
@@ -231,7 +236,6 @@ class LlamaCppRuntime:
         self._logs: list[ForwardLog] = []
         self._pld: Any = None
         self.prefixes: PrefixStore[_Slot] = PrefixStore(model.options.prefix_cache_tokens, release=self._pool)
-        self.flash_attention = flash_attention(model.options)
         self.threads = int(model.options.threads or available_cpus())
         self.llamafile_sgemm = _has_llamafile_sgemm(self.lib)
         # GPU builds (layers offloaded) are not bounded: their kernels are not these.

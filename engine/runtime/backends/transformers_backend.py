@@ -18,10 +18,12 @@ from engine.runtime.prefix_cache import DEFAULT_PREFIX_TOKENS, PrefixStore
 from engine.runtime.session import Forward, ForwardLog, Session
 
 # Prefills run in chunks ending at multiples of this, so a reused prompt prefix is bit-identical to
-# a fresh prefill (engine.runtime.session.Session._prefill). On a CPU a 256-token forward costs what 256
-# tokens cost in one longer forward (bench kernel: s(256)/256 = 0.045 steps a token, s(512)/512 =
-# 0.043); a reused prefix gives back at most 255 tokens of it.
-PREFILL_ALIGN = 256
+# a fresh prefill (engine.runtime.session.Session._prefill), and a cancel stops a prefill between two
+# chunks: a chunk is about 0.5 s of work on a 2-core CPU (SmolLM2-135M: 1,440 prompt tokens took 7.3 s
+# in 256-token chunks, one thread). 128-token chunks cost what 256-token ones do per token here (1,280
+# tokens, median of 3 on a loaded 2-core box: 14.2 s vs 15.4 s; 64: 20.2 s); a reused prefix gives back
+# at most 127 tokens of it.
+PREFILL_ALIGN = 128
 
 
 class TransformersSession(Session):

@@ -1,0 +1,157 @@
+"""Reading the prompt while the user looks at the buffer (``warmUp = "idle"``).
+
+When the document last touched (opened, changed, or its cursor moved: VS Code asks for code
+actions whenever the cursor moves) has not changed for ``warmUpDelayMs`` seconds, the server reads
+the prompt the "AI fix" code action would send now (engine.api.Engine.warm_prompt: the localizer's
+forward, kept in the prompt cache with its per-line surprise), so the fix starts where a second fix
+on an unchanged buffer does. Without a code action seen (Neovim before its first request) it reads
+the whole document when it has at most ``wholeDocumentLines`` lines.
+
+It never costs the user: one warm-up at a time, for the document last touched; none while an edit
+runs or waits; none before a model is loaded (the server loads none until the first edit); none for
+a prompt the caches hold (the engine finds it there and reads nothing). A keystroke, a cursor move,
+an AI fix or a settings change stops a running warm-up between two prompt chunks, and what it had
+read stays usable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from lsprotocol import types
+
+from lsp_server.actions import COMMAND_EDIT, DEFAULT_FIX_INSTRUCTION, FIX_TITLE, EditArgs, code_actions, focus_line
+from lsp_server.documents import path_of
+from lsp_server.models import ModelKey
+from lsp_server.request import edit_request
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Running:
+    uri: str
+    stop: threading.Event
+    task: "asyncio.Future[Any]"
+
+
+class WarmUps:
+    """The server's warm-ups: a timer for the document last touched and at most one running read."""
+
+    def __init__(self, server: Any):
+        self.server = server
+        self.timer: asyncio.TimerHandle | None = None
+        self.cursor: dict[str, types.CodeActionParams] = {}  # uri -> the last code-action request
+        self.running: Running | None = None
+        self.done: list[dict[str, Any]] = []  # what each warm-up did (the settings command shows the last)
+        self.edits = 0  # edit requests in flight, from their arrival (settings pull, queue) to their end
+
+    # -- what the editor does ----------------------------------------------------------------
+    def touched(self, uri: str) -> None:
+        """The document changed or was opened: stop a running warm-up, start the idle timer again."""
+        self.stop()
+        settings = self._settings(uri)
+        if settings.warm_up == "off":
+            return
+        loop = asyncio.get_running_loop()
+        self.timer = loop.call_later(settings.warm_up_delay_ms / 1000, lambda: self._start(uri))
+
+    def moved(self, uri: str, params: types.CodeActionParams) -> None:
+        """A code-action request (the cursor moved): the fix's region and focus follow it."""
+        previous = self.cursor.get(uri)
+        self.cursor[uri] = params
+        if previous is None or previous.range != params.range or \
+                previous.context.diagnostics != params.context.diagnostics:
+            self.touched(uri)
+
+    def closed(self, uri: str) -> None:
+        self.cursor.pop(uri, None)
+        if self.running is not None and self.running.uri == uri:
+            self.stop()
+
+    def edit_began(self) -> None:
+        """An AI fix or edit arrived: stop a running warm-up; none starts until it ends."""
+        self.edits += 1
+        self.stop()
+
+    def edit_ended(self, uri: str) -> None:
+        self.edits -= 1
+        self.touched(uri)  # the buffer the edit left is read once it is idle again
+
+    def stop(self) -> None:
+        """An AI fix, a keystroke, a settings change: no warm-up runs past its current chunk."""
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        if self.running is not None:
+            self.running.stop.set()
+
+    # -- the read ----------------------------------------------------------------------------
+    def _settings(self, uri: str) -> Any:
+        config = self.server.config
+        return config.settings_for(path_of(uri), uri if uri in config.pulled else None)[0]
+
+    def _start(self, uri: str) -> None:
+        self.timer = None
+        if self.running is not None:
+            return
+        if self.edits or self.server.running or self.server.queue.busy:  # an edit_ended starts it again
+            return
+        stop = threading.Event()
+        task = asyncio.ensure_future(self._run(uri, stop))
+        self.running = Running(uri, stop, task)
+        task.add_done_callback(lambda _t: self._finished(task))
+
+    def _finished(self, task: "asyncio.Future[Any]") -> None:
+        if self.running is not None and self.running.task is task:
+            self.running = None
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("warm-up failed: %s", task.exception())
+
+    async def _run(self, uri: str, stop: threading.Event) -> None:
+        server = self.server
+        settings = self._settings(uri)
+        key = ModelKey.of(settings)
+        doc = server.documents.get(uri)
+        if settings.warm_up == "off" or doc is None or not server.pool.loaded(key):
+            return
+        engine = await server.pool.get(key)
+        args = self._fix_args(uri, doc.text, settings)
+        if args is None or stop.is_set():
+            return
+        request = edit_request(doc, args.instruction or DEFAULT_FIX_INSTRUCTION, server._region(doc.text, args, settings),
+                               settings, mode=engine.resolve_mode(settings.mode),
+                               focus_line=focus_line(doc.text, args.focus, server.encoding),
+                               focus_policy=args.focus_policy)
+        loop = asyncio.get_running_loop()
+        result = await loop.run_in_executor(None, lambda: engine.warm_prompt(request, stop.is_set,
+                                                                             settings.warm_up_max_tokens))
+        entry = {"uri": uri, "status": result.status, "promptTokens": result.prompt_tokens,
+                 "forwarded": result.forwarded, "reason": result.reason}
+        self.done.append(entry)
+        del self.done[:-20]
+        server.log_to_client(f"copy-as-decode: warm-up {result.status}: {result.forwarded} of "
+                             f"{result.prompt_tokens} prompt tokens read"
+                             + (f" ({result.reason})" if result.reason else ""))
+
+    def _fix_args(self, uri: str, text: str, settings: Any) -> EditArgs | None:
+        """What "AI fix" would send now: from the last code-action request, else the whole
+        document when it is short enough to be the fix's region without a cursor."""
+        params = self.cursor.get(uri)
+        if params is None:
+            if len(text.splitlines()) > settings.whole_document_lines:
+                return None
+            return EditArgs.parse({"uri": uri, "range": None, "instruction": None, "kind": "fix"})
+        try:
+            actions = code_actions(uri, text, params, self.server.encoding, settings.whole_document_lines)
+        except (ValueError, IndexError):  # the request's positions are past the changed text
+            return None
+        for action in actions:
+            command = action.command
+            if action.title == FIX_TITLE and command is not None and command.command == COMMAND_EDIT:
+                return EditArgs.parse(command.arguments)
+        return None
