@@ -1,15 +1,16 @@
 """The one verdict on a finished edit, shared by every front door (the CLI, the language server and the
 HTTP edit endpoint): write it, or refuse it as cancelled, unfinished, destructive or syntax-breaking,
-with the CLI's exit status for each. A refused edit can still be shown as a preview."""
+with the CLI's exit status for each (:func:`judge`). A refused edit can still be shown as a preview."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from engine.api import EditError
 from engine.checks.guards import EditDamage, assess_edit, destructive_reason
-from engine.checks.syntax import check_edit
+from engine.checks.syntax import SyntaxVerdict, check_edit
 from engine.core.lines import split_lines
 from engine.decoding.events import EditResult
 
@@ -27,27 +28,68 @@ def check_focus(focus: int | None, text: str, lines: tuple[int, int] | None) -> 
         raise EditError(f"--focus {focus} is outside {where}; give a line of the region (1-based)")
 
 
-def refusal(result: EditResult, instruction: str, max_new_tokens: int,
-            language: str = "") -> tuple[int, str, EditDamage | None]:
-    """(exit status, message, damage) for a result that must not be written without --force;
-    exit status 0 when it may be written. ``language`` (``language_for``): checks the syntax of
-    the whole document before and after (none when empty or unsupported)."""
-    if result.stop_reason == "cancelled":
-        return EXIT_CANCELLED, "the edit was cancelled", None
-    if result.stop_reason == "max_tokens":
-        return EXIT_UNFINISHED, (f"the edit did not finish: the model used all {max_new_tokens} new tokens "
-                                 "(raise --max-new-tokens or edit fewer --lines)"), None
-    if result.stop_reason == "loop":
+VerdictKind = Literal["write", "cancelled", "unfinished", "destructive", "syntax"]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What becomes of a finished edit. ``kind``: ``write`` it, or refuse it as ``cancelled``,
+    ``unfinished`` (the token limit or a degenerate loop: ``stop_reason`` says which),
+    ``destructive`` or ``syntax``-breaking; ``exit_code`` is the CLI's exit status for it (0 to
+    write) and ``message`` the CLI's and the HTTP endpoint's words ("" to write). ``reason``: the
+    check's own words (the loop warning, what the destructive edit would do, how the syntax
+    breaks), for a front door that words its own message (the language server). ``damage`` and
+    ``syntax`` are the checks' findings on a finished edit (None before they ran)."""
+
+    kind: VerdictKind
+    exit_code: int
+    message: str
+    stop_reason: str
+    reason: str = ""
+    changed: bool = False
+    damage: EditDamage | None = None
+    syntax: SyntaxVerdict | None = None
+
+    @property
+    def refused(self) -> bool:
+        return self.kind != "write"
+
+    def as_preview(self, always: bool = False) -> bool:
+        """Is the edit shown for review instead of applied: a change the checks refused, or with
+        ``always`` (an editor's preview setting) every change?"""
+        return self.changed and (self.kind in ("destructive", "syntax") or (always and self.kind == "write"))
+
+
+def destructive(region_input: str, region_output: str, instruction: str) -> tuple[str | None, EditDamage]:
+    """(what a destructive edit would do, or None; the damage) for a region's text before and after."""
+    damage = assess_edit(region_input, region_output)
+    return destructive_reason(damage, instruction), damage
+
+
+def judge(result: EditResult, instruction: str, max_new_tokens: int, language: str = "") -> Verdict:
+    """The verdict on ``result``. ``language`` (``language_for``): checks the syntax of the whole
+    document before and after (none when empty or unsupported)."""
+    stop = result.stop_reason
+    if stop == "cancelled":
+        return Verdict("cancelled", EXIT_CANCELLED, "the edit was cancelled", stop)
+    if stop == "max_tokens":
+        return Verdict("unfinished", EXIT_UNFINISHED,
+                       f"the edit did not finish: the model used all {max_new_tokens} new tokens "
+                       "(raise --max-new-tokens or edit fewer --lines)", stop)
+    if stop == "loop":
         why = next((w for w in result.warnings if "loop" in w), "the output became a degenerate loop")
-        return EXIT_UNFINISHED, f"the edit did not finish: {why}", None
-    damage = assess_edit(result.region_input, result.region_output)
-    reason = destructive_reason(damage, instruction)
+        return Verdict("unfinished", EXIT_UNFINISHED, f"the edit did not finish: {why}", stop, reason=why)
+    reason, damage = destructive(result.region_input, result.region_output, instruction)
+    syntax = check_edit(result.input_text, result.output_text, language)
+    found = {"damage": damage, "syntax": syntax, "changed": result.changed}
     if reason:
-        return EXIT_DESTRUCTIVE, f"refusing a destructive edit: it {reason}", damage
-    broken = check_edit(result.input_text, result.output_text, language).reason()
+        return Verdict("destructive", EXIT_DESTRUCTIVE, f"refusing a destructive edit: it {reason}", stop,
+                       reason=reason, **found)
+    broken = syntax.reason()
     if broken:
-        return EXIT_SYNTAX, f"refusing an edit that breaks the syntax: it {broken}", damage
-    return 0, "", damage
+        return Verdict("syntax", EXIT_SYNTAX, f"refusing an edit that breaks the syntax: it {broken}", stop,
+                       reason=broken, **found)
+    return Verdict("write", 0, "", stop, **found)
 
 
 def json_summary(result: EditResult, compared: dict[str, EditResult], damage: EditDamage | None, message: str,

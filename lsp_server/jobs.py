@@ -17,11 +17,11 @@ document) restores the region's original text with one final edit when the docum
 as the job left it; so does a stop at the token limit or at a degenerate loop (the engine's
 guard), with the reason in the message.
 
-Review before applying: an edit that would delete or rewrite most of its region for a fix
-(:func:`engine.checks.guards.destructive_reason`, assessed on the final result), an edit that breaks the
-syntax (the whole document parsed before and does not after: :mod:`engine.checks.syntax`, Python and
-JavaScript; the message names the parser's error), and every edit under ``applyMode = "preview"``,
-is never applied silently. Streaming holds back (the region is put
+Review before applying: the final result gets the verdict every front door gives
+(:func:`engine.verdict.judge`, the CLI's exit codes and the HTTP endpoint's ``refused``): an edit
+that would delete or rewrite most of its region for a fix, an edit that breaks the syntax (the
+whole document parsed before and does not after: :mod:`engine.checks.syntax`; the message names
+the parser's error), and every edit under ``applyMode = "preview"``, is never applied silently. Streaming holds back (the region is put
 back) as soon as the live text looks destructive; at the end the region shows its original text
 and the edit goes out as a preview: to a client with ``changeAnnotationSupport`` a
 ``WorkspaceEdit`` whose edit is annotated ``needsConfirmation`` (the server waits for the
@@ -37,14 +37,13 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Literal
 
 from lsprotocol import types
 
 from engine.api import EditError, EditRequest
-from engine.checks.guards import assess_edit, destructive_reason
-from engine.checks.syntax import check_edit
 from engine.decoding.events import EditFinished, EditResult, EditStarted, OpResolved
+from engine.verdict import destructive, judge
 from lsp_server.documents import Document, DocumentStore
 from lsp_server.edits import LiveRegion, preview_workspace_edit, text_edit, unified_diff, workspace_edit
 from lsp_server.positions import Encoding
@@ -58,6 +57,14 @@ SETTLE_S = 0.4            # quiet time after which a non-matching document count
 APPLY_TIMEOUT_S = 60.0    # an applyEdit the client never answers
 REVIEW_TIMEOUT_S = 3600.0  # a preview the user leaves open (the edit slot is free meanwhile)
 COMMAND_APPLY_PENDING = "copyAsDecode.server.applyPending"
+
+StopReason = Literal["conflict", "rejected", "closed"]
+# What a job ended as (the command's answer): applied (``done``), nothing to apply (``unchanged``),
+# stopped (``cancelled``, ``superseded``, a StopReason), failed (``error``), refused as unfinished
+# (``max_tokens``, ``loop``), or left to the user (``preview``, then ``done`` or ``declined``;
+# ``pending`` for applyPending).
+JobStatus = Literal["done", "unchanged", "cancelled", "superseded", "conflict", "rejected", "closed", "error",
+                    "max_tokens", "loop", "preview", "pending", "declined"]
 
 
 @dataclass(frozen=True)
@@ -77,8 +84,7 @@ class Outcome:
     applyPending) and ``review`` (awaited by the server once the edit slot is free: sends the
     preview and waits for the user's answer) never go out as JSON."""
 
-    status: str            # done | unchanged | cancelled | superseded | conflict | rejected | error
-    #                        | max_tokens | loop | pending | declined
+    status: JobStatus
     message: str
     edits_applied: int = 0
     first_edit_s: float | None = None
@@ -116,7 +122,7 @@ def summary_text(result: EditResult) -> str:
 class StreamStopped(Exception):
     """The document is no longer the job's to edit (``reason``: conflict | rejected | closed)."""
 
-    def __init__(self, reason: str, message: str):
+    def __init__(self, reason: StopReason, message: str):
         super().__init__(message)
         self.reason = reason
         self.message = message
@@ -376,7 +382,7 @@ class EditJob:
         elapsed = lambda: round(time.monotonic() - self.ctx.started_at, 3)  # noqa: E731
         summary = result.summary() if result is not None else None
 
-        def outcome(status: str, message: str) -> Outcome:
+        def outcome(status: JobStatus, message: str) -> Outcome:
             self._progress_end(message)
             return Outcome(status, message, self.edits_applied, self.first_edit_s, elapsed(), summary)
 
@@ -391,30 +397,29 @@ class EditJob:
             await self._restore(live, stream)
             detail = f"{type(failure).__name__}: {failure}" if failure is not None else "no result"
             return outcome("error", f"AI edit failed: {detail}")
-        if result.stop_reason == "cancelled" or self.stop_event.is_set():
+        verdict = judge(result, self.instruction, self.settings.max_new_tokens, self.language)
+        if verdict.kind == "cancelled" or self.stop_event.is_set():
             restored = await self._restore(live, stream)
             what = "replaced by a newer request for this document" if self.stop_reason == "superseded" else "cancelled"
             note = "; the original text was restored" if restored else ""
             return outcome("superseded" if self.stop_reason == "superseded" else "cancelled",
                            f"AI edit {what}{note}")
-        if result.stop_reason in ("max_tokens", "loop"):
+        if verdict.kind == "unfinished":
             restored = await self._restore(live, stream)
             note = "the document was left unchanged" if restored or live.shown == live.input else \
                 "the partial edit was left in place (undo reverts it)"
-            if result.stop_reason == "loop":
-                why = next((w for w in result.warnings if "loop" in w), "the output became a degenerate loop")
-                return outcome("loop", f"AI edit stopped: {why}; {note}. Try another instruction, mode or "
+            if verdict.stop_reason == "loop":
+                return outcome("loop", f"AI edit stopped: {verdict.reason}; {note}. Try another instruction, mode or "
                                        "a smaller region")
             return outcome("max_tokens",
                            f"AI edit stopped: the model used all {self.settings.max_new_tokens} new tokens "
                            f"(copyAsDecode.maxNewTokens) before finishing; {note}. Raise maxNewTokens or "
                            "select a smaller region")
-        damage = assess_edit(result.region_input, result.region_output)
-        syntax = check_edit(result.input_text, result.output_text, self.language)
-        reason = destructive_reason(damage, self.instruction) or syntax.reason()
-        if (reason or self.settings.apply_mode == "preview") and result.changed:
-            out = await self._to_review(live, result, reason or "applyMode is preview", stream)
-            out.damage, out.syntax = damage.json(), syntax.json()
+        assert verdict.damage is not None and verdict.syntax is not None
+        syntax = verdict.syntax
+        if verdict.as_preview(always=self.settings.apply_mode == "preview"):
+            out = await self._to_review(live, result, verdict.reason or "applyMode is preview", stream)
+            out.damage, out.syntax = verdict.damage.json(), syntax.json()
             self._progress_end(out.message)
             out.total_s, out.summary = elapsed(), summary
             return out
@@ -432,7 +437,7 @@ class EditJob:
         return done
 
     def _destructive(self, region_input: str, region_text: str) -> bool:
-        return destructive_reason(assess_edit(region_input, region_text), self.instruction) is not None
+        return destructive(region_input, region_text, self.instruction)[0] is not None
 
     async def _to_review(self, live: LiveRegion, result: EditResult, reason: str, stream: bool) -> Outcome:
         """Put the region back and hand the edit to the user: an annotated preview (the returned

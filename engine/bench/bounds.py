@@ -11,8 +11,8 @@ s(1) = 1 by definition and s held flat beyond the largest measured N.
   model must choose (gen text and program structure: op openers, digits, closers) is one decode
   step, every forced literal one forward of its tokens, every splice one forward of the copied
   tokens: ``T / (chosen + sum_r n_r / s(n_r) + sum_k N_k / s(N_k))``. The counts come from
-  :func:`program_structure`, a model-free walk of the oracle program through the same grammar,
-  range constraint and teacher the engine's ``forced`` mode uses.
+  :func:`program_structure`, a model-free walk of the oracle program: the engine's own
+  ``forced``-mode decoder, undrafted, on a counting cache, its walk logging each token by kind.
 * fused: the engine appends a chosen token, the literals it forces and a splice in ONE forward,
   so it does fewer forwards than the structure-aware model charges; ``T / sum_f n_f / s(n_f)``
   over the engine's measured forward sizes (undrafted ``program`` arm) predicts its time from the
@@ -25,7 +25,7 @@ s(1) = 1 by definition and s held flat beyond the largest measured N.
   ``1 + drafted tokens + their literals + their splices`` tokens, costed ``n / s(n)``:
   ``T / sum_f n_f / s(n_f)`` over the forwards of :func:`drafted_walk`, which runs the engine's
   own :class:`engine.decoding.program_decoder.ProgramDecoder` under the teacher (a drafted token stands
-  while it equals the teacher's) with its cache replaced by a counter, so no model runs and the
+  while it equals the teacher's) on a counting cache instead of a model's, so no model runs and the
   walk cannot drift from the decoder. The benchmark checks its forward sizes against the
   ``program-drafted`` arm's measured ones on every case (``drafted_walk_matches_engine``).
   Against the structure-aware bound it saves a step per accepted draft token; against the
@@ -155,76 +155,37 @@ class ProgramStructure:
 
 def program_structure(loaded: Any, tables: Any, region: str, program: Any) -> ProgramStructure:
     """Walk ``program`` through the grammar exactly as ``forced`` mode does, without the model:
-    at each point either the grammar fixes a literal (jump-forward string, cut at a copy close,
-    as the decoder cuts it) or the teacher picks the next token. Mirrors
-    :func:`engine.decoding.program_decoder.decode_program`; the benchmark checks the counts against the
-    engine's own token counts for every case."""
-    from engine.core.lines import split_lines
-    from engine.core.tokens import encode
-    from engine.decoding.program_decoder import ProgramTeacher
-    from engine.decoding.program_writer import accept_forced_literal
-    from engine.decoding.tables import unpack_allowed
-    from engine.language.grammar import RangeConstraint
-    from engine.language.program import CopyLines, CopyTokens
-    from engine.language.scanner import ProgramScanner
+    the engine's own decoder under the teacher, undrafted, with a counting cache (see
+    :func:`_forced_walk`), its walk logging what it wrote by kind. The benchmark checks the counts
+    against the engine's own token counts for every case."""
+    ledger: list[tuple[str, int]] = []
+    decoder = _forced_walk(loaded, tables, region, program, draft=False, ledger=ledger)
+    return structure_of(ledger, decoder.matcher.is_terminated(), decoder.ranges.must_end)
 
-    tokenizer = loaded.tokenizer
-    lines = split_lines(region)
-    line_ids = [encode(tokenizer, line) for line in lines]
-    token_copies = any(isinstance(op, CopyTokens) for op in program.ops)
-    n_tokens = len(encode(tokenizer, region)) if token_copies else 0
-    matcher = tables.grammar.matcher(len(lines), n_tokens)
-    bitmask = tables.grammar.new_bitmask()
-    ranges = RangeConstraint(tables.vocab_texts, len(lines), n_tokens, monotonic=False)
-    teacher = ProgramTeacher(program, tables)
-    scanner = ProgramScanner()
+
+def structure_of(ledger: Sequence[tuple[str, int]], terminated: bool, must_end: bool) -> ProgramStructure:
+    """A :class:`ProgramStructure` from a walk's ledger (engine.decoding.program_walker.ProgramWalker):
+    literals forced before the first choice ride with the prefill; once the program ended, what
+    the last choice forced and (when the program had to end there) the copy it closed are written
+    but never forwarded."""
     out = ProgramStructure()
-    crossing = set(tables.copy_crossing_ids.tolist())
-
-    def feed(text: str) -> None:
-        for op in scanner.feed(text):
-            ranges.op_finished(op)
-            if isinstance(op, CopyLines):
-                out.splices.append(sum(len(ids) for ids in line_ids[op.start - 1:op.end]))
-            elif isinstance(op, CopyTokens):
-                out.splices.append(op.end - op.start + 1)
-
-    def take_forced(before_prefill: bool) -> None:
-        while True:
-            literal = accept_forced_literal(matcher, scanner, ranges.must_end)
-            if not literal:
-                return
-            teacher.advance(literal.encode("utf-8"))
-            n = len(encode(tokenizer, literal))
-            if before_prefill:
-                out.prefix_literal_tokens += n
-            else:
-                out.literal_runs.append(n)
-            feed(literal)
-
-    take_forced(before_prefill=True)
-    while not matcher.is_terminated():
-        matcher.fill_next_token_bitmask(bitmask)
-        banned: set[int] = set()
-        in_gen = scanner.in_gen
-        if not in_gen:
-            banned |= crossing
-            if scanner.tag in ("", "<") or scanner.tag.startswith("<copy "):
-                banned.update(ranges.banned(scanner.tag, unpack_allowed(bitmask, loaded.vocab_size)))
-        token = teacher.choose(bitmask, banned)
-        if not matcher.accept_token(token):
-            raise RuntimeError(f"grammar refused token {token}")
-        teacher.advance(tables.vocab_bytes[token])
-        out.chosen += 1
-        out.gen_chosen += int(in_gen)
-        feed(tables.vocab_texts[token])
-        runs_before = len(out.literal_runs)
-        take_forced(before_prefill=False)
-        if matcher.is_terminated():  # the decoder stops here: what it forced last is never forwarded
-            out.trailing_literal_tokens = sum(out.literal_runs[runs_before:])
-            del out.literal_runs[runs_before:]
-            if ranges.must_end:  # nor the copy that ended the program
-                out.trailing_splice = out.splices.pop()
+    runs_before = None  # literal runs before the last choice
+    for kind, n in ledger:
+        if kind == "chosen":
+            out.chosen += 1
+            out.gen_chosen += n
+            runs_before = len(out.literal_runs)
+        elif kind == "forced" and runs_before is None:
+            out.prefix_literal_tokens += n
+        elif kind == "forced":
+            out.literal_runs.append(n)
+        else:
+            out.splices.append(n)
+    if terminated and runs_before is not None:
+        out.trailing_literal_tokens = sum(out.literal_runs[runs_before:])
+        del out.literal_runs[runs_before:]
+        if must_end:
+            out.trailing_splice = out.splices.pop()
     return out
 
 
@@ -264,28 +225,37 @@ def drafted_walk(loaded: Any, tables: Any, region: str, program: Any, draft: boo
     """Run the engine's program decoder in ``forced`` mode on ``program`` with a counting cache
     (see :class:`_CountingSession`): the exact forward sizes drafted (or, with ``draft=False``,
     undrafted) decoding makes, without the model."""
+    out = DraftedWalk()
+    session = _CountingSession()
+    _forced_walk(loaded, tables, region, program, draft=draft, session=session, drafts=out)
+    out.forward_sizes = session.sizes[1:]  # the first forward is the prefill (prompt + leading literals)
+    return out
+
+
+def _forced_walk(loaded: Any, tables: Any, region: str, program: Any, draft: bool,
+                 session: _CountingSession | None = None, ledger: list[tuple[str, int]] | None = None,
+                 drafts: DraftedWalk | None = None) -> Any:
+    """The engine's :class:`engine.decoding.program_decoder.ProgramDecoder` run to its end on
+    ``program`` under the teacher, on ``session`` (a counting one by default): no model runs.
+    ``drafts`` counts what each verify forward carried."""
     from engine.decoding.program_decoder import ProgramDecoder
     from engine.language.program import CopyTokens
 
-    out = DraftedWalk()
-
     class Walk(ProgramDecoder):
         def verify(self, marks: list) -> Any:  # count what was drafted, then the engine's own verify
-            out.drafted += len(marks)
-            out.drafted_structure += sum(not m.in_gen for m in marks)
-            out.verify_forwards += 1
+            if drafts is not None:
+                drafts.drafted += len(marks)
+                drafts.drafted_structure += sum(not m.in_gen for m in marks)
+                drafts.verify_forwards += 1
             return super().verify(marks)
 
     token_copies = any(isinstance(op, CopyTokens) for op in program.ops)
     decoder = Walk(loaded, tables, region, [0], 1 << 16, lambda: False, token_copies=token_copies,
-                   teacher_program=program, monotonic=False, draft=draft)
-    session = _CountingSession()
-    decoder.session.close()
-    decoder.session = session
+                   teacher_program=program, monotonic=False, draft=draft,
+                   session=session if session is not None else _CountingSession(), ledger=ledger)
     for _ in decoder.run():
         pass
-    out.forward_sizes = session.sizes[1:]  # the first forward is the prefill (prompt + leading literals)
-    return out
+    return decoder
 
 
 def drafted_cost(walk: DraftedWalk, curve: KernelCurve) -> float:

@@ -33,7 +33,7 @@ from engine.settings import (
     load_workspace_settings,
     with_flags,
 )
-from engine.verdict import EXIT_BAD_REQUEST, EXIT_CANCELLED, check_focus, json_summary, refusal
+from engine.verdict import EXIT_BAD_REQUEST, EXIT_CANCELLED, check_focus, judge, json_summary
 
 # The settings that choose and load the model, as flags of every command that loads one.
 ENGINE_FLAGS = ("model", "device", "dtype", "selector", "backend", "threads", "context_size", "batch_size",
@@ -194,14 +194,15 @@ def run(args: argparse.Namespace) -> int:
     except (EditError, ModelLoadError, ResolveError) as exc:
         err.print(f"[bold red]error:[/bold red] {exc}")
         return EXIT_BAD_REQUEST
-    status, message, damage = refusal(result, request.instruction, request.max_new_tokens, request.language)
+    verdict = judge(result, request.instruction, request.max_new_tokens, request.language)
+    status, message = verdict.exit_code, verdict.message
     targets = [path for path, wanted in ((args.output, bool(args.output)), (args.file, args.in_place)) if wanted]
     write = status == 0 or (args.force and status != EXIT_CANCELLED)
     if write:
         for path in targets:
             write_atomic(path, result.output_text)
     if args.json:
-        print(json.dumps(json_summary(result, compared, damage, message, targets if write else [],
+        print(json.dumps(json_summary(result, compared, verdict.damage, message, targets if write else [],
                                       request.language), indent=2))
     else:
         _report(out, args.file, result, compared)

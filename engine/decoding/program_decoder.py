@@ -26,54 +26,22 @@ Forced literals are tokenized on their own.
 from __future__ import annotations
 
 import time
-from bisect import bisect_right
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, NamedTuple, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
-from engine.core.lines import line_offsets, split_lines
-from engine.core.tokens import encode, token_pieces
+from engine.core.lines import split_lines
 from engine.decoding.drafter import DraftText, ProgramDrafter, ProgramState
 from engine.decoding.events import OpResolved
 from engine.decoding.noop_gen import NoOpGenGuard
 from engine.decoding.outcome import DecodeOutcome
-from engine.decoding.program_writer import ProgramWriter, WrittenState, accept_forced_literal
-from engine.decoding.tables import ModelTables, bit_is_set, unpack_allowed
-from engine.language.grammar import RangeConstraint
-from engine.language.program import CopyLines, CopyTokens, Gen, Op, Program
+from engine.decoding.program_walker import ProgramWalker, RollbackPoint, longest_allowed_token
+from engine.decoding.tables import ModelTables, bit_is_set
+from engine.language.program import Gen, Program
 from engine.language.resolve import check_ending, resolve
 from engine.runtime.models import LoadedModel
-
-
-class ProgramTeacher:
-    """Replaces the model's choice by the next token of a given program (``forced`` mode): the
-    longest grammar-allowed token whose bytes continue the program text."""
-
-    def __init__(self, program: Program, tables: ModelTables):
-        self.target = program.serialize().encode("utf-8")
-        self.pos = 0
-        self.tables = tables
-
-    def advance(self, written: bytes) -> None:
-        if self.target[self.pos:self.pos + len(written)] != written:
-            raise RuntimeError(f"forced program diverged at byte {self.pos}: wrote {written!r}")
-        self.pos += len(written)
-
-    def choose(self, bitmask, banned: set[int]) -> int:
-        tok = longest_allowed_token(self.tables, self.target[self.pos:], bitmask, banned)
-        if tok is None:
-            raise RuntimeError(f"forced program: no allowed token continues {self.target[self.pos:self.pos + 20]!r}")
-        return tok
-
-
-def longest_allowed_token(tables: ModelTables, rest: bytes, bitmask, banned: set[int]) -> int | None:
-    """The longest token the mask allows whose bytes start ``rest`` (how a text is drafted or forced)."""
-    for length in range(min(len(rest), tables.max_token_bytes), 0, -1):
-        tok = tables.bytes_to_id.get(rest[:length])
-        if tok is not None and tok not in banned and bit_is_set(bitmask, tok):
-            return tok
-    return None
+from engine.runtime.session import Session
 
 
 @dataclass
@@ -110,17 +78,6 @@ def decode_program(loaded: LoadedModel, tables: ModelTables, region: str, prompt
     return decoder.run()
 
 
-class RollbackPoint(NamedTuple):
-    """What :meth:`ProgramDecoder.rollback` restores: the decoder just before a token, as if
-    nothing after it had happened (the cache is cropped to the mark's ``kv_length`` besides)."""
-
-    grammar_steps: int  # tokens and forced strings the grammar matcher had accepted
-    written: WrittenState  # the program text, ops, events, counts and lookahead
-    ranges: tuple[int, bool, bool, bool]  # the range rule's state (RangeConstraint.snapshot)
-    teacher_pos: int | None  # byte offset in the teacher's program (forced mode), else None
-    gen_tokens: int  # tokens written in the current gen body so far
-
-
 @dataclass
 class _Mark:
     """Decoder state just before a drafted token: what verification checks, and where to roll back
@@ -136,60 +93,46 @@ class _Mark:
     track: "tuple | None" = None  # (gen, rest, line start) while a gen body spells the input (engine.decoding.noop_gen)
 
 
-class ProgramDecoder:
+class ProgramDecoder(ProgramWalker):
     """One program-mode decode (per-request state; the model and tables are shared).
 
     The steps a reader looks for: :meth:`mask` (what the grammar and the range rule allow now),
     :meth:`choose` (greedy or sampled under the mask), :meth:`take_choice` (accept the token and
     write it), :meth:`take_forced` (the literals the grammar fixes), :meth:`splice` (a finished copy
     appends its input tokens), :meth:`feed` (the one forward of a step), :meth:`draft`,
-    :meth:`verify` and :meth:`rollback`."""
+    :meth:`verify` and :meth:`rollback`. The walk itself (taking, forcing, splicing, feeding,
+    taking back) is the :class:`engine.decoding.program_walker.ProgramWalker` every program
+    decoder shares; this class adds the model's choice, drafting and no-op gens."""
 
     def __init__(self, loaded: LoadedModel, tables: ModelTables, region: str, prompt_ids: Sequence[int],
                  max_new_tokens: int, cancelled: Callable[[], bool], *, token_copies: bool = False,
                  teacher_program: Program | None = None, temperature: float = 0.0, seed: int = 0,
                  monotonic: bool = True, logit_bias: dict[int, float] | None = None, draft: bool = True,
                  recorder: FeedRecorder | None = None, focus_line: int | None = None,
-                 prompt_marks: Sequence[int] = ()):
-        self.started = time.perf_counter()
-        self.loaded, self.tables, self.tokenizer = loaded, tables, loaded.tokenizer
+                 prompt_marks: Sequence[int] = (), session: Session | None = None,
+                 ledger: list[tuple[str, int]] | None = None):
+        """``session``: where the forwards go (default: a fresh session of ``loaded``; the model-free
+        walks of engine.bench.bounds pass one that only counts); ``ledger``: see ProgramWalker."""
+        started = time.perf_counter()
+        self.loaded = loaded
+        if session is None:
+            session = loaded.session()
+            session.cancelled = cancelled  # the prompt's prefill stops between chunks (Cancelled)
+        super().__init__(loaded.tokenizer, tables, region, max_new_tokens, session, vocab_size=loaded.vocab_size,
+                         token_copies=token_copies, teacher_program=teacher_program, monotonic=monotonic,
+                         recorder=recorder, ledger=ledger, started=started)
         self.prompt_ids, self.prompt_marks = list(prompt_ids), list(prompt_marks)
-        self.max_new_tokens, self.cancelled = max_new_tokens, cancelled
+        self.cancelled = cancelled
         self.temperature = temperature
-        self.lines = split_lines(region)
-        self.line_ids = [encode(self.tokenizer, line) for line in self.lines]
-        self.input_ids = encode(self.tokenizer, region) if token_copies else []
-        self.pieces = token_pieces(self.tokenizer, self.input_ids) if token_copies else None
-        if self.pieces is not None and "".join(self.pieces) != region:
-            self.input_ids, self.pieces = [], None  # tokenizer does not round-trip this text
-        self.piece_ends = _cumulative(self.pieces) if self.pieces else []
-        self.offsets = line_offsets(region)
-
-        t0 = time.perf_counter()
-        self.matcher = tables.grammar.matcher(len(self.lines), len(self.input_ids))
-        self.bitmask = tables.grammar.new_bitmask()
-        self.grammar_s = time.perf_counter() - t0
         self.draft_s = 0.0
-        self.ranges = RangeConstraint(tables.vocab_texts, len(self.lines), len(self.input_ids), monotonic=monotonic)
-        self.teacher = ProgramTeacher(teacher_program, tables) if teacher_program is not None else None
         self.generator = torch.Generator().manual_seed(seed)
         self.bias = None
         if logit_bias:
             self.bias = torch.zeros(loaded.vocab_size)
             for tok, value in logit_bias.items():
                 self.bias[int(tok)] = float(value)
-        self.crossing = set(tables.copy_crossing_ids.tolist())
         # Drafting is lossless for greedy choices only.
         self.drafter = ProgramDrafter(self.line_ids, cost=loaded.runtime.cost) if draft and temperature <= 0 else None
-        self.recorder = recorder
-
-        self.session = loaded.session()
-        self.session.cancelled = cancelled  # the prompt's prefill stops between chunks (Cancelled)
-        self.writer = ProgramWriter(self.tokenizer, region, self.lines, max_new_tokens, self.started, self.pieces)
-        self.steps = 0  # grammar steps accepted (tokens and forced strings), for rollback
-        self.gen_ids: list[int] = []  # tokens written inside the current gen body
-        self.pending: list[int] = []  # tokens for the next forward
-        self.pending_chosen: list[bool] = []
         self.drafted = self.draft_accepted = 0
         # A gen that only writes the focus line back is a no-op (engine.decoding.noop_gen); greedy decoding
         # deviates from it. A teacher's program is given, and sampling draws its own way.
@@ -285,20 +228,6 @@ class ProgramDecoder:
 
     # -- one step -------------------------------------------------------------------------------
 
-    def mask(self) -> set[int]:
-        """Fill the grammar's bitmask for the next token; return the ids the range rule bans on top
-        (and, under a teacher, the tokens that would straddle a splice point)."""
-        self.matcher.fill_next_token_bitmask(self.bitmask)
-        self.bitmask &= self.tables.content_bitmask  # no special token inside a program
-        banned: set[int] = set()
-        if not self.writer.scanner.in_gen:
-            if self.teacher is not None:  # (the free path masks crossing tokens on the logits directly)
-                banned.update(self.crossing)
-            tag = self.writer.scanner.tag
-            if tag in ("", "<") or tag.startswith("<copy "):
-                banned.update(self.ranges.banned(tag, unpack_allowed(self.bitmask, self.loaded.vocab_size)))
-        return banned
-
     def choose(self, logits: torch.Tensor, banned: set[int], bitmask: Any = None, in_gen: bool | None = None) -> int:
         """The model's (or the teacher's) choice under the mask filled last (or the one given)."""
         bitmask = self.bitmask if bitmask is None else bitmask
@@ -361,97 +290,6 @@ class ProgramDecoder:
         self.noop_gap_max = max(self.noop_gap_max, deviation.gap)
         self.take_choice(deviation.token)
 
-    def take_choice(self, token: int) -> None:
-        """Accept a chosen token under the grammar, write it, and take what the grammar forces next."""
-        self.writer.lookahead = None
-        if self.teacher is None:  # (a teacher's program is given: no line of it is a forgotten </gen>)
-            self.writer.watch_line_start(self.tables.vocab_texts[token], self.position)
-        if not self.matcher.accept_token(token):
-            raise RuntimeError(f"grammar refused token {token} ({self.tables.vocab_texts[token]!r})")
-        self.steps += 1
-        if self.teacher is not None:
-            self.teacher.advance(self.tables.vocab_bytes[token])
-        self.writer.generated += 1
-        self.write([token], chosen=True)
-        self.take_forced()
-
-    def take_forced(self) -> None:
-        """Append every literal the grammar fixes now, stopping at a copy close (splice point)."""
-        while True:
-            t = time.perf_counter()
-            literal = accept_forced_literal(self.matcher, self.writer.scanner, self.ranges.must_end)
-            if literal:
-                self.steps += 1
-            self.grammar_s += time.perf_counter() - t
-            if not literal:
-                return
-            if self.teacher is not None:
-                self.teacher.advance(literal.encode("utf-8"))
-            ids = encode(self.tokenizer, literal)
-            self.writer.forced += len(ids)
-            self.write(ids, chosen=False)
-
-    def write(self, ids: list[int], chosen: bool) -> None:
-        """Feed tokens the program wrote (chosen or forced) through the detokenizer and scanner."""
-        was_in_gen = self.writer.scanner.in_gen
-        self.pending.extend(ids)
-        self.pending_chosen.extend([chosen] * len(ids))
-        finished = self.writer.push(ids)
-        if self.writer.scanner.in_gen and not was_in_gen:
-            self.gen_ids = []
-        elif was_in_gen:
-            self.gen_ids.extend(ids)
-        self.splice(finished)
-
-    def splice(self, finished: list[Op]) -> None:
-        """Resolve finished ops; a line/token copy appends its input tokens to the next forward."""
-        for op in finished:
-            text = self.writer.text_of(op)
-            if isinstance(op, CopyLines):
-                span = [t for ids in self.line_ids[op.start - 1:op.end] for t in ids]
-                self.writer.consumed = max(self.writer.consumed, op.end)
-            elif isinstance(op, CopyTokens):
-                span = self.input_ids[op.start - 1:op.end]
-                end_char = self.piece_ends[op.end - 1]
-                self.writer.consumed = max(self.writer.consumed, bisect_right(self.offsets, end_char) - 1)
-            else:
-                span = []
-            self.ranges.op_finished(op)
-            self.pending.extend(span)
-            self.pending_chosen.extend([False] * len(span))
-            self.writer.copied += len(span)
-            self.writer.record(op, text)
-
-    def close_gen_instead(self) -> None:
-        """The gen-body line the model began with ``<`` turned out to be an op: roll the ``<`` back
-        (grammar, cache, text) and close the gen first."""
-        la = self.writer.lookahead
-        assert la is not None
-        self.crop(la.position)
-        self.pending, self.pending_chosen = [], []
-        ids = self.writer.close_gen(self.matcher)  # one grammar step back, one on: self.steps stays
-        self.write(ids, chosen=False)
-        self.take_forced()
-
-    @property
-    def position(self) -> int:
-        """Cache position the next written token will take."""
-        return self.session.length + len(self.pending)
-
-    def feed(self, kind: str, rows: Sequence[int] | None = None, marks: Sequence[int] = ()) -> torch.Tensor:
-        """The step's one forward over everything pending; logits of its last position (or of ``rows``)."""
-        ids, chosen = self.pending, self.pending_chosen
-        self.pending, self.pending_chosen = [], []
-        logits = self.session.append(ids, kind, rows=rows, marks=marks)
-        if self.recorder is not None:
-            self.recorder.fed(ids, chosen)
-        return logits
-
-    def crop(self, length: int) -> None:
-        self.session.crop(length)
-        if self.recorder is not None:
-            self.recorder.cropped(length)
-
     # -- drafting -------------------------------------------------------------------------------
 
     def program_state(self) -> ProgramState:
@@ -461,22 +299,9 @@ class ProgramDecoder:
                             last_op="" if last is None else ("gen" if isinstance(last, Gen) else "copy"),
                             tag=scanner.tag, in_gen=scanner.in_gen, gen_text=scanner.body, gen_ids=tuple(self.gen_ids))
 
-    def save(self) -> RollbackPoint:
-        return RollbackPoint(grammar_steps=self.steps, written=self.writer.snapshot(), ranges=self.ranges.snapshot(),
-                             teacher_pos=None if self.teacher is None else self.teacher.pos,
-                             gen_tokens=len(self.gen_ids))
-
     def rollback(self, mark: _Mark) -> None:
         """Return to the state just before ``mark``'s token: nothing after it happened."""
-        point = mark.state
-        self.matcher.rollback(self.steps - point.grammar_steps)
-        self.steps = point.grammar_steps
-        self.writer.restore(point.written)
-        del self.gen_ids[point.gen_tokens:]
-        self.ranges.restore(point.ranges)
-        if self.teacher is not None:
-            self.teacher.pos = point.teacher_pos
-        self.crop(mark.kv_length)
+        self.restore(mark.state, mark.kv_length)
 
     def draft(self) -> list[_Mark]:
         """Walk the drafter's proposal as if the model chose it, stopping where the grammar, the
@@ -571,14 +396,6 @@ class ProgramDecoder:
         self.drafter.feedback(len(marks), len(marks))
         self.draft_s += time.perf_counter() - t
         return out[-1], None
-
-
-def _cumulative(pieces: Sequence[str]) -> list[int]:
-    ends, total = [], 0
-    for piece in pieces:
-        total += len(piece)
-        ends.append(total)
-    return ends
 
 
 def masked_scores(logits: torch.Tensor, bitmask, tables: ModelTables, in_gen: bool, banned: set[int]) -> torch.Tensor:

@@ -22,20 +22,20 @@ it, and plain decoding otherwise; the output is the same either way.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 from typing import Callable, Iterator, Sequence
 
 from engine.checks.guards import LoopGuard
-from engine.core.lines import split_lines
-from engine.core.tokens import IncrementalDetokenizer, encode
+from engine.core.tokens import IncrementalDetokenizer
 from engine.decoding.events import OpResolved, TokenCounts
 from engine.decoding.outcome import DecodeOutcome
-from engine.decoding.program_writer import ProgramWriter, accept_forced_literal
+from engine.decoding.program_walker import GrammarRefused, ProgramWalker, RuleBroken
 from engine.decoding.prompt import TEXT_FENCE_CLOSE
 from engine.decoding.tables import ModelTables
 from engine.decoding.text_decoder import LineReporter, final_text
-from engine.language.grammar import RangeConstraint, body_rule_after, gen_body_ebnf, int_between_ebnf
+from engine.language.grammar import body_rule_after, gen_body_ebnf, int_between_ebnf
 from engine.language.program import GEN_CLOSE, CopyLines, Program, merge_adjacent
 from engine.runtime.backends.http_client import RemoteError
 from engine.runtime.models import LoadedModel
@@ -126,35 +126,57 @@ def reject_special(runtime, tables: ModelTables, tok: int) -> None:
                           f"({tables.vocab_texts[tok]!r}) inside the edit's output; nothing was written")
 
 
+class SentTranscript:
+    """The tokens a server is sent with each request (the :class:`ProgramWalker`'s session here):
+    the prompt, then everything the walk wrote and spliced. Appending runs nothing; the server's
+    prefix cache makes the next request's prefill cover only what is new."""
+
+    def __init__(self, prompt_ids: Sequence[int]):
+        self.tokens = list(prompt_ids)
+
+    @property
+    def length(self) -> int:
+        return len(self.tokens)
+
+    def append(self, ids: Sequence[int], kind: str, rows: Sequence[int] | None = None,
+               marks: Sequence[int] = ()) -> None:
+        self.tokens.extend(ids)
+
+    def crop(self, length: int) -> None:
+        del self.tokens[length:]
+
+    def close(self) -> None:
+        pass
+
+
 class RemoteProgramDecoder:
     """Program mode against a token-returning server; yields OpResolved events, then one
-    :class:`DecodeOutcome`. Same prompt, same splice tokenization and same forced literals as the
-    in-process decoder, so under greedy decoding it writes the same program up to the numerics of
-    the two backends and the tokenization the server's model picks for literals inside a segment."""
+    :class:`DecodeOutcome`. The server's tokens go through the same walk as the in-process
+    decoder's choices (:class:`engine.decoding.program_walker.ProgramWalker`: same grammar, same
+    splice tokenization, same forced literals, and every op checked against the range rule since
+    the server is not masked here), so under greedy decoding it writes the same program up to the
+    numerics of the two backends and the tokenization the server's model picks for literals
+    inside a segment."""
 
     def __init__(self, loaded: LoadedModel, tables: ModelTables, region: str, prompt_ids: Sequence[int],
                  max_new_tokens: int, cancelled: Callable[[], bool], monotonic: bool = True,
                  sampling: dict | None = None):
-        self.started = time.perf_counter()
-        self.runtime, self.tables, self.tokenizer = loaded.runtime, tables, loaded.tokenizer
-        self.lines = split_lines(region)
-        self.line_ids = [encode(self.tokenizer, line) for line in self.lines]
-        self.fed = list(prompt_ids)
+        self.runtime, self.tables = loaded.runtime, tables
         self.max_new_tokens, self.cancelled = max_new_tokens, cancelled
         self.sampling = sampling or {}  # temperature and seed when sampling (greedy otherwise)
-        self.matcher = tables.grammar.matcher(len(self.lines), 0)
-        self.writer = ProgramWriter(self.tokenizer, region, self.lines, max_new_tokens, self.started)
-        # The range rule's state (next line, gen after gen, may </program> come next): the same
-        # object the in-process decoder masks with; here it writes each segment's grammar and
-        # checks the server's ops against it.
-        self.ranges = RangeConstraint(tables.vocab_texts, len(self.lines), 0, monotonic=monotonic)
+        self.transcript = SentTranscript(prompt_ids)
+        self.walk = ProgramWalker(loaded.tokenizer, tables, region, max_new_tokens, self.transcript,
+                                  vocab_size=loaded.vocab_size, monotonic=monotonic, checked=True)
+        self.writer = self.walk.writer
         self.requests = 0
         self.request_s = 0.0
 
     def run(self) -> Iterator[OpResolved | DecodeOutcome]:
         stop_reason = "done"
-        self.take_forced()
-        while not self.matcher.is_terminated():
+        walk = self.walk
+        with self.server_errors():
+            walk.take_forced()
+        while not walk.matcher.is_terminated():
             if self.cancelled():
                 stop_reason = "cancelled"
                 break
@@ -165,15 +187,15 @@ class RemoteProgramDecoder:
             stop_reason = yield from self.segment(budget)
             if stop_reason != "done":
                 break
-            self.take_forced()
-        yield from self.flush()
+            with self.server_errors():
+                walk.take_forced()
+        yield from self.writer.flush()
         yield self.outcome(stop_reason)
 
     def segment(self, budget: int) -> Iterator[OpResolved]:
         """One request: stream tokens until the copy closes, the program ends or the budget is spent."""
-        scanner = self.writer.scanner
-        ranges = self.ranges
-        grammar = segment_ebnf(len(self.lines), ranges.next_line, ranges.after_gen, ranges.may_end, scanner.tag,
+        walk, scanner, ranges = self.walk, self.writer.scanner, self.walk.ranges
+        grammar = segment_ebnf(len(walk.lines), ranges.next_line, ranges.after_gen, ranges.may_end, scanner.tag,
                                scanner.body if scanner.in_gen else None)
         extra = {"structured_outputs": {"grammar": grammar}, "stop": [COPY_CLOSE], "include_stop_str_in_output": True,
                  "stop_token_ids": sorted(self.tables.stop_ids),
@@ -181,32 +203,31 @@ class RemoteProgramDecoder:
         start = time.perf_counter()
         self.requests += 1
         self.writer.lookahead = None  # a lookahead refers to this segment's tokens (one only ends one at the limit)
-        pending: list[int] = []
+        walk.feed("request")  # what the walk wrote since the last request joins what the server is sent
         finish = None
-        stream = self.runtime.stream_completion(self.fed, budget, self.cancelled, **extra)
+        stream = self.runtime.stream_completion(list(self.transcript.tokens), budget, self.cancelled, **extra)
         try:
             for ids, finish in stream:  # noqa: B007 - read after the loop (a cut at the budget)
                 closed = False
                 for tok in ids:
                     if tok in self.tables.stop_ids:
                         continue
-                    if self.take(tok, pending) or self.matcher.find_jump_forward_string():
-                        closed = True  # the client writes what follows (</gen>, a forced literal)
+                    if self.take(tok):
+                        closed = True  # the client wrote what follows (</gen>, a forced literal)
                         break
-                yield from self.flush()
+                yield from self.writer.flush()
                 if closed:
                     return "done"
-                if self.loop_check():
+                if self.writer.degenerate():
                     return "loop"
         finally:
             stream.close()  # stop reading: the server aborts a request whose connection is gone
             self.request_s += time.perf_counter() - start
-            self.fed.extend(pending)
         if self.cancelled():
             return "cancelled"
-        if finish == "length" and not self.matcher.is_terminated() and not self._at_copy_close():
+        if finish == "length" and not walk.matcher.is_terminated() and not self._at_copy_close():
             return "max_tokens"
-        if finish is None and not self.matcher.is_terminated() and not self._at_copy_close():
+        if finish is None and not walk.matcher.is_terminated() and not self._at_copy_close():
             raise RemoteError(f"{self.runtime.client.display}: the completion ended without a finish reason (truncated)")
         return "done"
 
@@ -214,72 +235,31 @@ class RemoteProgramDecoder:
         ops, scanner = self.writer.ops, self.writer.scanner
         return bool(ops) and isinstance(ops[-1], CopyLines) and not scanner.in_gen and scanner.tag == ""
 
-    def take(self, tok: int, pending: list[int]) -> bool:
-        """Check one server token against the client's grammar, write it, splice a closed copy.
-
-        Returns True when the token showed that a gen line the model began with ``<`` was an op:
-        as in the in-process decoder, that ``<`` is rolled back and ``</gen>`` written instead
-        (the segment ends there; the server's speculative tokens after it are dropped)."""
+    def take(self, tok: int) -> bool:
+        """One server token into the walk (checked against the client's grammar and the range
+        rule). True when the segment ends here: the grammar forced a literal after it, or the
+        token showed that a gen line the model began with ``<`` was an op (the walk then takes
+        that ``<`` back and writes ``</gen>``, as in-process); the server's speculative tokens
+        after it are dropped."""
         reject_special(self.runtime, self.tables, tok)
-        text = self.tables.vocab_texts[tok]
-        if self.writer.meant_op(text):
-            self.close_gen_instead(pending)
-            return True
-        self.writer.watch_line_start(text, len(pending))
-        if self.matcher.is_terminated() or not self.matcher.accept_token(tok):
-            raise RemoteError(f"{self.runtime.client.display}: the server's output left the program grammar "
-                              f"at token {tok} ({self.tables.vocab_texts[tok]!r}); is structured output enabled?")
-        self.writer.generated += 1
-        pending.append(tok)
-        self.write([tok], pending)
-        return False
+        with self.server_errors():
+            if self.writer.meant_op(self.tables.vocab_texts[tok]):
+                self.walk.close_gen_instead()
+                return True
+            return self.walk.take_choice(tok) > 0
 
-    def close_gen_instead(self, pending: list[int]) -> None:
-        """Drop the ``<`` from the segment's tokens and write ``</gen>`` (engine.decoding.program_writer)."""
-        assert self.writer.lookahead is not None
-        del pending[self.writer.lookahead.position:]
-        ids = self.writer.close_gen(self.matcher)
-        pending.extend(ids)
-        self.write(ids, pending)
-
-    def take_forced(self) -> None:
-        """Every literal the grammar fixes now (``<program><`` at the start, ``<`` after a copy,
-        `` lines="`` after ``<copy``...), tokenized on its own and fed by the client exactly as
-        the in-process decoder feeds it: a trained selector has only ever seen that tokenization
-        (a server left to pick tokens for a literal picks others, and the selector goes astray)."""
-        while True:
-            literal = accept_forced_literal(self.matcher, self.writer.scanner, self.ranges.must_end)
-            if not literal:
-                return
-            ids = encode(self.tokenizer, literal)
-            self.writer.forced += len(ids)
-            self.fed.extend(ids)
-            self.write(ids, None)
-
-    def write(self, ids: list[int], pending: list[int] | None) -> None:
-        for op in self.writer.push(ids):
-            text = self.writer.text_of(op)
-            if isinstance(op, CopyLines):
-                if op.start < self.ranges.next_line or op.end < op.start or op.end > len(self.lines):
-                    raise RemoteError(f"{self.runtime.client.display}: the server wrote {op} against the range rule")
-                span = [t for line in self.line_ids[op.start - 1:op.end] for t in line]
-                (pending if pending is not None else self.fed).extend(span)
-                self.writer.copied += len(span)
-                self.writer.consumed = max(self.writer.consumed, op.end)
-            elif self.ranges.after_gen:
-                raise RemoteError(f"{self.runtime.client.display}: the server wrote a gen right after a gen")
-            self.ranges.op_finished(op)
-            self.writer.record(op, text)
-        if self.writer.scanner.finished and not self.ranges.may_end:
-            raise RemoteError(f"{self.runtime.client.display}: the server ended the program after "
-                              f"{self.writer.ops[-1] if self.writer.ops else 'no op'} before the last input line "
-                              f"({len(self.lines)}), against the grammar")
-
-    def loop_check(self) -> bool:
-        return self.writer.degenerate()
-
-    def flush(self) -> Iterator[OpResolved]:
-        return self.writer.flush()
+    @contextlib.contextmanager
+    def server_errors(self) -> Iterator[None]:
+        """What the walk refuses is the server's fault: a :class:`RemoteError` naming it."""
+        display = self.runtime.client.display
+        try:
+            yield
+        except GrammarRefused as exc:
+            text = self.tables.vocab_texts[exc.token]
+            raise RemoteError(f"{display}: the server's output left the program grammar at token {exc.token} "
+                              f"({text!r}); is structured output enabled?") from None
+        except RuleBroken as exc:
+            raise RemoteError(f"{display}: the server {exc}") from None
 
     def outcome(self, stop_reason: str) -> DecodeOutcome:
         breakdown = {"request_s": round(self.request_s, 6), "requests": self.requests,

@@ -10,7 +10,7 @@ from typing import Any
 from engine.api import EditError, EditRequest, Engine, language_for
 from engine.decoding.events import EditFinished, EditResult, EditStarted, Event, OpResolved
 from engine.openai_api.schemas import EditBody
-from engine.verdict import check_focus, json_summary, refusal
+from engine.verdict import check_focus, judge, json_summary
 
 
 def edit_request(engine: Engine, body: EditBody, max_new_tokens: int, context_lines: int,
@@ -43,8 +43,9 @@ def event_json(event: Event, request: EditRequest) -> dict[str, Any]:
 
 def result_json(result: EditResult, request: EditRequest) -> dict[str, Any]:
     """``edit --json``'s summary (``refused`` says why the CLI would not write it) plus the text."""
-    _status, message, damage = refusal(result, request.instruction, request.max_new_tokens, request.language)
-    return {**json_summary(result, {}, damage, message, [], request.language), "output_text": result.output_text}
+    verdict = judge(result, request.instruction, request.max_new_tokens, request.language)
+    return {**json_summary(result, {}, verdict.damage, verdict.message, [], request.language),
+            "output_text": result.output_text}
 
 
 class EditRun:

@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterator
 
 from engine.core.errors import ModelLoadError as ModelLoadError  # re-exported: older code imports it from here
 from engine.runtime.backends import BackendOptions, resolve_backend
+from engine.runtime.protocol import AnyRuntime, is_local
 
 DEFAULT_MODEL = "default"
 _DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -39,7 +40,7 @@ class LoadedModel:
     device: str
     dtype: Any
     selector: str | None = None  # path of the span-selector adapter applied to this model, if any
-    runtime: Any = None
+    runtime: AnyRuntime = None  # type: ignore[assignment]  # None: a transformers runtime over ``model``
 
     def __post_init__(self) -> None:
         if self.runtime is None:
@@ -55,8 +56,8 @@ class LoadedModel:
 
     @property
     def remote(self) -> bool:
-        """A server that returns tokens, not logits (no sessions): see engine.decoding.remote_decode."""
-        return not hasattr(self.runtime, "session")
+        """A server that returns tokens, not logits (no sessions): see engine.runtime.protocol."""
+        return not is_local(self.runtime)
 
     @property
     def vocab_size(self) -> int:
@@ -65,7 +66,10 @@ class LoadedModel:
     def session(self) -> Any:
         """A fresh :class:`engine.runtime.session.Session` (KV cache) on this model's backend; its first
         append may reuse the KV of an earlier session's prompt (:mod:`engine.runtime.prefix_cache`)."""
-        return self.runtime.session()
+        runtime = self.runtime
+        if not is_local(runtime):
+            raise TypeError(f"{self.name}: a remote runtime has no sessions")
+        return runtime.session()
 
     def close(self) -> None:
         """Give back what the runtime holds beyond the weights (kept prompt caches, llama.cpp

@@ -5,7 +5,8 @@ Every decoder needs the same few things from a model, and gets them through
 ``session()`` (a :class:`engine.runtime.session.Session`: append N tokens in one forward and get the
 logits of the last, some or all positions; crop back to a length; time by kind),
 ``runtime.meter()`` (count forwards) and ``runtime.prompt_lookup`` (the backend's own
-prompt-lookup drafting, the ``pld`` mode's peer).
+prompt-lookup drafting, the ``pld`` mode's peer). :mod:`engine.runtime.protocol` declares them:
+an in-process runtime is a ``LocalRuntime``, a server a ``RemoteRuntime``.
 
 - ``transformers``: in-process torch module, any device and dtype (:mod:`.transformers_backend`).
 - ``llamacpp``: a ``.gguf`` runs quantized as it is, in-process, through llama-cpp-python's

@@ -1,0 +1,240 @@
+"""How each mode runs an edit, one strategy per mode and kind of runtime: what it checks and
+prepares, the prompt it builds and the decoder it runs. :data:`STRATEGIES` is the one table;
+:func:`engine.decoding.run.run_edit` looks the edit's strategy up and runs its steps in order.
+
+The runtime's kind (:mod:`engine.runtime.protocol`) decides between a strategy's two forms: in
+process, program and forced modes run :mod:`engine.decoding.program_decoder` on a session, the
+text modes :mod:`engine.decoding.text_decoder`; on a server (vLLM), program mode runs the client
+loop of :mod:`engine.decoding.remote_decode` and the text modes one streamed completion, while
+forced mode and token copies need logits and are refused.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Iterator, NamedTuple, Protocol
+
+from engine.core.errors import EditError
+from engine.core.lines import split_lines
+from engine.core.tokens import encode, token_pieces
+from engine.decoding.events import OpResolved
+from engine.decoding.localize import FocusPlan, plan_focus
+from engine.decoding.outcome import DecodeOutcome
+from engine.decoding.program_decoder import FeedRecorder, check_program, decode_program
+from engine.decoding.prompt import (
+    PromptParts,
+    focus_free_prefix,
+    program_messages,
+    render,
+    selector_messages,
+    text_messages,
+)
+from engine.decoding.remote_decode import RemoteProgramDecoder, decode_text_remote
+from engine.decoding.tables import ModelTables
+from engine.decoding.text_decoder import decode_text
+from engine.language.program import CopyTokens
+from engine.runtime.models import LoadedModel
+from engine.runtime.protocol import is_local
+from engine.runtime.selector.adapter import prompt_layout
+
+Decoded = Iterator[OpResolved | DecodeOutcome]
+
+
+@dataclass
+class EditJob:
+    """One edit on its way through a strategy (``request``: an engine.api.EditRequest, validated).
+    ``parts`` is the prompt's content; the strategy's steps fill in the rest."""
+
+    loaded: LoadedModel
+    request: Any
+    tables: ModelTables
+    region: str
+    parts: PromptParts
+    cancelled: Callable[[], bool]
+    recorder: FeedRecorder | None = None
+    focus: FocusPlan | None = None  # program mode: where the problem is (engine.decoding.localize)
+    token_copies: bool = False
+    prompt_ids: list[int] = field(default_factory=list)
+    marks: list[int] = field(default_factory=list)  # where the prompt's prefill cuts its chunks too
+
+    @property
+    def n_lines(self) -> int:
+        return len(split_lines(self.region))
+
+
+class Strategy(Protocol):
+    """One mode on one kind of runtime."""
+
+    def prepare(self, job: EditJob) -> None:
+        """Refuse what this runtime cannot run (EditError); start what may run meanwhile; plan."""
+
+    def prompt(self, job: EditJob) -> None:
+        """Set ``job.prompt_ids`` (and ``job.marks``)."""
+
+    def decode(self, job: EditJob) -> Decoded:
+        """The decoder's events, then its :class:`DecodeOutcome`."""
+
+
+class ModeStrategies(NamedTuple):
+    """A mode's strategy in process and on a server."""
+
+    local: Strategy
+    remote: Strategy
+
+    def on(self, loaded: LoadedModel) -> Strategy:
+        return self.local if is_local(loaded.runtime) else self.remote
+
+
+def _sampling(request: Any) -> dict:
+    return {"temperature": request.temperature, "seed": request.seed} if request.temperature > 0 else {}
+
+
+def _refuse_on_a_server(job: EditJob) -> None:
+    raise EditError(f"{job.loaded.runtime.describe()} runs program, speculative, ar and pld edits; forced mode "
+                    "and token copies need an in-process backend (transformers or llamacpp)")
+
+
+def _prefetch_grammar(job: EditJob) -> None:
+    if not job.request.token_copies:
+        job.tables.grammar.prefetch(job.n_lines)  # compiles while the forwards that follow run
+
+
+def _plan_focus(job: EditJob) -> None:
+    request = job.request
+    job.focus = plan_focus(job.loaded, job.parts, localize=request.localize, noop=request.noop_deviation,
+                           policy=request.focus_policy, cancelled=job.cancelled)
+    job.parts = replace(job.parts, focus_line=job.focus.hint)
+
+
+def _program_prompt(job: EditJob, mark_focus_free_prefix: bool) -> None:
+    """The program prompt: the selector's short one when the model carries a span selector (or
+    it is asked for), else the few-shot one. ``mark_focus_free_prefix``: cut the prefill where
+    the localizer's forward, or a later edit's prompt, goes on differently."""
+    loaded, parts = job.loaded, job.parts
+    style = job.request.program_prompt
+    if style == "auto":
+        style = "selector" if loaded.selector else "few-shot"
+    if style == "selector":
+        layout = prompt_layout(loaded.selector)
+        messages = selector_messages(parts, layout)
+        if mark_focus_free_prefix:
+            job.marks.append(focus_free_prefix(loaded.tokenizer, parts, layout))
+    else:
+        messages = program_messages(parts)
+    job.prompt_ids = render(loaded.tokenizer, messages)
+
+
+def _text_prompt(job: EditJob) -> None:
+    job.prompt_ids = render(job.loaded.tokenizer, text_messages(job.parts), assistant_prefix=job.parts.fence())
+
+
+def _program_decoder(job: EditJob, teacher: bool) -> Decoded:
+    request = job.request
+    return decode_program(job.loaded, job.tables, job.region, job.prompt_ids, request.max_new_tokens, job.cancelled,
+                          token_copies=job.token_copies, teacher_program=request.program if teacher else None,
+                          temperature=request.temperature, seed=request.seed, logit_bias=request.logit_bias,
+                          draft=request.draft, recorder=job.recorder, monotonic=request.monotonic and not teacher,
+                          focus_line=job.focus.noop_line if job.focus is not None else None,
+                          prompt_marks=job.marks)
+
+
+class LocalProgram:
+    """Program mode in process: the model's program under the grammar, drafted and spliced."""
+
+    def prepare(self, job: EditJob) -> None:
+        _prefetch_grammar(job)
+        _plan_focus(job)
+        job.token_copies = job.request.token_copies
+
+    def prompt(self, job: EditJob) -> None:
+        # (forced mode, a benchmark, keeps one prefill forward: bench edits counts the forwards after it)
+        _program_prompt(job, mark_focus_free_prefix=True)
+
+    def decode(self, job: EditJob) -> Decoded:
+        return _program_decoder(job, teacher=False)
+
+
+class Forced:
+    """Forced mode (in process only): the request's program decoded as if the model chose it."""
+
+    def prepare(self, job: EditJob) -> None:
+        _prefetch_grammar(job)
+        request, tokenizer = job.request, job.loaded.tokenizer
+        job.token_copies = request.token_copies or any(isinstance(op, CopyTokens) for op in request.program.ops)
+        pieces = token_pieces(tokenizer, encode(tokenizer, job.region)) if job.token_copies else None
+        check_program(request.program, job.region, pieces)
+
+    def prompt(self, job: EditJob) -> None:
+        _program_prompt(job, mark_focus_free_prefix=False)
+
+    def decode(self, job: EditJob) -> Decoded:
+        return _program_decoder(job, teacher=True)
+
+
+class RemoteProgram:
+    """Program mode on a server: one grammar-constrained request per segment."""
+
+    def prepare(self, job: EditJob) -> None:
+        if job.request.token_copies:
+            _refuse_on_a_server(job)
+        _plan_focus(job)
+
+    def prompt(self, job: EditJob) -> None:
+        _program_prompt(job, mark_focus_free_prefix=False)
+
+    def decode(self, job: EditJob) -> Decoded:
+        request = job.request
+        return RemoteProgramDecoder(job.loaded, job.tables, job.region, job.prompt_ids, request.max_new_tokens,
+                                    job.cancelled, monotonic=request.monotonic, sampling=_sampling(request)).run()
+
+
+@dataclass(frozen=True)
+class LocalText:
+    """ar, speculative, pld in process: the region regenerated as text."""
+
+    mode: str
+
+    def prepare(self, job: EditJob) -> None:
+        pass
+
+    def prompt(self, job: EditJob) -> None:
+        _text_prompt(job)
+
+    def decode(self, job: EditJob) -> Decoded:
+        return decode_text(job.loaded, job.tables, job.region, job.prompt_ids, job.request.max_new_tokens,
+                           job.cancelled, self.mode, job.request.verify)
+
+
+class RemoteText:
+    """ar, speculative, pld on a server: one streamed completion (the server drafts, if set up to)."""
+
+    def prepare(self, job: EditJob) -> None:
+        if job.request.token_copies:
+            _refuse_on_a_server(job)
+
+    def prompt(self, job: EditJob) -> None:
+        _text_prompt(job)
+
+    def decode(self, job: EditJob) -> Decoded:
+        return decode_text_remote(job.loaded, job.tables, job.region, job.prompt_ids, job.request.max_new_tokens,
+                                  job.cancelled, sampling=_sampling(job.request))
+
+
+class InProcessOnly:
+    """A mode a server cannot run (it returns tokens, not logits)."""
+
+    def prepare(self, job: EditJob) -> None:
+        _refuse_on_a_server(job)
+
+    def prompt(self, job: EditJob) -> None:
+        raise AssertionError("refused in prepare")
+
+    def decode(self, job: EditJob) -> Decoded:
+        raise AssertionError("refused in prepare")
+
+
+STRATEGIES: dict[str, ModeStrategies] = {
+    "program": ModeStrategies(LocalProgram(), RemoteProgram()),
+    "forced": ModeStrategies(Forced(), InProcessOnly()),
+    **{mode: ModeStrategies(LocalText(mode), RemoteText()) for mode in ("ar", "speculative", "pld")},
+}

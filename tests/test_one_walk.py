@@ -1,0 +1,93 @@
+"""One program walk and one table of mode strategies (no model: a tokenizer at most).
+
+The in-process decoder, the vLLM client loop and the model-free bounds all walk a program through
+engine.decoding.program_walker.ProgramWalker; run_edit looks each mode up in one table."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, Callable, Iterator
+
+import pytest
+
+from engine.api import MODES, EditRequest
+from engine.bench import bounds
+from engine.core.errors import EditError
+from engine.decoding import remote_decode
+from engine.decoding.run import run_edit
+from engine.language.program import CopyLines, Program
+from engine.decoding.strategies import STRATEGIES, InProcessOnly, RemoteProgram, RemoteText
+from engine.runtime.models import LoadedModel, load_tokenizer
+from engine.runtime.protocol import is_local
+
+
+@pytest.mark.parametrize("module", [remote_decode, bounds])
+def test_no_second_copy_of_the_walk(module: Any) -> None:
+    """Accepting tokens, forcing literals and splicing happen in the walker only."""
+    source = inspect.getsource(module)
+    for walk_step in ("accept_forced_literal", ".accept_token(", "line_ids[", "RangeConstraint(", "ProgramScanner("):
+        assert walk_step not in source, (module.__name__, walk_step)
+
+
+def test_structure_from_a_ledger() -> None:
+    """Literals before the first choice ride with the prefill; once the program ended, what the
+    last choice forced and the copy it closed (the program had to end there) are never fed."""
+    ledger = [("forced", 3), ("chosen", 0), ("forced", 2), ("chosen", 1), ("chosen", 0), ("copied", 7),
+              ("forced", 1), ("forced", 4)]
+    s = bounds.structure_of(ledger, terminated=True, must_end=True)
+    assert (s.chosen, s.gen_chosen, s.prefix_literal_tokens) == (3, 1, 3)
+    assert (s.literal_runs, s.trailing_literal_tokens, s.splices, s.trailing_splice) == ([2], 5, [], 7)
+    open_ended = bounds.structure_of(ledger, terminated=False, must_end=False)
+    assert (open_ended.literal_runs, open_ended.splices, open_ended.trailing_literal_tokens) == ([2, 1, 4], [7], 0)
+
+
+def test_every_mode_has_a_strategy_on_both_kinds_of_runtime() -> None:
+    assert set(STRATEGIES) == set(MODES) - {"auto"}
+    assert isinstance(STRATEGIES["forced"].remote, InProcessOnly)
+    assert isinstance(STRATEGIES["program"].remote, RemoteProgram)
+    assert all(isinstance(STRATEGIES[m].remote, RemoteText) for m in ("ar", "speculative", "pld"))
+
+
+class _Client:
+    display = "stub"
+
+
+class _StubServer:
+    """A remote runtime that must never be asked for a completion (every edit here is refused)."""
+
+    backend = "vllm"
+
+    def __init__(self, tokenizer: Any):
+        self.tokenizer = tokenizer
+        self.client = _Client()
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.tokenizer)
+
+    def eos_ids(self) -> set[int]:
+        return set()
+
+    def describe(self) -> str:
+        return "the stub server"
+
+    def stream_completion(self, prompt_ids: list[int], max_tokens: int, cancelled: Callable[[], bool],
+                          **extra: Any) -> Iterator[tuple[list[int], str | None]]:
+        raise AssertionError("a refused edit sent a request")
+
+
+@pytest.fixture(scope="module")
+def remote() -> LoadedModel:
+    tokenizer = load_tokenizer("default")
+    return LoadedModel(name="default", model=None, tokenizer=tokenizer, device="remote", dtype="remote",
+                       runtime=_StubServer(tokenizer))
+
+
+@pytest.mark.parametrize("mode, token_copies", [("forced", False), ("program", True), ("ar", True)])
+def test_a_server_refuses_what_needs_logits(remote: LoadedModel, mode: str, token_copies: bool) -> None:
+    assert remote.remote and not is_local(remote.runtime)
+    program = Program((CopyLines(1, 1),)) if mode == "forced" else None
+    request = EditRequest(text="x = 1\n", instruction="keep", mode=mode, token_copies=token_copies,
+                          program=program)
+    with pytest.raises(EditError, match="the stub server runs program.*need an in-process backend"):
+        next(run_edit(remote, request, lambda: False))
