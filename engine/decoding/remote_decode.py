@@ -36,7 +36,7 @@ from engine.decoding.prompt import TEXT_FENCE_CLOSE
 from engine.decoding.tables import ModelTables
 from engine.decoding.text_decoder import LineReporter, final_text
 from engine.language.grammar import RangeConstraint, body_rule_after, gen_body_ebnf, int_between_ebnf
-from engine.language.program import GEN_CLOSE, CopyLines, Program, merge_adjacent
+from engine.language.program import GEN_CLOSE, CopyLines, Gen, Program, merge_adjacent
 from engine.runtime.backends.http_client import RemoteError
 from engine.runtime.models import LoadedModel
 
@@ -130,7 +130,10 @@ class RemoteProgramDecoder:
         # The range rule's state (next line, gen after gen, may </program> come next): the same
         # object the in-process decoder masks with; here it writes each segment's grammar and
         # checks the server's ops against it.
-        self.ranges = RangeConstraint(tables.vocab_texts, len(self.lines), 0, monotonic=monotonic)
+        self.ranges = RangeConstraint(tables.vocab_texts, len(self.lines), 0, monotonic=monotonic, lines=self.lines)
+        # A gen that rewrote the next line moves the range rule past it (RangeConstraint), which the
+        # segment's grammar, written before the gen, could not know: the segment ends there.
+        self.rule_moved = False
         self.requests = 0
         self.request_s = 0.0
 
@@ -163,6 +166,7 @@ class RemoteProgramDecoder:
         start = time.perf_counter()
         self.requests += 1
         self.writer.lookahead = None  # a lookahead refers to this segment's tokens (one only ends one at the limit)
+        self.rule_moved = False
         pending: list[int] = []
         finish = None
         stream = self.runtime.stream_completion(self.fed, budget, self.cancelled, **extra)
@@ -201,7 +205,9 @@ class RemoteProgramDecoder:
 
         Returns True when the token showed that a gen line the model began with ``<`` was an op:
         as in the in-process decoder, that ``<`` is rolled back and ``</gen>`` written instead
-        (the segment ends there; the server's speculative tokens after it are dropped)."""
+        (the segment ends there; the server's speculative tokens after it are dropped). Also True
+        when the token closed a gen that moved the range rule: the next segment's grammar says
+        where a copy may start now."""
         text = self.tables.vocab_texts[tok]
         if self.writer.meant_op(text):
             self.close_gen_instead(pending)
@@ -213,7 +219,8 @@ class RemoteProgramDecoder:
         self.writer.generated += 1
         pending.append(tok)
         self.write([tok], pending)
-        return False
+        moved, self.rule_moved = self.rule_moved, False
+        return moved
 
     def close_gen_instead(self, pending: list[int]) -> None:
         """Drop the ``<`` from the segment's tokens and write ``</gen>`` (engine.decoding.program_writer)."""
@@ -249,7 +256,9 @@ class RemoteProgramDecoder:
                 self.writer.consumed = max(self.writer.consumed, op.end)
             elif self.ranges.after_gen:
                 raise RemoteError(f"{self.runtime.client.display}: the server wrote a gen right after a gen")
+            next_line = self.ranges.next_line
             self.ranges.op_finished(op)
+            self.rule_moved |= isinstance(op, Gen) and self.ranges.next_line != next_line
             self.writer.record(op, text)
         if self.writer.scanner.finished and not self.ranges.may_end:
             raise RemoteError(f"{self.runtime.client.display}: the server ended the program after "
