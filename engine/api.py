@@ -84,7 +84,7 @@ class EditRequest:
     draft: bool = True
     localize: bool = True
     noop_deviation: bool = True
-    focus_policy: Literal["keep", "move", "guard"] = DEFAULT_FOCUS_POLICY  # type: ignore[assignment]
+    focus_policy: Literal["keep", "move", "guard", "hold"] = DEFAULT_FOCUS_POLICY  # type: ignore[assignment]
 
     def region_bounds(self) -> tuple[int, int]:
         """0-based [start, end) line indices of the edited region; validates ``lines``."""

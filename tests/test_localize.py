@@ -89,6 +89,18 @@ def test_plan_focus_on_the_example(default_engine) -> None:
         assert (guarded.hint, guarded.noop_line) == (3, 3)
         assert plan_focus(loaded, PromptParts(instruction=parts.instruction, region=text, focus_line=focus),
                           policy="guard", noop=False).noop_line is None
+    # policy hold: guard, but a cursor on code close enough to the best line stays, as under keep
+    from engine.decoding.localize import HOLD_SHARE
+
+    for focus in (1, 3):
+        request = PromptParts(instruction=parts.instruction, region=text, focus_line=focus)
+        held = plan_focus(loaded, request, policy="hold")
+        assert held.cursor_share is not None and 0 < held.cursor_share <= 1
+        like = "keep" if held.cursor_share >= HOLD_SHARE else "guard"
+        other = plan_focus(loaded, request, policy=like)
+        assert (held.hint, held.noop_line, held.source) == (other.hint, other.noop_line, other.source)
+    held = plan_focus(loaded, PromptParts(instruction=parts.instruction, region=text, focus_line=2), policy="hold")
+    assert (held.hint, held.noop_line) == (3, 3)  # a cursor on the docstring moves as under guard
     with pytest.raises(ValueError, match="focus policy"):
         plan_focus(loaded, parts, policy="nearest")
 

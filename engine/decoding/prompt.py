@@ -103,7 +103,7 @@ def focus_sentence(parts: PromptParts) -> str:
 
 # What a program edit does with the focus and the localizer's best line (engine.decoding.localize.plan_focus):
 # the values of EditRequest.focus_policy, here so that the light front doors can check them.
-FOCUS_POLICIES = ("keep", "move", "guard")
+FOCUS_POLICIES = ("keep", "move", "guard", "hold")
 DEFAULT_FOCUS_POLICY = "guard"  # measured against keep on whole corpora: results/BENCHMARKS.md, "Stop 22"
 
 
