@@ -116,3 +116,15 @@ def test_the_segment_path_ends_the_segment_where_the_rule_moves() -> None:
     outcome = list(decoder.run())[-1]
     assert outcome.region_output == "def add(a, b):\n    return a + b\n"
     assert "copy ::=" not in runtime.grammars[-1]  # the last segment could only end the program
+
+
+@pytest.mark.model
+def test_the_two_line_add_is_fixed_by_replacement(default_engine) -> None:
+    """The issue's first case: with the cursor on the bug the model wrote the fix above the bug
+    and copied the bug after it; the rule leaves it the end of the program instead."""
+    from engine.api import EditRequest
+
+    result = default_engine.edit(EditRequest(ADD, "Fix the bug in add.", mode="program", focus_line=2,
+                                             language="python"))
+    assert near_copy_insertions(ADD, result.output_text) == 0
+    assert 'copy lines="2-2"' not in result.raw_output
