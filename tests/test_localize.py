@@ -47,7 +47,7 @@ def test_rank_lines_by_surprise_and_cursor() -> None:
 
 @pytest.mark.model
 def test_plan_focus_on_the_example(default_engine) -> None:
-    """examples/buggy_add.py: the least natural line is the bug; under the default policy (guard)
+    """examples/buggy_add.py: the least natural line is the bug; under guard
     the hint goes there and is guarded wherever the cursor is; under keep a user focus on code is
     kept; without the localizer the focus is exactly what was sent."""
     from engine.decoding.localize import _SURPRISES, CURSOR_WINDOW, plan_focus
@@ -83,9 +83,10 @@ def test_plan_focus_on_the_example(default_engine) -> None:
     assert (moved.hint, moved.noop_line, moved.source) == (3, None, "moved")
     stays = plan_focus(loaded, PromptParts(instruction=parts.instruction, region=text, focus_line=3), policy="move")
     assert (stays.hint, stays.source) == (3, "user")
-    # policy guard (the default): the hint goes to the localizer's line and the deviation guards it there
+    # policy guard: the hint goes to the localizer's line and the deviation guards it there
     for focus in (1, 2, 3, None):
-        guarded = plan_focus(loaded, PromptParts(instruction=parts.instruction, region=text, focus_line=focus))
+        guarded = plan_focus(loaded, PromptParts(instruction=parts.instruction, region=text, focus_line=focus),
+                             policy="guard")
         assert (guarded.hint, guarded.noop_line) == (3, 3)
         assert plan_focus(loaded, PromptParts(instruction=parts.instruction, region=text, focus_line=focus),
                           policy="guard", noop=False).noop_line is None

@@ -446,7 +446,7 @@ async def test_prompt_style_setting_reaches_the_edit_request(tmp_path, style):
     assert outcome.status == "done" and engine.request.program_prompt == style
 
 
-@pytest.mark.parametrize("source, policy", [("diagnostic", "keep"), ("cursor", "guard")])
+@pytest.mark.parametrize("source, policy", [("diagnostic", "keep"), ("cursor", "hold")])
 async def test_a_diagnostic_focus_is_kept_and_a_cursor_gets_the_default_policy(source, policy):
     """AI fix's focus from the code action's argument to the engine's EditRequest.focus_policy."""
     from lsp_server.actions import EditArgs

@@ -29,7 +29,7 @@ Free family (the model decides):
   ``-nonoop`` arms without the no-op deviation (``noop_deviation=False``), ``-keep`` arms with
   the policy shipped before stop 22 (a cursor on code stays, guarded only where the localizer
   agrees; no focus: unguarded) and ``-moved`` arms with the first policy (``focus_policy="move"``).
-  ``-guard`` arms name the default policy explicitly (stop 22's runs compared it under that name),
+  ``-guard`` arms name the policy that was the default before ``hold`` (stop 22's runs compared it under that name),
   ``-hold`` arms run ``guard`` that leaves a cursor close to the best line where it is.
 """
 
