@@ -62,7 +62,9 @@ class EditRequest:
     region line the model finds least natural; with one, at the likeliest line near it
     (engine/decoding/localize.py). ``noop_deviation`` (program mode): a gen that writes the user's focus line
     back unchanged deviates (engine/decoding/noop_gen.py). Both on by default; off to measure without them.
-    ``focus_policy`` (with ``localize``; engine.decoding.localize.plan_focus): ``guard`` (the default) puts
+    ``focus_policy`` (with ``localize``; engine.decoding.localize.plan_focus): ``hold`` (the default) is
+    ``guard`` except that a focus on code about as likely as the best line near it stays as under
+    ``keep``; ``guard`` puts
     the hint on the localizer's likeliest line (near the focus, if any) and the no-op deviation
     guards it there; ``keep`` keeps a focus on a code line and guards it only where the localizer
     agrees; ``move`` moves it to the likeliest line unguarded. The benchmarks' ``-keep`` and
@@ -90,7 +92,7 @@ class EditRequest:
     draft: bool = True
     localize: bool = True
     noop_deviation: bool = True
-    focus_policy: Literal["keep", "move", "guard"] = DEFAULT_FOCUS_POLICY  # type: ignore[assignment]
+    focus_policy: Literal["keep", "move", "guard", "hold"] = DEFAULT_FOCUS_POLICY  # type: ignore[assignment]
     verify: Literal["auto", "exact", "argmax"] = "auto"
 
     def region_bounds(self) -> tuple[int, int]:

@@ -369,6 +369,7 @@ def test_near_focus_is_seeded_clipped_and_centered() -> None:
     assert all(1 <= near_line(1, 5, f"k{i}") <= 4 for i in range(50))  # clipped at the region's top
     assert all(near_line(5, 5, f"k{i}") >= 2 for i in range(50))
     assert focus_for("none", 4, 9, "k") is None and focus_for("oracle", 4, 9, "k") == 4
+    assert focus_for("on", 4, 9, "k") == 4  # the cursor-on arms: a user who clicks the bug
     assert focus_for("near", None, 9, "k") is None
     with pytest.raises(ValueError):
         focus_for("cursor", 4, 9, "k")

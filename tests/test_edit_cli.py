@@ -274,7 +274,7 @@ def test_a_loop_stop_is_not_written_and_focus_and_selector_reach_the_engine(caps
                        "--output", str(out))
     assert code == 3 and "degenerate loop" in err and "nothing was written" in err and not out.exists()
     assert LoopingFakeEngine.requests[-1].focus_line == 3
-    assert LoopingFakeEngine.requests[-1].focus_policy == "guard"  # the default
+    assert LoopingFakeEngine.requests[-1].focus_policy == "hold"  # the default
     assert LoopingFakeEngine.loads[-1]["selector"] == "none"
     run(capsys, str(path), "-i", "Fix the bug", "--focus", "3", "--focus-policy", "keep")
     assert LoopingFakeEngine.requests[-1].focus_policy == "keep"

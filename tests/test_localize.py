@@ -47,7 +47,7 @@ def test_rank_lines_by_surprise_and_cursor() -> None:
 
 @pytest.mark.model
 def test_plan_focus_on_the_example(default_engine) -> None:
-    """examples/buggy_add.py: the least natural line is the bug; under the default policy (guard)
+    """examples/buggy_add.py: the least natural line is the bug; under guard
     the hint goes there and is guarded wherever the cursor is; under keep a user focus on code is
     kept; without the localizer the focus is exactly what was sent."""
     from engine.decoding.localize import _SURPRISES, CURSOR_WINDOW, plan_focus
@@ -83,12 +83,25 @@ def test_plan_focus_on_the_example(default_engine) -> None:
     assert (moved.hint, moved.noop_line, moved.source) == (3, None, "moved")
     stays = plan_focus(loaded, PromptParts(instruction=parts.instruction, region=text, focus_line=3), policy="move")
     assert (stays.hint, stays.source) == (3, "user")
-    # policy guard (the default): the hint goes to the localizer's line and the deviation guards it there
+    # policy guard: the hint goes to the localizer's line and the deviation guards it there
     for focus in (1, 2, 3, None):
-        guarded = plan_focus(loaded, PromptParts(instruction=parts.instruction, region=text, focus_line=focus))
+        guarded = plan_focus(loaded, PromptParts(instruction=parts.instruction, region=text, focus_line=focus),
+                             policy="guard")
         assert (guarded.hint, guarded.noop_line) == (3, 3)
         assert plan_focus(loaded, PromptParts(instruction=parts.instruction, region=text, focus_line=focus),
                           policy="guard", noop=False).noop_line is None
+    # policy hold: guard, but a cursor on code close enough to the best line stays, as under keep
+    from engine.decoding.localize import HOLD_SHARE
+
+    for focus in (1, 3):
+        request = PromptParts(instruction=parts.instruction, region=text, focus_line=focus)
+        held = plan_focus(loaded, request, policy="hold")
+        assert held.cursor_share is not None and 0 < held.cursor_share <= 1
+        like = "keep" if held.cursor_share >= HOLD_SHARE else "guard"
+        other = plan_focus(loaded, request, policy=like)
+        assert (held.hint, held.noop_line, held.source) == (other.hint, other.noop_line, other.source)
+    held = plan_focus(loaded, PromptParts(instruction=parts.instruction, region=text, focus_line=2), policy="hold")
+    assert (held.hint, held.noop_line) == (3, 3)  # a cursor on the docstring moves as under guard
     with pytest.raises(ValueError, match="focus policy"):
         plan_focus(loaded, parts, policy="nearest")
 

@@ -464,7 +464,7 @@ async def test_verify_setting_reaches_the_edit_request(tmp_path, rule):
     assert "verify" not in layer.values and any("verify" in w and "fast" in w for w in layer.warnings)
 
 
-@pytest.mark.parametrize("source, policy", [("diagnostic", "keep"), ("cursor", "guard")])
+@pytest.mark.parametrize("source, policy", [("diagnostic", "keep"), ("cursor", "hold")])
 async def test_a_diagnostic_focus_is_kept_and_a_cursor_gets_the_default_policy(source, policy):
     """AI fix's focus from the code action's argument to the engine's EditRequest.focus_policy."""
     from lsp_server.actions import EditArgs

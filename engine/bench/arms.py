@@ -16,8 +16,10 @@ Free family (the model decides):
   ``program-near``: ``program`` with the focus hint on a cursor near the bug (the first input
   line the gold changes moved by a seeded offset in -3..+3: :mod:`engine.evaluation.focus`): what a
   user's AI fix sends, the hinted headline;
+  ``program-cursor-on``: ``program`` with the cursor exactly on the first line the gold changes,
+  as a user who clicks the bug (focus ``on``); users' AI fixes mix it with ``near``;
   ``program-oracle``: ``program`` with the focus exactly on the first line the gold changes, the
-  upper bound no user gives (called ``program-focus`` before; old result files are read with the
+  upper bound it was first measured as (called ``program-focus`` before; old result files are read with the
   new name). ``program`` itself has no hint (focus ``none``). Whole-file edits, so input lines are
   document lines. Hinted arms are reported as rows of their own, never pooled with unhinted ones.
   Program arms run as users get them: with the localizer (engine/decoding/localize.py: the hint goes to
@@ -27,7 +29,8 @@ Free family (the model decides):
   ``-nonoop`` arms without the no-op deviation (``noop_deviation=False``), ``-keep`` arms with
   the ``keep`` policy (a cursor on code stays, guarded only where the localizer
   agrees; no focus: unguarded) and ``-moved`` arms with the first policy (``focus_policy="move"``).
-  ``-guard`` arms name the default policy explicitly (for runs that compare it with ``keep``).
+  ``-guard`` arms name the ``guard`` policy explicitly (for runs that compare it with ``keep`` and ``hold``),
+  ``-hold`` arms run ``guard`` that leaves a cursor close to the best line where it is (the default).
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ class Arm:
     mode: str  # the engine mode (forced text arms: the teacher-forced arm's name)
     draft: bool = True
     base: bool = False  # run on the base model even when the engine has a selector
-    focus: str = "none"  # none | near | oracle (engine.evaluation.focus)
+    focus: str = "none"  # none | near | on | oracle (engine.evaluation.focus)
     localize: bool = True  # EditRequest.localize (engine/decoding/localize.py)
     noop: bool = True  # EditRequest.noop_deviation (engine/decoding/noop_gen.py)
     policy: str = DEFAULT_FOCUS_POLICY  # EditRequest.focus_policy (engine/decoding/localize.py)
@@ -80,6 +83,12 @@ FREE_ARMS: dict[str, Arm] = {a.name: a for a in (
     Arm("program-guard", "program", policy="guard"),
     Arm("program-near-guard", "program", focus="near", policy="guard"),
     Arm("program-oracle-guard", "program", focus="oracle", policy="guard"),
+    Arm("program-cursor-on", "program", focus="on"),
+    Arm("program-cursor-on-keep", "program", focus="on", policy="keep"),
+    Arm("program-cursor-on-guard", "program", focus="on", policy="guard"),
+    Arm("program-cursor-on-hold", "program", focus="on", policy="hold"),
+    Arm("program-near-hold", "program", focus="near", policy="hold"),
+    Arm("program-hold", "program", policy="hold"),
 )}
 LEGACY_NAMES = {"program-focus": "program-oracle"}  # results written before the near/oracle split
 FAMILY_ARMS = {"forced": FORCED_ARMS, "free": FREE_ARMS}

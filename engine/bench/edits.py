@@ -55,6 +55,7 @@ from engine.evaluation.focus import focus_for, near_offset, offset_histograms
 from engine.evaluation.quality import (
     collateral_damage,
     exact_match,
+    near_copy_insertions,
     syntax_broken,
     tail_deletion,
     valid_program,
@@ -264,7 +265,7 @@ class EditBench:
             return None
 
     def focus_line(self, case: Any, setting: str) -> int | None:
-        """The focus an arm with ``setting`` (none, near, oracle) sends for ``case``."""
+        """The focus an arm with ``setting`` (none, near, on, oracle) sends for ``case``."""
         return focus_for(setting, self.changed_line(case), len(split_lines(case.input)), case.id)
 
     def run_arm(self, case: Any, arm: str) -> ArmRun:
@@ -349,7 +350,8 @@ class EditBench:
         out: dict[str, Any] = {"exact": exact_match(output, case.gold),
                                "collateral": collateral_damage(case.input, output, case.gold).json(),
                                "wrong_line": wrong_line_edit(case.input, output, case.gold),
-                               "tail_deleted": tail_deletion(case.input, output, case.gold)}
+                               "tail_deleted": tail_deletion(case.input, output, case.gold),
+                               "near_copy_insertions": near_copy_insertions(case.input, output)}
         broken = syntax_broken(case.input, output, case.language)
         if broken is not None:
             out["syntax_broken"] = broken
@@ -536,6 +538,8 @@ def summarize(records: Sequence[dict[str, Any]], arms: Sequence[str], family: st
             s["identical_to_program"] = _count(entries, "identical_to_program")
             s["wrong_line"] = _count(entries, "wrong_line")
             s["syntax_broken"] = _count(entries, "syntax_broken")
+            if entries and all("near_copy_insertions" in e for e in entries):
+                s["near_copy_insertions"] = sum(e["near_copy_insertions"] > 0 for e in entries)
             tails = [e["tail_deleted"] for e in entries if "tail_deleted" in e]
             if tails:
                 s["tail_deletions"] = sum(t > 0 for t in tails)
@@ -650,10 +654,12 @@ DEFINITIONS = {
     "collateral": "input lines the output changes or deletes that the gold keeps (engine/evaluation/quality.py)",
     "identical_to_program": "program-undrafted: output and program text identical to program's (drafting is lossless)",
     "focus": "the arm's hint: none; near = first changed line + a seeded offset in -3..+3, clipped "
-             "(engine/evaluation/focus.py); oracle = the first changed line",
+             "(engine/evaluation/focus.py); on (cursor-on) and oracle = the first changed line",
     "wrong_line": "the output edits the input, and only lines the gold keeps (engine/evaluation/quality.py)",
     "tail_deletions": "cases whose output drops the input's last lines that the gold keeps (a program that ended early)",
     "syntax_broken": "the input parses and the output does not (engine/checks/syntax.py; python and javascript)",
+    "near_copy_insertions": "cases whose output inserts a variant of an input line right before or after it and "
+                            "keeps the line (a fix beside the bug; engine/evaluation/quality.py)",
 }
 
 

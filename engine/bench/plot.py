@@ -7,7 +7,7 @@ from typing import Any, Sequence
 
 _COLORS = {"ar": "#7f7f7f", "pld": "#1f77b4", "speculative": "#2ca02c", "program": "#d62728",
            "program-drafted": "#ff7f0e", "program-undrafted": "#e377c2", "program-base": "#8c564b",
-           "program-near": "#17becf", "program-oracle": "#9467bd"}
+           "program-near": "#17becf", "program-cursor-on": "#8c564b", "program-oracle": "#9467bd"}
 
 
 def _pyplot() -> Any:

@@ -36,7 +36,7 @@ def edits_table(data: dict[str, Any]) -> Any:
     n = data["cases"]
     if free:  # the quality columns and the decode-time ratio, within an 80-column terminal
         cols = ["arm", "focus", "s", "vs ar", "edit", "pass", "exact", "valid", "lim/loop", "collat.", "wrong", "syntax",
-                "tail"]
+                "tail", "ins."]
     else:
         cols = ["arm", "total s", "median s", "pooled", "median", "fwds", "predicted", "== gold"]
     for c in cols:
@@ -46,7 +46,8 @@ def edits_table(data: dict[str, Any]) -> Any:
             row = [arm, _focus(s), _f(s["total_s"], 1), _f(s["speedup_vs_ar"], 2, "x"),
                    _f(s.get("edit_speedup_vs_ar"), 2, "x"), _of(s.get("pass"), n), _of(s.get("exact"), n), _of(s.get("valid_programs"), n),
                    f"{s['stopped_at_limit']}/{s.get('stopped_loop', 0)}", _f(s.get("collateral_lines")),
-                   _f(s.get("wrong_line")), _f(s.get("syntax_broken")), _f(s.get("tail_deletions"))]
+                   _f(s.get("wrong_line")), _f(s.get("syntax_broken")), _f(s.get("tail_deletions")),
+                   _f(s.get("near_copy_insertions"))]
         else:
             row = [arm, _f(s["total_s"]), _f(s["median_s"], 3), _f(s["speedup_vs_ar"], 2, "x"),
                    _f(s["median_speedup_vs_ar"], 2, "x"), str(s["forwards"]),
@@ -197,9 +198,9 @@ def offsets_line(data: dict[str, Any]) -> str | None:
 
 def free_markdown(results: list[dict[str, Any]]) -> str:
     lines = ["| corpus | cases | arm | focus hint | pass@1 | exact match | valid programs | token limit / loop | "
-             "collateral lines (cases) | wrong-line edits | syntax breaks | tail deletions (lines) | "
+             "collateral lines (cases) | wrong-line edits | syntax breaks | tail deletions (lines) | insertions beside a kept line | "
              "speedup vs ar pooled | speedup median | decode s (sum) | forwards | output == ar | == program |",
-             "|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     selectors = []
     offsets = []
     for data in results:
@@ -212,11 +213,12 @@ def free_markdown(results: list[dict[str, Any]]) -> str:
                          f"{_of(s.get('exact'), n)} | {_of(s.get('valid_programs'), n)} | "
                          f"{s['stopped_at_limit']} / {s.get('stopped_loop', 0)} | {damage} | "
                          f"{_of(s.get('wrong_line'), n)} | {_of(s.get('syntax_broken'), n)} | {tail} | "
+                         f"{_of(s.get('near_copy_insertions'), n)} | "
                          f"{_f(s['speedup_vs_ar'], 2, 'x')} | {_f(s['median_speedup_vs_ar'], 2, 'x')} | "
                          f"{s['total_s']:.1f} | {s['forwards']} | {s['same_as_ar']}/{n} | "
                          f"{_of(s.get('identical_to_program'), n)} |")
         if ref:
-            lines.append(f"| {corpus} | | (gold) | | {ref['gold_pass']}/{ref['cases']} | | | | | | | | | | | | | |")
+            lines.append(f"| {corpus} | | (gold) | | {ref['gold_pass']}/{ref['cases']} | | | | | | | | | | | | | | |")
         if offsets_line(data):
             offsets.append(offsets_line(data))
         selector = data.get("settings", {}).get("selector")

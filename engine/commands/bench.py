@@ -67,7 +67,8 @@ def add_parser(subparsers: Any) -> None:
     edits.add_argument("--arms", default=None,
                        help="comma list of arms (ar is required); forced: ar, pld, speculative, program, "
                             "program-drafted (default: all); free: ar, pld, speculative, program, program-undrafted, "
-                            "program-base, program-near, program-oracle (default: ar,speculative,program,program-undrafted)")
+                            "program-base, program-near, program-cursor-on, program-oracle and their -keep, -guard, -hold policy "
+                            "variants (default: ar,speculative,program,program-undrafted)")
     edits.add_argument("--limit", type=int, default=None, help="only N cases (after --offset)")
     edits.add_argument("--offset", type=int, default=0, help="skip the first K cases of the corpus")
     edits.add_argument("--selector", default="auto",

@@ -51,8 +51,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--focus", type=int, metavar="LINE", help="the line the problem is at or near (1-based, "
                    "in FILE's numbering); the prompt points the model at it")
     p.add_argument("--focus-policy", default=DEFAULT_FOCUS_POLICY, choices=FOCUS_POLICIES,
-                   help="program mode: guard (default) puts the hint on the likeliest line near --focus (or "
-                   "anywhere without it) and makes the model change it; keep holds the hint on --focus itself "
+                   help="program mode: hold (default) is guard unless --focus is about as likely as the best line "
+                   "near it, where it stays as under keep; guard puts the hint on the likeliest line near --focus "
+                   "(or anywhere without it) and makes the model change it; keep holds the hint on --focus itself "
                    "(a line you know is wrong, e.g. a diagnostic's); move is the first policy, for measuring")
     add_setting_flags(p, (*ENGINE_FLAGS[3:], "verify"))
     p.add_argument("--force", action="store_true", help="write the edit even when it did not finish (token limit, "

@@ -47,3 +47,25 @@ def to_lf(text: str) -> str:
 def to_crlf(text: str) -> str:
     """Text of (or derived from) an LF twin, back in CRLF: each ``\n`` becomes ``\r\n``."""
     return text.replace("\n", "\r\n")
+
+
+# How alike a written line and an input line must be (difflib ratio of their stripped text) for
+# the written one to count as a variant of the input line. Chosen from the line-oracle programs of
+# HumanEvalFix-Python, -JS and CanItEdit (433 gold edits): none writes a line with this ratio or
+# more right before the same-indented input line it keeps (7 do at 0.5, none at 0.6), while the
+# model's insertions on the 164-case runs all score 0.75 or more (most 0.9 to 1.0).
+NEAR_COPY_RATIO = 0.7
+
+
+def near_copy(written: str, line: str, ratio: float = NEAR_COPY_RATIO) -> bool:
+    """Is ``written`` a variant of the input ``line``: the same indentation, some word in it (a
+    ``}`` or a blank line repeats legitimately) and text at least ``ratio`` alike?"""
+    import difflib
+
+    written, line = written.rstrip("\r\n"), line.rstrip("\r\n")
+    stripped = written.lstrip()
+    if written[:len(written) - len(stripped)] != line[:len(line) - len(line.lstrip())]:
+        return False
+    if not any(ch.isalnum() or ch == "_" for ch in stripped):
+        return False
+    return difflib.SequenceMatcher(None, stripped.rstrip(), line.strip(), autojunk=False).ratio() >= ratio

@@ -244,6 +244,9 @@ def rank_lines(surprise: Sequence[LineSurprise], region: str, statistic: str = "
 STATISTIC = "total"
 CURSOR_SCALE = 4.0
 CURSOR_WINDOW = 3
+# ``hold``: the cursor's line stays the hint while its prior-weighted surprise is at least this
+# share of the best line's (a cursor on the bug is often a close second; see plan_focus).
+HOLD_SHARE = 0.5
 
 
 @dataclass(frozen=True)
@@ -258,6 +261,7 @@ class FocusPlan:
     noop_line: int | None
     source: str
     seconds: float = 0.0
+    cursor_share: float | None = None  # a cursor on code: its weighted surprise / the best line's
 
 
 def plan_focus(loaded: Any, parts: PromptParts, localize: bool = True, noop: bool = True,
@@ -270,7 +274,7 @@ def plan_focus(loaded: Any, parts: PromptParts, localize: bool = True, noop: boo
     it (blank lines, comments and docstrings are never candidates). ``policy`` says what is done
     with it:
 
-    * ``guard`` (the default): the hint goes to the best line and the no-op deviation guards it
+    * ``guard``: the hint goes to the best line and the no-op deviation guards it
       there (``localized`` without a focus, ``moved`` or ``user``), as the exact hint of the
       oracle arm is guarded; the deviation's cap (engine.decoding.noop_gen.MAX_GAP) keeps a line the model
       finds right. All 164 HumanEvalFix-Python cases against ``keep``: pass / exact with no hint
@@ -279,14 +283,22 @@ def plan_focus(loaded: Any, parts: PromptParts, localize: bool = True, noop: boo
     * ``keep``: a focus on code stays the hint, guarded only where the best line is the cursor's
       (a moved hint and one chosen without a focus are unguarded);
     * ``move``: like ``keep``, but a focus on code moves to the best line unguarded (the first
-      policy; the benchmarks' ``-moved`` arms).
+      policy; the benchmarks' ``-moved`` arms);
+    * ``hold``: ``guard``, except that a cursor on code whose prior-weighted surprise is at least
+      ``HOLD_SHARE`` of the best line's stays as under ``keep``: users often click the very line,
+      and ``guard`` moved such a cursor off the bug where ``keep`` fixed it. The default: on all 164
+      cases of HumanEvalFix-Python / -JS (keep's and guard's edits of the stop-22 runs, chosen per
+      case by the share: scripts/eval_hold_share.py) 30 / 20 passes with the cursor on the bug
+      (keep 31 / 22, guard 25 / 15), 18 / 8 near it (17 / 5, 20 / 10), 48 / 28 on the mix of both
+      (keep 48 / 27, guard 45 / 25); without a cursor it is guard (15 / 9 passes; keep's unguarded
+      hint gave 9 on Python).
 
     Without ``localize``: the hint is the user's focus, guarded when ``noop``. ``cancelled``: see
     :func:`line_surprise` (raises engine.core.errors.Cancelled).
     """
     if policy not in FOCUS_POLICIES:
         raise ValueError(f"unknown focus policy {policy!r}; choose from {', '.join(FOCUS_POLICIES)}")
-    guard = policy == "guard" and noop
+    guard = policy in ("guard", "hold") and noop
     user = focus_in_region(parts)
     lines = split_lines(parts.region)
     if not localize or not loaded.selector or len(lines) < 2:
@@ -311,11 +323,25 @@ def plan_focus(loaded: Any, parts: PromptParts, localize: bool = True, noop: boo
     ranked = rank_lines(surprise.lines, parts.region, STATISTIC, cursor=user, scale=CURSOR_SCALE,
                         window=CURSOR_WINDOW, exclude=prose)
     best = ranked[0] if ranked else user
+    share = _share(surprise.lines, user, best) if on_code else None
+    if policy == "hold" and share is not None and share >= HOLD_SHARE:
+        may_move = False  # close enough to the best: the user's line stays, as under keep
     if not on_code or (may_move and best != user):
         return FocusPlan(best, best if guard and ranked else None, "moved" if best != user else "user",
-                         surprise.seconds)
+                         surprise.seconds, share)
     agree = best == user  # the localizer's best line near the cursor is the cursor's: guard it
-    return FocusPlan(user, user if noop and agree else None, "user", surprise.seconds)
+    return FocusPlan(user, user if noop and agree else None, "user", surprise.seconds, share)
+
+
+def _share(surprise: Sequence[LineSurprise], cursor: int, best: int) -> float | None:
+    """The cursor line's prior-weighted score over the best line's (1.0 when they are one)."""
+    def weighted(line: int) -> float:
+        return surprise[line - 1].score(STATISTIC) * cursor_prior(line - cursor, CURSOR_SCALE)
+
+    if best == cursor:
+        return 1.0
+    top = weighted(best)
+    return weighted(cursor) / top if top > 0 and surprise[cursor - 1].tokens else None
 
 
 def forget_surprises(runtime: Any) -> None:

@@ -22,9 +22,10 @@ applied everywhere, the rule turned 20 of the 23 unhinted no-op gens on those ca
 where the gold changes nothing, for one more exact match (3 of 30 instead of 2); with the hint
 it gave 13 exact matches of 30 instead of 9.
 
-Which focus: an editor's cursor is near the bug, not always on it. The decoder gets
-the line to guard from :func:`engine.decoding.localize.plan_focus`: under the default policy (``guard``)
-the localizer's best line, near the cursor or anywhere without one, where the hint goes too.
+Which focus: an editor's cursor is near the bug, not always on it. The decoder gets the line to
+guard from :func:`engine.decoding.localize.plan_focus`: under ``guard`` (and under the default
+``hold`` where it moves the cursor) the localizer's best line, near the cursor or anywhere without
+one, where the hint goes too.
 
 How far: a forced change on a line the model finds right is collateral damage, so a
 deviation that scores more than ``MAX_GAP`` below the model's choice is refused and the no-op

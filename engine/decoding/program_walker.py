@@ -137,7 +137,9 @@ class ProgramWalker:
         self.matcher = tables.grammar.matcher(len(self.lines), len(self.input_ids))
         self.bitmask = tables.grammar.new_bitmask()
         self.grammar_s = time.perf_counter() - t0
-        self.ranges = RangeConstraint(tables.vocab_texts, len(self.lines), len(self.input_ids), monotonic=monotonic)
+        # A teacher's program is given as it is; a free decode may not keep a line it just rewrote.
+        self.ranges = RangeConstraint(tables.vocab_texts, len(self.lines), len(self.input_ids), monotonic=monotonic,
+                                      lines=self.lines if teacher_program is None else None)
         self.teacher = ProgramTeacher(teacher_program, tables) if teacher_program is not None else None
         self.crossing = set(tables.copy_crossing_ids.tolist())
         self.checked, self.ledger = checked, ledger

@@ -36,7 +36,7 @@ from engine.decoding.prompt import TEXT_FENCE_CLOSE
 from engine.decoding.tables import ModelTables
 from engine.decoding.text_decoder import LineReporter, final_text
 from engine.language.grammar import body_rule_after, gen_body_ebnf, int_between_ebnf
-from engine.language.program import GEN_CLOSE, CopyLines, Program, merge_adjacent
+from engine.language.program import GEN_CLOSE, CopyLines, Gen, Program, merge_adjacent
 from engine.runtime.backends.http_client import RemoteError
 from engine.runtime.models import LoadedModel
 
@@ -239,14 +239,18 @@ class RemoteProgramDecoder:
         """One server token into the walk (checked against the client's grammar and the range
         rule). True when the segment ends here: the grammar forced a literal after it, or the
         token showed that a gen line the model began with ``<`` was an op (the walk then takes
-        that ``<`` back and writes ``</gen>``, as in-process); the server's speculative tokens
-        after it are dropped."""
+        that ``<`` back and writes ``</gen>``, as in-process), or it closed a gen that rewrote the
+        next input line (the range rule moved past it, which this segment's grammar, written
+        before the gen, could not know); the server's speculative tokens after it are dropped."""
         reject_special(self.runtime, self.tables, tok)
         with self.server_errors():
             if self.writer.meant_op(self.tables.vocab_texts[tok]):
                 self.walk.close_gen_instead()
                 return True
-            return self.walk.take_choice(tok) > 0
+            ops, next_line = len(self.writer.ops), self.walk.ranges.next_line
+            forced = self.walk.take_choice(tok) > 0
+            wrote_gen = any(isinstance(op, Gen) for op in self.writer.ops[ops:])
+            return forced or (wrote_gen and self.walk.ranges.next_line != next_line)
 
     @contextlib.contextmanager
     def server_errors(self) -> Iterator[None]:

@@ -4,7 +4,9 @@
 * ``near``: an editor's cursor, which is near the bug, not on it: the first line the gold changes
   moved by an offset drawn uniformly from -3..+3 and clipped to the region. The draw is seeded by
   the case's key alone, so every arm, run and machine sees the same cursor for a case;
-* ``oracle``: exactly the first line the gold changes, an upper bound no user gives (the old
+* ``on``: the cursor exactly on the first line the gold changes, as a user who clicks the bug
+  sends it (the ``cursor-on`` arms; users often click the very line);
+* ``oracle``: the same line, named as the upper bound it was first measured as (the old
   benchmarks called this arm ``program-focus``).
 """
 
@@ -15,7 +17,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
-FOCUS_SETTINGS = ("none", "near", "oracle")
+FOCUS_SETTINGS = ("none", "near", "on", "oracle")
 NEAR_OFFSETS = tuple(range(-3, 4))
 _SEED = "copy-as-decode-near-cursor"
 
@@ -36,7 +38,7 @@ def focus_for(setting: str, changed: int | None, n_lines: int, key: str) -> int 
         raise ValueError(f"unknown focus setting {setting!r}; choose from {', '.join(FOCUS_SETTINGS)}")
     if setting == "none" or changed is None:
         return None
-    return changed if setting == "oracle" else near_line(changed, n_lines, key)
+    return changed if setting in ("on", "oracle") else near_line(changed, n_lines, key)
 
 
 def offset_histograms(records: Iterable[dict[str, Any]]) -> dict[str, dict[str, int]]:

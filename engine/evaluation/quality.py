@@ -25,6 +25,10 @@ Three more counts per output, from the same two diffs:
   lines aside): a program that ended before the last line (``tail_deletion``, the number of
   such lines);
 * a *syntax break* (:mod:`engine.checks.syntax`): the input parsed and the output does not.
+
+And the *near-copy insertions* (:func:`near_copy_insertions`): inserted blocks that put a variant
+of an input line right before or after it while keeping it (``return a + b`` above
+``return a - b``), a fix written beside the bug (``near_copy_insertions``).
 """
 
 from __future__ import annotations
@@ -154,3 +158,20 @@ def syntax_broken(input_text: str, output: str, language: str) -> bool | None:
     if not syntax.supported(language):
         return None
     return syntax.breaks_syntax(input_text, output, language)
+
+
+def near_copy_insertions(input_text: str, output: str) -> int:
+    """How many of the output's pure insertions (``insert`` blocks of the input -> output diff)
+    put a variant of an input line (:func:`engine.core.lines.near_copy`) right before or right
+    after that line while keeping it: a fix written next to the bug instead of over it."""
+    from engine.core.lines import near_copy
+
+    a, b = _lines(input_text), _lines(output)
+    count = 0
+    for tag, i1, _i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if tag != "insert":
+            continue
+        before = i1 < len(a) and near_copy(b[j2 - 1], a[i1])
+        after = i1 > 0 and near_copy(b[j1], a[i1 - 1])
+        count += before or after
+    return count

@@ -16,7 +16,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from engine.language.program import RESERVED_LITERALS, CopyLines, CopyTokens, Op, may_end_after
+from engine.core.lines import near_copy, split_lines
+from engine.language.program import RESERVED_LITERALS, CopyLines, CopyTokens, Gen, Op, may_end_after
 
 
 def int_range_ebnf(n: int) -> str:
@@ -206,6 +207,13 @@ class RangeConstraint:
     (when ``monotonic``) line copies that move forward through the input, each starting after the
     previous one ended, so a program cannot copy a line twice or loop back.
 
+    A gen that rewrote the next input line is a replacement (given ``lines``, the input's lines,
+    when ``monotonic``): when the gen's last line is a variant of input line K (the next line a
+    copy may start at; :func:`engine.core.lines.near_copy`), the copy after it starts at K + 1 at
+    the earliest. Without this, ``<gen>fixed K</gen><copy lines="K-...`` is an insertion that keeps
+    the bug next to its fix, and the model writes it (``return a + b`` above ``return a - b``): a
+    fix it meant as a replacement, since no gold edit of the corpora writes such a pair.
+
     The grammar already limits every number to ``1..n`` without leading zeros; here a digit token
     is masked when no completion of the number lies in the allowed interval. ``tag_text`` is the
     text of the op being written, from its ``<``. Which op a token starts is read from the tag
@@ -213,8 +221,10 @@ class RangeConstraint:
     ``</program>``) is masked like the ``<`` + letter it spells.
     """
 
-    def __init__(self, vocab_texts: Sequence[str], n_lines: int, n_tokens: int, monotonic: bool = True):
+    def __init__(self, vocab_texts: Sequence[str], n_lines: int, n_tokens: int, monotonic: bool = True,
+                 lines: Sequence[str] | None = None):
         self.vocab_texts = vocab_texts
+        self.lines = list(lines) if lines is not None and monotonic else None
         self.limits = {"lines": n_lines, "tokens": n_tokens}
         self.monotonic = monotonic
         self.next_line = 1  # smallest start allowed for the next line copy
@@ -228,6 +238,8 @@ class RangeConstraint:
             self.copied("lines", op.end)
         elif isinstance(op, CopyTokens):
             self.copied("tokens", op.end)
+        elif isinstance(op, Gen):
+            self.gen_closed(op.text)
         else:
             self.gen_closed()
 
@@ -237,9 +249,18 @@ class RangeConstraint:
         self.after_gen = False
         self.may_end = self.must_end = end >= self.limits[kind]
 
-    def gen_closed(self) -> None:
+    def gen_closed(self, text: str = "") -> None:
         self.after_gen = True
         self.may_end, self.must_end = True, False
+        if self.rewrote_next_line(text):
+            self.next_line += 1
+
+    def rewrote_next_line(self, text: str) -> bool:
+        """Does a gen writing ``text`` end with a whole line that is a variant of the next input
+        line (so a copy starting there would keep the line it rewrote)?"""
+        if self.lines is None or not text.endswith("\n") or self.next_line > len(self.lines):
+            return False
+        return near_copy(split_lines(text)[-1], self.lines[self.next_line - 1])
 
     def snapshot(self) -> tuple[int, bool, bool, bool]:
         return self.next_line, self.after_gen, self.may_end, self.must_end
