@@ -287,8 +287,8 @@ def plan_focus(loaded: Any, parts: PromptParts, localize: bool = True, noop: boo
     * ``hold``: ``guard``, except that a cursor on code whose prior-weighted surprise is at least
       ``HOLD_SHARE`` of the best line's stays as under ``keep``: users often click the very line,
       and ``guard`` moved such a cursor off the bug where ``keep`` fixed it. The default: on all 164
-      cases of HumanEvalFix-Python / -JS (keep's and guard's edits of the stop-22 runs, chosen per
-      case by the share: scripts/eval_hold_share.py) 30 / 20 passes with the cursor on the bug
+      cases of HumanEvalFix-Python / -JS (keep's and guard's edits of whole-corpus runs, chosen per
+      case by the share: scripts/eval_hold_share.py, results/insertions/) 30 / 20 passes with the cursor on the bug
       (keep 31 / 22, guard 25 / 15), 18 / 8 near it (17 / 5, 20 / 10), 48 / 28 on the mix of both
       (keep 48 / 27, guard 45 / 25); without a cursor it is guard (15 / 9 passes; keep's unguarded
       hint gave 9 on Python).
