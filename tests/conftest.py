@@ -31,6 +31,14 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 @pytest.fixture(scope="session")
+def tokenizer():
+    """The embedded model's tokenizer alone (no weights): for tests of what goes over the wire."""
+    from engine.runtime.models import load_tokenizer
+
+    return load_tokenizer("default")
+
+
+@pytest.fixture(scope="session")
 def default_engine():
     """The embedded model on the transformers backend (the llama.cpp backend has its own module,
     tests/test_llamacpp_backend.py; the LSP, Neovim and VS Code tests run whatever ``auto`` picks)."""

@@ -6,11 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from support import ADD_AND_SUB as BUGGY
 
 from engine.core.tokens import encode
 from engine.runtime.prefix_cache import common_prefix
-
-BUGGY = 'def add(a, b):\n    """Return the sum of a and b."""\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n'
 
 
 def marked_prompts_reuse_up_to_the_mark(loaded: Any, align: int, copies: int = 12) -> None:

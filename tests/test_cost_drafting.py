@@ -5,12 +5,12 @@ plain step, and outputs never change (speculative == ar, drafted program == undr
 from __future__ import annotations
 
 import pytest
+from support import ADD_AND_SUB as BUGGY
 
 from engine.api import EditError, EditRequest, Engine
 from engine.decoding.drafter import InputDrafter, ProgramDrafter, ProgramState
 from engine.runtime.cost import CostModel, best_draft_size, expected_accepted
 
-BUGGY = 'def add(a, b):\n    """Return the sum of a and b."""\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n'
 DEAR = {2: 2.0, 256: 256.0}  # every token of a forward costs a full step: no draft can pay
 CHEAP = {2: 1.0, 256: 1.0}  # a verify costs what a step costs: every draft pays
 

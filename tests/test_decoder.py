@@ -7,6 +7,7 @@ import random
 
 import pytest
 import torch
+from support import ADD_AND_SUB as BUGGY
 
 from engine.api import EditError, EditRequest, Engine
 from engine.core.lines import split_lines
@@ -23,8 +24,6 @@ from engine.runtime.models import LoadedModel
 # Appending N tokens in one forward vs one at a time differs only by float reassociation; on CPU
 # fp32 the measured gap is ~2e-5 (ENVIRONMENT.md), so 1e-4 is tight without being flaky.
 LOGIT_TOLERANCE = 1e-4
-
-BUGGY = 'def add(a, b):\n    """Return the sum of a and b."""\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n'
 
 
 @pytest.mark.parametrize("seed", [0, 1])

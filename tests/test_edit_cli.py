@@ -6,10 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
+from support import ADD_DOCUMENTED as BUGGY
 
 from engine.cli import main
-
-BUGGY = 'def add(a, b):\n    """Return the sum of a and b."""\n    return a - b\n'
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:
@@ -91,7 +90,6 @@ NOTE = '''def pairwise_sums(values):
     for i in range(len(values)):
         for j in range(i, len(values)):
             yield values[i] - values[j]
-
 
 
 """

@@ -28,6 +28,7 @@ import pytest_lsp
 from lsp_client_positions import client_offset, client_position
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+from support import ADD as BUGGY
 
 from engine.api import EditRequest
 from lsp_server.edits import match_eol, uses_crlf
@@ -50,7 +51,7 @@ FOLDER_SETTINGS = {
 LONG = "".join(f"def f{i}(x)\n    return x * {i}\n\n" for i in range(8))
 LONG_INSTRUCTION = "Fix the syntax errors"
 LSP_SETTINGS = {"contextLines": 3}
-BUGGY = "def add(a, b):\n    return a - b\n"
+
 # The model's fix replaces "r = '😀'; return a -" : the edit ends after the emoji on its line, so
 # its end position differs between UTF-8, UTF-16 and UTF-32.
 EMOJI_BUG = "def add(a, b):\n    r = '\U0001F600'; return a - b\n"

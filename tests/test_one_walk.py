@@ -15,8 +15,8 @@ from engine.bench import bounds
 from engine.core.errors import EditError
 from engine.decoding import remote_decode
 from engine.decoding.run import run_edit
-from engine.language.program import CopyLines, Program
 from engine.decoding.strategies import STRATEGIES, InProcessOnly, RemoteProgram, RemoteText
+from engine.language.program import CopyLines, Program
 from engine.runtime.models import LoadedModel, load_tokenizer
 from engine.runtime.protocol import is_local
 

@@ -23,6 +23,7 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
+from support import ADD_DOCUMENTED as BUGGY
 
 from engine.api import EditRequest, Engine
 from engine.decoding.tables import tables_for
@@ -35,7 +36,7 @@ pytestmark = [pytest.mark.model, pytest.mark.timeout(900)]
 ROOT = Path(__file__).resolve().parents[1]
 KEY = "test-key-not-a-secret"
 MAX_WAITING = 3
-BUGGY = 'def add(a, b):\n    """Return the sum of a and b."""\n    return a - b\n'
+
 MESSAGES = [{"role": "system", "content": "You are a careful code editor. Reply with the code only."},
             {"role": "user", "content": f"Fix the bug:\n```python\n{BUGGY}```"}]
 # The model loops on this one until the token limit: a decode that only a cancel ends early.

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from support import ADD_AND_SUB as BUGGY
 
 from engine.api import EditRequest, Engine
 from engine.core.tokens import encode
@@ -15,8 +16,6 @@ from engine.language.oracle import line_oracle
 from engine.language.program import CopyLines
 from engine.runtime.models import LoadedModel
 from engine.training.record import record_fed_sequence
-
-BUGGY = 'def add(a, b):\n    """Return the sum of a and b."""\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n'
 
 
 def _cases(name: str, k: int, max_chars: int = 900):

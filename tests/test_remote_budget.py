@@ -11,7 +11,7 @@ import pytest
 from engine.decoding.remote_decode import RemoteProgramDecoder
 from engine.decoding.tables import tables_for
 from engine.runtime.backends.http_client import RemoteError
-from engine.runtime.models import LoadedModel, load_tokenizer
+from engine.runtime.models import LoadedModel
 
 REGION = "def add(a, b):\n    return a - b\n"
 
@@ -41,11 +41,6 @@ class _StubRuntime:
                           **extra: Any) -> Iterator[tuple[list[int], str | None]]:
         yield self.reply, None
         yield [], self.finish
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-    return load_tokenizer("default")
 
 
 def _decode(tokenizer: Any, reply: str, finish: str | None) -> list:

@@ -313,13 +313,6 @@ def _cases():
             case(add.replace("return total", "return a"), add, "bug/variable_misuse", 4, None, "heldout")]
 
 
-@pytest.fixture(scope="module")
-def tokenizer():
-    from engine.runtime.models import load_tokenizer
-
-    return load_tokenizer(DEFAULT_MODEL)
-
-
 def test_recorded_sequences_mask_prompt_forced_and_spliced_tokens(tokenizer) -> None:
     from engine.api import Engine
     from engine.core.tokens import encode

@@ -13,6 +13,7 @@ import typing
 from pathlib import Path
 
 import pytest
+from support import ADD as BUGGY
 
 from engine import settings as config
 from engine.cli import build_parser, main
@@ -21,7 +22,6 @@ ROOT = Path(__file__).resolve().parents[1]
 CLIENT = ROOT / "vscode-client"
 # The extension's own settings (how it launches the server, its trace): not the server's.
 CLIENT_ONLY = {"copyAsDecode.pythonPath", "copyAsDecode.serverArgs", "copyAsDecode.trace.server"}
-BUGGY = "def add(a, b):\n    return a - b\n"
 
 
 def _properties() -> dict[str, dict]:

@@ -14,18 +14,13 @@ from pathlib import Path
 
 import pytest
 from fake_completions_server import FakeCompletionsServer
+from support import ADD as BUGGY
 
 from engine.api import EditRequest, Engine
 from engine.runtime.backends import BackendError, BackendOptions
-from engine.runtime.models import ModelLoadError, load_tokenizer
+from engine.runtime.models import ModelLoadError
 
-BUGGY = "def add(a, b):\n    return a - b\n"
 KEY = "sk-test-secret-123"
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-    return load_tokenizer("default")
 
 
 @pytest.fixture()

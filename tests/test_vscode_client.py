@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from support import ADD as BUGGY
 
 ROOT = Path(__file__).resolve().parents[1]
 CLIENT = ROOT / "vscode-client"
@@ -55,7 +56,7 @@ DEPS_SCRIPT = ROOT / "scripts" / "vscode-deps.sh"
 DRIVER = CLIENT / "test-e2e" / "drive.mjs"
 EXAMPLE = ROOT / "examples" / "buggy_add.py"
 
-BUGGY = "def add(a, b):\n    return a - b\n"
+
 INSTRUCTION = "Fix the bug"  # what the server uses for "AI fix" without diagnostics
 CARET_ON = "return"          # each step clicks this line: "AI fix" sends it as the focus hint
 FOCUS_LINE = 2               # ... which the server passes to the engine (1-based)
