@@ -92,6 +92,7 @@ NOTE = '''def pairwise_sums(values):
             yield values[i] - values[j]
 
 
+
 """
 Pairwise sums
 
