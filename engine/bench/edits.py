@@ -127,6 +127,7 @@ def teacher_forced(loaded: Any, arm: str, prompt_ids: Sequence[int], gold_ids: S
     steps = accepted_total = drafted_total = 0
     with loaded.runtime.meter() as meter:
         session.append(list(prompt_ids), "prefill")
+        prefill_forwards = len(meter.records)  # the prompt's chunks
         start = time.perf_counter()
         pos = 0
         drafter = InputDrafter(src_ids, cost=session.cost)  # the engine's own drafter and schedule
@@ -163,7 +164,7 @@ def teacher_forced(loaded: Any, arm: str, prompt_ids: Sequence[int], gold_ids: S
     breakdown = session.breakdown()
     if arm != "ar":
         breakdown.update({"drafted_tokens": drafted_total, "draft_accepted": accepted_total})
-    return ArmRun(decode_s=decode, wall_s=wall, forward_sizes=meter.sizes(1), output_tokens=total,
+    return ArmRun(decode_s=decode, wall_s=wall, forward_sizes=meter.sizes(prefill_forwards), output_tokens=total,
                   tokens={"generated": steps, "copied": accepted_total, "forced": 0},
                   breakdown=breakdown, ok=True)
 
@@ -189,8 +190,11 @@ def engine_arm(engine: Any, request: Any) -> tuple[ArmRun, Any]:
     else:
         decode = result.timings["decode_s"]
         wall = result.timings["total_s"] - result.timings.get("prefill_s", 0.0)
+    # The forwards before the decode phase: the localizer's and the prompt's prefill chunks
+    # (generate() in pld prefills in one forward).
+    before = 1 if request.mode == "pld" else breakdown.get("localize_forwards", 0) + breakdown.get("prefill_forwards", 1)
     tokens = {"generated": result.tokens.generated, "copied": result.tokens.copied, "forced": result.tokens.forced}
-    run = ArmRun(decode_s=decode, wall_s=wall, forward_sizes=meter.sizes(1),
+    run = ArmRun(decode_s=decode, wall_s=wall, forward_sizes=meter.sizes(before),
                  output_tokens=len(encode(loaded.tokenizer, result.region_output)), tokens=tokens,
                  breakdown=breakdown, stop_reason=result.stop_reason, output=result.output_text, result=result,
                  extra={"raw_output_head": result.raw_output[:RAW_HEAD_CHARS]}, edit_s=result.timings["total_s"])

@@ -78,6 +78,7 @@ class Surprise:
     prompt_tokens: int
     region_tokens: int
     seconds: float
+    forwards: int = 0  # the forwards it ran (its prompt's chunks; 0 when kept from an earlier edit)
 
 
 _SURPRISES: weakref.WeakKeyDictionary[Any, OrderedDict[tuple[Any, ...], Surprise]] = weakref.WeakKeyDictionary()
@@ -151,16 +152,18 @@ def line_surprise(loaded: Any, parts: PromptParts, only: frozenset[int] | None =
         memo.clear()
     elif key in memo:
         memo.move_to_end(key)
-        return replace(memo[key], seconds=0.0)
+        return replace(memo[key], seconds=0.0, forwards=0)
     positions = sorted(p for line in lines for p in line)
     start = time.perf_counter()
     nll: dict[int, float] = {}
     logits = None
+    forwards = 0
     if loaded.remote and positions:  # a server returns the prompt tokens' log-probabilities, not logits
         if cancelled():
             raise Cancelled("cancelled before the localizer's request")
         logprobs = loaded.runtime.prompt_logprobs(ids)
         nll = {p: -float(logprobs[p]) for p in positions}
+        forwards = 1
     elif positions:
         # Cut where the hinted program prompt goes on differently: its prefill reuses all before.
         marks = [focus_free_prefix(loaded.tokenizer, parts, layout or HINT_AFTER)]
@@ -169,6 +172,7 @@ def line_surprise(loaded: Any, parts: PromptParts, only: frozenset[int] | None =
         try:  # the last row too: kept with the prompt's cache, the same prompt's prefill then runs nothing
             logits = session.append(ids, "prefill", rows=[p - 1 for p in positions] + [len(ids) - 1],
                                     marks=marks)[:-1]
+            forwards = session.prefill_forwards
         finally:
             session.close()
     seconds = time.perf_counter() - start
@@ -182,7 +186,7 @@ def line_surprise(loaded: Any, parts: PromptParts, only: frozenset[int] | None =
         values = [nll[p] for p in members]
         out.append(LineSurprise(number, len(values), sum(values) / len(values) if values else 0.0,
                                 max(values, default=0.0), sum(values)))
-    result = Surprise(out, len(ids), len(positions), seconds)
+    result = Surprise(out, len(ids), len(positions), seconds, forwards)
     if prefixes is not None and prefixes.enabled:
         memo[key] = result
         while len(memo) > _SURPRISES_KEPT:
@@ -261,7 +265,8 @@ class FocusPlan:
     noop_line: int | None
     source: str
     seconds: float = 0.0
-    cursor_share: float | None = None  # a cursor on code: its weighted surprise / the best line's
+    cursor_share: float | None = None
+    forwards: int = 0  # the localizer's forwards (its prompt's chunks)  # a cursor on code: its weighted surprise / the best line's
 
 
 def plan_focus(loaded: Any, parts: PromptParts, localize: bool = True, noop: bool = True,
@@ -310,7 +315,8 @@ def plan_focus(loaded: Any, parts: PromptParts, localize: bool = True, noop: boo
         surprise = line_surprise(loaded, parts, candidates, cancelled=cancelled)
         ranked = rank_lines(surprise.lines, parts.region, STATISTIC, exclude=prose)
         best = ranked[0] if ranked else None
-        return FocusPlan(best, best if guard else None, "localized" if ranked else "none", surprise.seconds)
+        return FocusPlan(best, best if guard else None, "localized" if ranked else "none", surprise.seconds,
+                         forwards=surprise.forwards)
     # With a cursor only the lines near it are ever ranked: score just those (a few LM-head rows).
     # A cursor on code reads the program prompt hinted at the cursor (hint and all): where the hint
     # stays there (keep, or guard when the best line is the cursor's: about half the time) the
@@ -328,9 +334,9 @@ def plan_focus(loaded: Any, parts: PromptParts, localize: bool = True, noop: boo
         may_move = False  # close enough to the best: the user's line stays, as under keep
     if not on_code or (may_move and best != user):
         return FocusPlan(best, best if guard and ranked else None, "moved" if best != user else "user",
-                         surprise.seconds, share)
+                         surprise.seconds, share, surprise.forwards)
     agree = best == user  # the localizer's best line near the cursor is the cursor's: guard it
-    return FocusPlan(user, user if noop and agree else None, "user", surprise.seconds, share)
+    return FocusPlan(user, user if noop and agree else None, "user", surprise.seconds, share, surprise.forwards)
 
 
 def _share(surprise: Sequence[LineSurprise], cursor: int, best: int) -> float | None:

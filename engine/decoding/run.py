@@ -52,6 +52,7 @@ def run_edit(loaded: LoadedModel, request, cancelled: Callable[[], bool],
     plan = job.focus
     if plan is not None and plan.seconds:  # the localizer's forward is part of the edit's cost
         outcome.breakdown["localize_s"] = round(plan.seconds, 6)
+        outcome.breakdown["localize_forwards"] = plan.forwards
     result = EditResult(
         mode=request.mode, model=loaded.name, input_text=request.text, output_text=output,
         region=(a + 1, b) if request.lines else None, region_input=region,

@@ -62,6 +62,7 @@ class Session:
         self.tokens: list[int] = []  # what the cache holds, in order
         self.prompt_length = 0  # tokens of the first append (what a later session may reuse)
         self.reused = 0  # tokens of the first append restored from an earlier session
+        self.prefill_forwards = 0  # forwards the first append ran (its chunks; 0 when all was restored)
         # The logits after the first append's last token, when computed as a prefill that asks
         # for that row alone would (kept with the prompt's cache for the same prompt's next session)
         self.prompt_last: torch.Tensor | None = None
@@ -132,10 +133,12 @@ class Session:
         bounds.append(len(ids))
         if len(bounds) == 2:  # one chunk: the rows as asked
             self._check_cancel(ids)
+            self.prefill_forwards += 1
             return self._timed_forward(ids[skip:], [r - skip for r in wanted])
         got: dict[int, torch.Tensor] = {}
         for lo, hi in zip(bounds, bounds[1:]):
             self._check_cancel(ids)
+            self.prefill_forwards += 1
             rows = sorted({r for r in wanted if lo <= r < hi})
             out = self._timed_forward(ids[lo:hi], [r - lo for r in rows] or [hi - lo - 1])
             got.update(zip(rows, out))
@@ -203,6 +206,7 @@ class Session:
         out: dict[str, Any] = {f"{k}_s": round(v, 6) for k, v in self.seconds.items()}
         out.update({f"{k}_calls": v for k, v in self.calls.items()})
         out["prefix_reused"] = self.reused
+        out["prefill_forwards"] = self.prefill_forwards
         return out
 
     def _begin(self, ids: list[int], max_reuse: int) -> int:
