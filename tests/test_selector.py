@@ -373,8 +373,8 @@ def test_train_selector_command_end_to_end(tmp_path: Path, tokenizer, monkeypatc
     info = json.loads((out / "training.json").read_text())
     assert len(info["losses"]) == 4 and info["data"]["decontaminated"] == 7
     assert [r["arm"] for r in info["evaluation"]["rows"]] == [f"program (selector), focus {f}"
-                                                              for f in ("none", "near", "oracle")]
-    assert [r["focus"] for r in info["evaluation"]["rows"]] == ["none", "near", "oracle"]
+                                                              for f in ("none", "near", "on", "oracle")]
+    assert [r["focus"] for r in info["evaluation"]["rows"]] == ["none", "near", "on", "oracle"]
     card = (out / "CARD.md").read_text()
     assert "7 of 90 source functions" in card and "bug/operator_misuse" in card
     assert "| program (selector), focus near | 1 |" in card and "wrong-line edits" in card
@@ -432,7 +432,7 @@ def test_train_selector_recipe_on_a_tiny_qwen25(tmp_path: Path, monkeypatch: pyt
                  "--steps", "2", "--warmup-steps", "1", "--rank", "4", "--alpha", "8", "--threads", "1",
                  "--eval-cases", "1", "--eval-max-new-tokens", "8", "--max-tokens", "4096"]) == 0
     info = _json.loads((out / "training.json").read_text())
-    assert len(info["losses"]) == 2 and [r["focus"] for r in info["evaluation"]["rows"]] == ["none", "near", "oracle"]
+    assert len(info["losses"]) == 2 and [r["focus"] for r in info["evaluation"]["rows"]] == ["none", "near", "on", "oracle"]
     engine = Engine.load(str(model_dir), selector=str(out), backend="transformers")
     assert engine.selector is not None and engine.default_mode() == "program"
     result = engine.edit(EditRequest(cases[0].input, "Fix the bug", mode="program", max_new_tokens=8, language="python"))

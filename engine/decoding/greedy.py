@@ -60,7 +60,7 @@ class DraftedDecode:
 
     def __init__(self, session: Session, prompt_ids: Sequence[int], stop_ids: frozenset[int] | set[int],
                  max_new_tokens: int, drafter: InputDrafter | None = None,
-                 pick: Callable[[torch.Tensor], int] = argmax, cancelled: Callable[[], bool] = never,
+                 pick: Callable[[torch.Tensor], int] = argmax, cancelled: Callable[[], bool] = never, *,
                  blocked: Sequence[int] = (), verify: str = "auto"):
         if drafter is not None and pick is not argmax:
             raise ValueError("drafts are verified greedily: a sampled decode takes no drafter")

@@ -159,7 +159,7 @@ class ChatDecode:
             drafter = (InputDrafter(encode(self.loaded.tokenizer, job.prediction), cost=session.cost)
                        if job.prediction and greedy else None)
             self._decode = DraftedDecode(session, job.prompt_ids, self.tables.stop_ids, job.max_tokens, drafter,
-                                         pick, self.cancelled, job.verify)
+                                         pick, self.cancelled, verify=job.verify)
             for chunk in self._decode.chunks():
                 yield chunk.tokens
             self.finish_reason = {"max_tokens": "length", "cancelled": "cancelled"}.get(
