@@ -43,6 +43,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from engine.bench.analysis import tokens_per_op
+from engine.core.lines import split_lines
+from engine.core.tokens import encode, token_pieces
+from engine.decoding.program_decoder import ProgramDecoder
+from engine.language.oracle import line_oracle
+from engine.language.program import CopyLines, CopyTokens
 from engine.runtime.session import Session
 
 
@@ -108,11 +114,6 @@ class OracleSpans:
 
 
 def oracle_spans(tokenizer: Any, source: str, gold: str) -> OracleSpans:
-    from engine.bench.analysis import tokens_per_op
-    from engine.core.lines import split_lines
-    from engine.core.tokens import encode, token_pieces
-    from engine.language.oracle import line_oracle
-    from engine.language.program import CopyLines
 
     gold_ids = encode(tokenizer, gold)
     program = line_oracle(source, gold)
@@ -238,9 +239,6 @@ def _forced_walk(loaded: Any, tables: Any, region: str, program: Any, draft: boo
     """The engine's :class:`engine.decoding.program_decoder.ProgramDecoder` run to its end on
     ``program`` under the teacher, on ``session`` (a counting one by default): no model runs.
     ``drafts`` counts what each verify forward carried."""
-    from engine.decoding.program_decoder import ProgramDecoder
-    from engine.language.program import CopyTokens
-
     class Walk(ProgramDecoder):
         def verify(self, marks: list) -> Any:  # count what was drafted, then the engine's own verify
             if drafts is not None:

@@ -37,6 +37,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
+from engine.api import EditRequest, Engine
 from engine.bench.arms import DEFAULT_ARMS, FAMILY_ARMS, Arm, check_arms
 from engine.bench.bounds import (
     KernelCurve,
@@ -48,9 +49,14 @@ from engine.bench.bounds import (
     program_structure,
     structure_cost,
 )
-from engine.bench.harness import machine_info, median, ratio, rotate
+from engine.bench.harness import first_difference, machine_info, median, ratio, rotate
 from engine.bench.runner import DEFAULT_TIMEOUT_S, TestOutcome, run_tests
 from engine.core.lines import split_lines
+from engine.core.tokens import encode
+from engine.decoding import prompt
+from engine.decoding.drafter import InputDrafter
+from engine.decoding.tables import tables_for
+from engine.evaluation.corpora import EditCase, load_corpus
 from engine.evaluation.focus import focus_for, near_offset, offset_histograms
 from engine.evaluation.quality import (
     collateral_damage,
@@ -61,6 +67,8 @@ from engine.evaluation.quality import (
     valid_program,
     wrong_line_edit,
 )
+from engine.language.oracle import line_oracle
+from engine.training.synth import first_changed_line
 
 FAMILIES = ("forced", "free")
 ARMS = tuple(dict.fromkeys([*FAMILY_ARMS["forced"], *FAMILY_ARMS["free"]]))  # every arm name of either family
@@ -120,7 +128,6 @@ def teacher_forced(loaded: Any, arm: str, prompt_ids: Sequence[int], gold_ids: S
     verified in one forward each (all positions' logits, as a verifier needs) and accepted while
     they equal the gold; the rejected tail is cropped from the cache as a real verifier does.
     ``verify`` bounds ``speculative``'s drafts as the engine's (engine.runtime.session.Session.draft_room)."""
-    from engine.decoding.drafter import InputDrafter
     session = loaded.session()
     gold = list(gold_ids)
     total = len(gold)
@@ -171,8 +178,6 @@ def teacher_forced(loaded: Any, arm: str, prompt_ids: Sequence[int], gold_ids: S
 
 def engine_arm(engine: Any, request: Any) -> tuple[ArmRun, Any]:
     """One ``Engine.edit`` call, metered. Returns the run and the :class:`EditResult`."""
-    from engine.core.tokens import encode
-
     loaded = engine.model_for(request.mode)  # program mode may run on the selector's merged copy
     engine.forget_prompts()  # every measured edit is a first edit
     with loaded.runtime.meter() as meter:
@@ -204,15 +209,11 @@ def engine_arm(engine: Any, request: Any) -> tuple[ArmRun, Any]:
 def _language(case: Any) -> dict[str, str]:
     """``language=`` for the request (the corpus language tags the prompt's code fences), when the
     engine's EditRequest has that field."""
-    from engine.api import EditRequest
-
     return {"language": case.language} if "language" in EditRequest.__dataclass_fields__ else {}
 
 
 def text_prompt_ids(tokenizer: Any, case: Any) -> list[int]:
     """The text modes' prompt for a whole-file edit of ``case``, built as engine/decoding/run.py builds it."""
-    from engine.decoding import prompt
-
     parts = prompt.PromptParts(instruction=case.instruction, region=case.input, **_language(case))
     fence = parts.fence() if hasattr(parts, "fence") else prompt.TEXT_FENCE_OPEN
     return prompt.render(tokenizer, prompt.text_messages(parts), assistant_prefix=fence)
@@ -230,8 +231,6 @@ class EditBench:
     def __init__(self, engine: Any, family: str, arms: Sequence[str] | None = None, kernel: KernelCurve | None = None,
                  max_new_tokens: int | None = None, test_timeout: float = DEFAULT_TIMEOUT_S,
                  run_tests_: bool = True, verify: str = "auto"):
-        from engine.api import Engine
-        from engine.decoding.tables import tables_for
 
         if family not in FAMILIES:
             raise ValueError(f"unknown family {family!r}; choose forced or free")
@@ -252,8 +251,6 @@ class EditBench:
     # -- one case -------------------------------------------------------------------------
     def cap(self, case: Any) -> int:
         """New-token limit of a free-family case: ``--max-new-tokens`` or 1.5 x input tokens + 64."""
-        from engine.core.tokens import encode
-
         if self.max_new_tokens:
             return self.max_new_tokens
         return min(4096, int(1.5 * len(encode(self.loaded.tokenizer, case.input))) + 64)
@@ -261,8 +258,6 @@ class EditBench:
     @staticmethod
     def changed_line(case: Any) -> int | None:
         """The first input line the gold changes (None if it changes nothing): the oracle focus."""
-        from engine.training.synth import first_changed_line
-
         try:
             return first_changed_line(case.input, case.gold)
         except ValueError:
@@ -273,9 +268,6 @@ class EditBench:
         return focus_for(setting, self.changed_line(case), len(split_lines(case.input)), case.id)
 
     def run_arm(self, case: Any, arm: str) -> ArmRun:
-        from engine.api import EditRequest
-        from engine.core.tokens import encode
-        from engine.language.oracle import line_oracle
 
         spec = self.specs[arm]
         tok = self.loaded.tokenizer
@@ -302,8 +294,6 @@ class EditBench:
     def warm_up(self) -> None:
         """Every arm once on a small edit (the first forwards and ``generate`` call of a process
         are several times slower), results thrown away."""
-        from engine.evaluation.corpora import EditCase
-
         case = EditCase(id="warmup", corpus="warmup", language="python", input=WARMUP_INPUT, gold=WARMUP_GOLD,
                         instruction="Fix the bug in add.")
         saved, self.max_new_tokens = self.max_new_tokens, 48
@@ -316,8 +306,6 @@ class EditBench:
     def oracle_record(self, case: Any, runs: dict[str, ArmRun]) -> dict[str, Any]:
         """The case's bound inputs: oracle spans, the program's structure (walk), the drafted walk,
         their costs, and (forced family) whether the walks match the engine's own counts."""
-        from engine.language.oracle import line_oracle
-
         program = line_oracle(case.input, case.gold)
         spans = oracle_spans(self.loaded.tokenizer, case.input, case.gold)
         walk = program_structure(self.loaded, self.tables, case.input, program)
@@ -371,7 +359,6 @@ class EditBench:
 
     def run_case(self, case: Any, order: Sequence[str], on_arm: Callable[[str], None] | None = None,
                  index: int | None = None) -> dict[str, Any]:
-        from engine.core.tokens import encode
 
         runs: dict[str, ArmRun] = {}
         for arm in order:
@@ -427,9 +414,6 @@ class EditBench:
         """Where a text arm's reply first leaves ar's, with the logit gap there
         (engine.bench.harness.first_difference); the replies' tokens are their text encoded again,
         so ``step_argmax`` says whether that position is ar's own choice."""
-        from engine.bench.harness import first_difference
-        from engine.core.tokens import encode
-
         tok = self.loaded.tokenizer
         return first_difference(self.loaded, text_prompt_ids(tok, case), encode(tok, ar.result.raw_output),
                                 encode(tok, run.result.raw_output))
@@ -618,8 +602,6 @@ def run_corpus(engine: Any, corpus: str, family: str, arms: Sequence[str] | None
                on_partial: Callable[[dict[str, Any]], None] | None = None, verify: str = "auto") -> dict[str, Any]:
     """The results record of one corpus and family (the JSON a ``bench edits`` run writes).
     ``on_partial`` gets the record of the cases done so far (``complete: false``) after each case."""
-    from engine.evaluation.corpora import load_corpus
-
     all_cases = load_corpus(corpus)
     cases = all_cases[offset:]
     if limit is not None:

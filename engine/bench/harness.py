@@ -13,6 +13,9 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
+from engine.api import Engine
+from engine.runtime.prefix_cache import common_prefix
+
 
 def cpu_name() -> str:
     try:
@@ -93,8 +96,6 @@ def first_difference(loaded: Any, prompt_ids: Sequence[int], ar_ids: Sequence[in
     outputs were decoded from this prompt. A gap well under a logit is a near-tie that a
     multi-row verify's rounding may flip (0.4-1.4 in a logit on llama.cpp's default CPU build:
     engine.runtime.backends.llamacpp.exact_rows). None when neither departs from the other."""
-    from engine.runtime.prefix_cache import common_prefix
-
     at = common_prefix(list(ar_ids), list(other_ids))
     if at >= min(len(ar_ids), len(other_ids)):
         return None
@@ -121,8 +122,6 @@ def get_engine(model: str = "default", device: str | None = None, dtype: str | N
                progress: Any = None, selector: str = "auto", backend: str = "transformers",
                options: Any = None) -> Any:
     """One loaded :class:`engine.api.Engine` per (model, device, dtype, selector, backend) per process."""
-    from engine.api import Engine
-
     key = (model, device, dtype, selector, backend, options)
     if key not in _ENGINES:
         _ENGINES[key] = Engine.load(model, device=device, dtype=dtype, progress=progress, selector=selector,

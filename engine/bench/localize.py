@@ -29,17 +29,17 @@ from engine.decoding.localize import (
     prose_lines,
     rank_lines,
 )
+from engine.decoding.prompt import PromptParts
+from engine.evaluation.corpora import load_corpus
 from engine.evaluation.focus import focus_for
+from engine.evaluation.quality import edit_sites
+from engine.training.synth import first_changed_line
 
 SCALES = (1.0, 2.0, 4.0)
 
 
 def case_record(engines: dict[str, Any], case: Any) -> dict[str, Any]:
     """One case: the gold's lines, the near cursor and each model's per-line surprise."""
-    from engine.decoding.prompt import PromptParts
-    from engine.evaluation.quality import edit_sites
-    from engine.training.synth import first_changed_line
-
     n = len(split_lines(case.input))
     try:
         changed = first_changed_line(case.input, case.gold)
@@ -110,8 +110,6 @@ def summarize(records: Sequence[dict[str, Any]], regions: dict[str, str], langua
 def run_localize(engine: Any, corpus: str, limit: int | None = None, offset: int = 0, base: bool = False,
                  on_case: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """The localizer's results record for ``corpus`` (the JSON ``bench localize`` writes)."""
-    from engine.evaluation.corpora import load_corpus
-
     cases = load_corpus(corpus)[offset:]
     if limit is not None:
         cases = cases[:limit]
@@ -134,8 +132,6 @@ def run_localize(engine: Any, corpus: str, limit: int | None = None, offset: int
 
 def resummarize(data: dict[str, Any]) -> dict[str, Any]:
     """A stored results record with its summary recomputed from the per-case scores (no model)."""
-    from engine.evaluation.corpora import load_corpus
-
     cases = {c.id: c for c in load_corpus(data["corpus"])}
     language = next(iter(cases.values())).language if cases else ""
     data["summary"] = summarize(data["per_case"], {k: c.input for k, c in cases.items()}, language)

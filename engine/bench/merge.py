@@ -13,6 +13,9 @@ import json
 from pathlib import Path
 from typing import Any, Sequence
 
+from engine.bench.arms import upgrade_names
+from engine.bench.edits import results_record
+
 MUST_AGREE = ("corpus", "family", "model", "device")
 SETTINGS_MUST_AGREE = ("arms", "max_new_tokens", "max_new_tokens_rule", "test_timeout_s", "selector", "warmup")
 
@@ -29,8 +32,6 @@ def load_part(path: Path | str) -> dict[str, Any]:
     if not isinstance(data, dict) or "per_case" not in data or "family" not in data:
         raise MergeError(f"{path}: not a 'bench edits' results file (no per_case records)")
     data.setdefault("_source", str(path))
-    from engine.bench.arms import upgrade_names
-
     return upgrade_names(data)
 
 
@@ -51,8 +52,6 @@ def _part_info(data: dict[str, Any]) -> list[dict[str, Any]]:
 
 def merge_results(parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """One results record from ``parts`` (see the module docstring for what must agree)."""
-    from engine.bench.edits import results_record
-
     if not parts:
         raise MergeError("nothing to merge: give at least one results file")
     first = parts[0]

@@ -33,6 +33,17 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from engine.bench import harness
+from engine.bench.harness import command_line, get_engine, machine_info, rotate, write_json
+from engine.core.tokens import encode
+from engine.decoding.prompt import PromptParts, text_messages
+from engine.decoding.tables import tables_for
+from engine.evaluation.corpora import CorpusError, load_corpus
+from engine.openai_api.completion import ChatDecode, build_job
+from engine.runtime.backends import BackendOptions
+from engine.runtime.models import ModelLoadError
+from engine.runtime.threads import set_threads
+
 ARMS = ("http-plain", "http-predicted", "local-plain", "local-predicted")
 STOP = ("\n```",)  # the rewrite ends at its closing fence, as in the text modes (engine.decoding.prompt.TEXT_FENCE_CLOSE)
 DECODE_HEADER = "x-copy-as-decode-decode-seconds"  # engine.openai_api.app.DECODE_HEADER (no FastAPI import here)
@@ -95,7 +106,6 @@ def serve(model: str, backend: str, threads: int | None, progress: Callable[[str
 
 
 def _messages(case: Any) -> list[dict[str, str]]:
-    from engine.decoding.prompt import PromptParts, text_messages
 
     return text_messages(PromptParts(instruction=case.instruction, region=case.input, language=case.language))
 
@@ -116,8 +126,6 @@ def _http(client: Any, messages: list[dict[str, str]], max_tokens: int, predicti
 
 def _local(loaded: Any, messages: list[dict[str, str]], max_tokens: int, prediction: str | None,
            verify: str = "auto") -> dict[str, Any]:
-    from engine.decoding.tables import tables_for
-    from engine.openai_api.completion import ChatDecode, build_job
 
     start = time.perf_counter()
     job = build_job(loaded, messages, max_tokens, STOP, 0.0, 1.0, None, prediction, verify)
@@ -135,9 +143,6 @@ def measure_predicted(loaded: Any, base_url: str, cases: Sequence[Any], max_new_
     """Every arm on every case (see the module docstring); ``loaded`` decodes the local arms."""
     import openai
 
-    from engine.bench import harness
-    from engine.bench.harness import rotate
-    from engine.core.tokens import encode
 
     client = openai.OpenAI(base_url=base_url, api_key="unused", max_retries=0, timeout=1800)
     warm = _messages(cases[0])
@@ -231,15 +236,6 @@ def run(args: Any) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from engine.bench.harness import (
-        command_line,
-        get_engine,
-        machine_info,
-        write_json,
-    )
-    from engine.evaluation.corpora import CorpusError, load_corpus
-    from engine.runtime.models import ModelLoadError
-    from engine.runtime.threads import set_threads
 
     console = Console(stderr=True)
 
@@ -249,8 +245,6 @@ def run(args: Any) -> int:
     set_threads(args.threads)
     try:
         cases = [c for name, n in parse_cases(args.cases) for c in load_corpus(name)[:n]]
-        from engine.runtime.backends import BackendOptions
-
         engine = get_engine(args.model, progress=progress, selector="none", backend=args.backend,
                             options=BackendOptions(threads=args.threads, prefix_cache_tokens=0))
     except (CorpusError, ModelLoadError, ValueError) as exc:

@@ -14,6 +14,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from engine.bench.arms import upgrade_names
+
 CORPORA = ("humanevalfix-python", "humanevalfix-js", "canitedit")
 
 
@@ -79,8 +81,6 @@ def _load(path: Path) -> dict[str, Any] | None:
 def load_results(folder: Path | str, family: str) -> list[dict[str, Any]]:
     """Every ``bench_<family>_*.json`` in ``folder``, ordered by corpus (CORPORA first) then file name
     (old arm names read as today's: ``program-focus`` is ``program-oracle``)."""
-    from engine.bench.arms import upgrade_names
-
     found = []
     for path in sorted(Path(folder).glob(f"bench_{family}_*.json")):
         data = _load(path)

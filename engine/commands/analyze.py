@@ -10,6 +10,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from engine.evaluation.corpora import CorpusError, body_only, load_corpora
+from engine.runtime.models import ModelLoadError
+
 
 def add_parser(subparsers: Any) -> None:
     parser = subparsers.add_parser(
@@ -114,15 +117,13 @@ def render_table(corpus: str, stats: dict[str, Any]) -> Any:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from engine.bench.analysis import (
+    from engine.bench.analysis import (  # lazy: keeps --help fast
         PAPER,
         LineTokenCounter,
         analyze_cases,
         analyze_cases_paper,
         load_analysis_tokenizer,
     )
-    from engine.evaluation.corpora import CorpusError, body_only, load_corpora
-    from engine.runtime.models import ModelLoadError
 
     console = Console()
     started = time.perf_counter()

@@ -28,7 +28,18 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from engine.api import EditRequest, Engine
+from engine.bench.arms import ArmError, parse_arms
+from engine.bench.concurrency import measure_concurrency
+from engine.bench.harness import command_line, get_engine, machine_info, write_json
+from engine.bench.kernel import DEFAULT_NS, kernel_table, measure_kernel, parse_ns
+from engine.bench.plot import plot_edits, plot_kernel
+from engine.bench.report import ReportError, edits_table, markdown_report, write_into
 from engine.commands.edit import add_flash_attention_argument, add_verify_argument
+from engine.evaluation.corpora import CorpusError, load_corpus
+from engine.runtime.backends import BackendOptions
+from engine.runtime.models import ModelLoadError
+from engine.runtime.threads import set_threads
 from engine.settings import BACKENDS
 
 
@@ -150,9 +161,6 @@ def _plot_path(args: argparse.Namespace) -> Path | None:
 
 
 def _load(args: argparse.Namespace, console: Any, reuse_prompts: bool = False) -> Any:
-    from engine.bench.harness import get_engine
-    from engine.runtime.backends import BackendOptions
-    from engine.runtime.threads import set_threads
 
     set_threads(args.threads)
     # ``reuse_prompts`` (bench edits): prompt reuse stays on within an edit (the localizer's forward
@@ -169,9 +177,6 @@ def run_kernel(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from engine.bench.harness import command_line, write_json
-    from engine.bench.kernel import kernel_table, parse_ns
-    from engine.runtime.models import ModelLoadError
 
     console = Console(stderr=True)
     try:
@@ -196,15 +201,12 @@ def run_kernel(args: argparse.Namespace) -> int:
         console.print(f"wrote {write_json(args.json, data)}")
     plot = _plot_path(args)
     if plot:
-        from engine.bench.plot import plot_kernel
 
         console.print(f"wrote {plot_kernel([(f'{loaded.name} ({loaded.device})', data)], plot)}")
     return 0
 
 
 def kernel_record(loaded: Any, context: int, ns: Any, trials: int, warmup: int, console: Any, command: str) -> dict:
-    from engine.bench.harness import machine_info
-    from engine.bench.kernel import measure_kernel
 
     data = measure_kernel(loaded.runtime, loaded.device, context=context, ns=ns, trials=trials, warmup=warmup,
                           progress=lambda m: console.print(f"[dim]{m}[/dim]"))
@@ -215,13 +217,8 @@ def kernel_record(loaded: Any, context: int, ns: Any, trials: int, warmup: int, 
 def run_edits(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from engine.bench.arms import ArmError, parse_arms
-    from engine.bench.bounds import KernelCurve
+    from engine.bench.bounds import KernelCurve  # lazy: loads torch
     from engine.bench.edits import run_corpus
-    from engine.bench.harness import command_line, write_json
-    from engine.bench.kernel import DEFAULT_NS
-    from engine.evaluation.corpora import CorpusError, load_corpus
-    from engine.runtime.models import ModelLoadError
 
     console = Console(stderr=True)
     try:
@@ -255,14 +252,11 @@ def run_edits(args: argparse.Namespace) -> int:
     if args.kernel is None and kernel is not None:
         data["kernel_points"] = record["points"]
     data["backend"] = engine.loaded.runtime.describe()
-    from engine.bench.report import edits_table
-
     Console().print(edits_table(data))
     if args.json:
         console.print(f"wrote {write_json(args.json, data)}")
     plot = _plot_path(args)
     if plot:
-        from engine.bench.plot import plot_edits
 
         console.print(f"wrote {plot_edits(data, plot)}")
     return 0
@@ -272,13 +266,7 @@ def run_backends(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from engine.bench.backends import backends_table, compare_backends
-    from engine.bench.harness import command_line, get_engine, write_json
-    from engine.bench.kernel import parse_ns
-    from engine.evaluation.corpora import CorpusError, load_corpus
-    from engine.runtime.backends import BackendOptions
-    from engine.runtime.models import ModelLoadError
-    from engine.runtime.threads import set_threads
+    from engine.bench.backends import backends_table, compare_backends  # lazy: loads torch
 
     console = Console(stderr=True)
     set_threads(args.threads)
@@ -311,12 +299,6 @@ def run_concurrency(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from engine.api import EditRequest, Engine
-    from engine.bench.concurrency import measure_concurrency
-    from engine.bench.harness import command_line, machine_info, write_json
-    from engine.evaluation.corpora import CorpusError, load_corpus
-    from engine.runtime.backends import BackendOptions
-    from engine.runtime.models import ModelLoadError
 
     console = Console(stderr=True)
     try:
@@ -350,11 +332,8 @@ def run_localize(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from engine.bench.harness import command_line, machine_info, write_json
-    from engine.bench.localize import localize_table
+    from engine.bench.localize import localize_table  # lazy: loads torch
     from engine.bench.localize import run_localize as measure
-    from engine.evaluation.corpora import CorpusError, load_corpus
-    from engine.runtime.models import ModelLoadError
 
     console = Console(stderr=True)
     try:
@@ -390,7 +369,7 @@ def run_localize(args: argparse.Namespace) -> int:
 
 
 def run_predicted(args: argparse.Namespace) -> int:
-    from engine.bench.predicted import run
+    from engine.bench.predicted import run  # lazy: loads torch
 
     return run(args)
 
@@ -398,9 +377,7 @@ def run_predicted(args: argparse.Namespace) -> int:
 def run_merge(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from engine.bench.harness import write_json
-    from engine.bench.merge import MergeError, load_part, merge_results
-    from engine.bench.report import edits_table
+    from engine.bench.merge import MergeError, load_part, merge_results  # lazy: loads torch
 
     console = Console(stderr=True)
     try:
@@ -412,14 +389,12 @@ def run_merge(args: argparse.Namespace) -> int:
     console.print(f"wrote {write_json(args.json, data)} ({data['cases']} cases from {len(data['parts'])} part(s))")
     plot = _plot_path(args)
     if plot:
-        from engine.bench.plot import plot_edits
 
         console.print(f"wrote {plot_edits(data, plot)}")
     return 0
 
 
 def run_report(args: argparse.Namespace) -> int:
-    from engine.bench.report import ReportError, markdown_report, write_into
 
     text = markdown_report(args.results)
     if args.into is None:

@@ -9,6 +9,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from engine.evaluation.corpora import CorpusError
+
 
 def default_folder() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "copy-as-decode" / "synth"
@@ -36,8 +38,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from engine.evaluation.corpora import CorpusError
-    from engine.training.synth import SynthError, build_dataset
+    from engine.training.synth import SynthError, build_dataset  # lazy: keeps --help fast
     from engine.training.synth.js_source import JsSourceError
 
     console = Console(stderr=True)

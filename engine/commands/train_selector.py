@@ -18,13 +18,22 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from engine.api import Engine
+from engine.decoding.prompt import DEFAULT_FOCUS_POLICY
+from engine.evaluation.focus import FOCUS_SETTINGS
+from engine.runtime.models import DEFAULT_MODEL, ModelLoadError, load_model, log_progress
+from engine.runtime.selector.adapter import SHIPPED_ADAPTER_DIR, save_adapter
+from engine.training.selector.card import plot_loss, write_card
+from engine.training.selector.dataset import cases_fingerprint, read_examples, record_examples, write_examples
+from engine.training.selector.evaluate import evaluate
+from engine.training.selector.train import CheckpointMismatch, TrainConfig, train_adapter
+
 DEFAULT_WORK_DIR = Path("artifacts/train-selector")
 RECIPE_DEFAULTS = {"train": 640, "heldout": 80, "data_seed": 0, "max_tokens": 1024, "focus_share": 0.5,
                    "exact_share": 0.5}
 
 
 def add_parser(sub: Any) -> None:
-    from engine.training.selector.train import TrainConfig
 
     d = TrainConfig()
     p = sub.add_parser("train-selector", help="train the span-selector LoRA adapter for program mode",
@@ -87,7 +96,6 @@ def command_line(args: argparse.Namespace) -> str:
 
 
 def _config(args: argparse.Namespace) -> Any:
-    from engine.training.selector.train import TrainConfig
 
     return TrainConfig(steps=args.steps, lr=args.lr, warmup_steps=args.warmup_steps, min_lr_ratio=args.min_lr_ratio,
                        rank=args.rank, alpha=args.alpha, target_modules=args.target_modules, seed=args.seed,
@@ -95,8 +103,6 @@ def _config(args: argparse.Namespace) -> Any:
 
 
 def _out_dir(args: argparse.Namespace) -> Path:
-    from engine.runtime.models import DEFAULT_MODEL
-    from engine.runtime.selector.adapter import SHIPPED_ADAPTER_DIR
 
     if args.out is not None:
         return args.out
@@ -185,7 +191,6 @@ def _synth_progress(stage: str, done: int, total: int) -> None:
 
 
 def _record(args: argparse.Namespace, loaded: Any, dataset: Any) -> tuple[Any, float]:
-    from engine.training.selector.dataset import cases_fingerprint, read_examples, record_examples, write_examples
 
     meta = {"model": args.model, "cases": cases_fingerprint(dataset.train), "max_tokens": args.max_tokens, "version": 1}
     path = args.work_dir / "examples.jsonl"
@@ -206,11 +211,7 @@ def _record(args: argparse.Namespace, loaded: Any, dataset: Any) -> tuple[Any, f
 def _train(args: argparse.Namespace, out: Path) -> int:
     import torch
 
-    from engine.runtime.models import load_model, log_progress
-    from engine.runtime.selector.adapter import save_adapter
-    from engine.training.selector.card import plot_loss, write_card
-    from engine.training.selector.train import CheckpointMismatch, train_adapter
-    from engine.training.synth import build_dataset
+    from engine.training.synth import build_dataset  # lazy: keeps --help fast
 
     loaded = load_model(args.model, device=args.device, progress=log_progress)
     t0 = time.perf_counter()
@@ -276,13 +277,7 @@ def _write_info(out: Path, info: dict[str, Any]) -> None:
 
 
 def _evaluate(args: argparse.Namespace, out: Path) -> int:
-    from engine.api import Engine
-    from engine.decoding.prompt import DEFAULT_FOCUS_POLICY
-    from engine.evaluation.focus import FOCUS_SETTINGS
-    from engine.runtime.models import log_progress
-    from engine.training.selector.card import write_card
-    from engine.training.selector.evaluate import evaluate
-    from engine.training.synth import build_dataset
+    from engine.training.synth import build_dataset  # lazy: keeps --help fast
 
     info = _read_info(out)
     if info is None:
@@ -318,8 +313,7 @@ def _evaluate(args: argparse.Namespace, out: Path) -> int:
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    from engine.runtime.models import ModelLoadError
-    from engine.training.synth import SynthError
+    from engine.training.synth import SynthError  # lazy: keeps --help fast
 
     for name in ("focus_share", "exact_share"):
         if not 0.0 <= getattr(args, name) <= 1.0:

@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
+from engine.runtime.selector.adapter import prompt_layout
+
 
 def smooth(values: Sequence[float], window: int) -> list[float]:
     """Trailing moving average (the raw per-step loss of batch-1 training is noisy)."""
@@ -155,7 +157,6 @@ def render_card(info: dict[str, Any], layout: str | None = None) -> str:
 
 
 def write_card(folder: Path, info: dict[str, Any]) -> Path:
-    from engine.runtime.selector.adapter import prompt_layout
 
     path = Path(folder) / "CARD.md"
     path.write_text(render_card(info, prompt_layout(str(folder))), encoding="utf-8")

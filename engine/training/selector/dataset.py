@@ -15,6 +15,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
+from engine.api import EditRequest
+from engine.language.oracle import line_oracle
+from engine.runtime.models import LoadedModel
+
 IGNORE = -100
 
 
@@ -49,9 +53,6 @@ def training_request(case: Any) -> Any:
     """The forced-mode request whose fed sequence is the training example of a synthetic case:
     the oracle line program, the case's focus hint (None in part of the data) and the short
     selector prompt the adapted model sees at inference."""
-    from engine.api import EditRequest
-    from engine.language.oracle import line_oracle
-
     return EditRequest(text=case.input, instruction=case.instruction, mode="forced",
                        program=line_oracle(case.input, case.gold), focus_line=case.focus_line,
                        language=case.language, program_prompt="selector")
@@ -73,8 +74,6 @@ def recording_model(loaded: Any) -> Any:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from engine.runtime.models import LoadedModel
-
     config = LlamaConfig(vocab_size=loaded.vocab_size, hidden_size=16, intermediate_size=16, num_hidden_layers=1,
                          num_attention_heads=1, num_key_value_heads=1, tie_word_embeddings=True,
                          max_position_embeddings=int(getattr(loaded.model.config, "max_position_embeddings", 8192)))
@@ -94,7 +93,7 @@ def record_examples(loaded: Any, cases: Sequence[Any], max_tokens: int,
     """Record every case through the program decoder (``engine.training.record.record_fed_sequence``);
     sequences longer than ``max_tokens`` are dropped (truncating would cut the program off).
     ``fast`` records on :func:`recording_model` after checking the first case against ``loaded``."""
-    from engine.training.record import record_fed_sequence
+    from engine.training.record import record_fed_sequence  # lazy: loads torch; train.py, read by --help, imports this module
 
     recorder = loaded
     if fast and cases:

@@ -10,8 +10,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from engine.api import EditRequest
 from engine.core.lines import split_lines
 from engine.evaluation.focus import FOCUS_SETTINGS, focus_for
+from engine.evaluation.quality import collateral_damage, syntax_broken, tail_deletion, wrong_line_edit
 
 
 @dataclass(frozen=True)
@@ -52,8 +54,6 @@ def eval_focus(case: Any, focus: str) -> int | None:
 def eval_request(case: Any, focus: str, max_new_tokens: int, policy: str | None = None) -> Any:
     """Program-mode request for a held-out case with the focus setting ``focus`` (``policy``:
     ``EditRequest.focus_policy``, None for its default: what users get)."""
-    from engine.api import EditRequest
-
     request = EditRequest(text=case.input, instruction=case.instruction, mode="program",
                           focus_line=eval_focus(case, focus), language=case.language, max_new_tokens=max_new_tokens)
     return request if policy is None else replace(request, focus_policy=policy)
@@ -62,13 +62,6 @@ def eval_request(case: Any, focus: str, max_new_tokens: int, policy: str | None 
 def evaluate(engine: Any, cases: Sequence[Any], arm: str, focus: str, max_new_tokens: int = 256,
              on_case: Callable[[int], None] | None = None, policy: str | None = None) -> EvalRow:
     """Run every case once (greedy) and count exact matches against the gold and the damage."""
-    from engine.evaluation.quality import (
-        collateral_damage,
-        syntax_broken,
-        tail_deletion,
-        wrong_line_edit,
-    )
-
     if focus not in FOCUS_SETTINGS:
         raise ValueError(f"unknown focus setting {focus!r}; choose from {', '.join(FOCUS_SETTINGS)}")
     exact = valid = limit = loop = collateral = wrong = broken = tails = 0

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from engine.runtime.selector.adapter import adapter_state
 from engine.training.selector.dataset import IGNORE, TrainExample, examples_fingerprint
 
 CHECKPOINT = "checkpoint"
@@ -220,7 +221,6 @@ def _save_checkpoint(work_dir: Path, peft_model: Any, optimizer: Any, config: Tr
     import torch
     from safetensors.torch import save_file
 
-    from engine.runtime.selector.adapter import adapter_state
 
     work_dir.mkdir(parents=True, exist_ok=True)
     ignore = work_dir / ".gitignore"

@@ -25,7 +25,9 @@ from engine.training.synth.edits import ALL_KINDS, BUG_KINDS, Edit, Site, first_
 from engine.training.synth.functions import SourceFunction
 from engine.training.synth.instructions import fix_instruction
 from engine.training.synth.js_edits import js_sites
+from engine.training.synth.js_source import JsParser, ensure_installed, js_functions
 from engine.training.synth.python_edits import python_sites
+from engine.training.synth.python_source import python_functions
 
 HELDOUT_FILE_PERMILLE = 100
 KIND_WEIGHTS = {kind: (1.0 if kind in BUG_KINDS else 0.6) for kind in ALL_KINDS}
@@ -178,10 +180,8 @@ def mine_functions(languages: Sequence[str], js_cache=None, report: dict | None 
     """Every source function of the requested languages (Python stdlib, then the pinned npm packages)."""
     functions: list[SourceFunction] = []
     if "python" in languages:
-        from engine.training.synth.python_source import python_functions
         functions.extend(python_functions())
     if "javascript" in languages:
-        from engine.training.synth.js_source import js_functions
         functions.extend(js_functions(js_parser, js_cache, report=report))
     return functions
 
@@ -215,7 +215,6 @@ def build_dataset(n_train: int, n_heldout: int, seed: int = 0, languages: Sequen
     with ExitStack() as stack:
         needs_js = "javascript" in languages
         if needs_js and (js_check is None or functions is None):
-            from engine.training.synth.js_source import JsParser, ensure_installed
             js_cache = ensure_installed(js_cache)
             parser = stack.enter_context(JsParser(js_cache))
             js_check = js_check or parser.check

@@ -12,6 +12,8 @@ import re
 from collections import Counter
 from typing import Iterable
 
+from engine.evaluation.corpora import load_corpora
+
 NGRAM = 8
 THRESHOLD = 0.5
 _TOKEN = re.compile(r"[A-Za-z_$][\w$]*|\d+(?:\.\d+)?|\S")
@@ -74,8 +76,6 @@ def evaluation_index() -> NgramIndex:
     Raises ``engine.evaluation.corpora.CorpusError`` (with the fix) when the shared data folder is missing:
     a training set is never built without decontamination.
     """
-    from engine.evaluation.corpora import load_corpora
-
     index = NgramIndex()
     for corpus, cases in load_corpora("all").items():
         for case in cases:
