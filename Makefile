@@ -35,8 +35,8 @@ test: setup
 	  wait $$vllm || { cat .vllm-venv.log; exit 1; }; exit $$llama
 	COPY_AS_DECODE_REQUIRE_VLLM=1 OMP_NUM_THREADS=1 $(PY) -m pytest -q -rs
 
-# The quick loop while changing code: everything but the real editors (Neovim, VS Code), the real
-# vLLM server and the slow tests; it installs no system packages and compiles nothing (the
-# llama.cpp tests run when llama-cpp-python is already installed, else they skip).
+# The quick loop while changing code: every test that loads no model and drives no real editor
+# (Neovim, VS Code) or vLLM server; it installs no system packages and compiles nothing. The model
+# tests (pytest -m model) and the rest run in `make test`.
 test-fast: setup
-	OMP_NUM_THREADS=1 $(PY) -m pytest -q -rs -m "not editor and not vllm and not slow"
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q -rs -m "not model and not editor and not vllm and not slow"
