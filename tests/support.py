@@ -3,3 +3,29 @@
 ADD = "def add(a, b):\n    return a - b\n"
 ADD_DOCUMENTED = 'def add(a, b):\n    """Return the sum of a and b."""\n    return a - b\n'
 ADD_AND_SUB = ADD_DOCUMENTED + "\n\ndef sub(a, b):\n    return a - b\n"
+
+
+class StubClient:
+    """What a remote runtime's messages name its server by."""
+
+    display = "stub"
+
+
+class StubServerRuntime:
+    """The shape of a vLLM runtime with no HTTP and no server (a STUB for the client loop's own
+    paths): subclasses say what ``stream_completion`` streams. The real server is exercised in
+    tests/test_vllm_backend.py."""
+
+    backend = "vllm"
+    concurrent = True
+
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+        self.client = StubClient()
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.tokenizer)
+
+    def eos_ids(self) -> set[int]:
+        return set()

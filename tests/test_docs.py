@@ -12,16 +12,16 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-THIS = Path(__file__).resolve().relative_to(ROOT).as_posix()  # it spells the patterns out
-HISTORY_EXEMPT = {"CHANGELOG.md", THIS}
-# Wording that dates a text by the project's own rounds of work instead of saying what is true now.
+HISTORY_EXEMPT = {"CHANGELOG.md"}
+# Wording that dates a text by the project's own development steps instead of saying what is true
+# now. Written so that this file's own text does not match them: it is checked like any other.
 HISTORY = [re.compile(p, re.IGNORECASE) for p in (
     r"\bstops? #?\d+",
     r"\bstop-\d+",
     r"\bissues? #?\d+",
-    r"\bsince stop\b",
-    r"\bat the time of\b",
-    r"\brounds? of work\b",
+    r"\bsince\s+stop\b",
+    r"\bat\s+the\s+time\s+of\b",
+    r"\brounds?\s+of\s+work\b",
 )]
 README_MAX_LINES = 250
 LINKED_DOCS = ["README.md", "lsp_server/README.md", "vscode-client/README.md", *(
@@ -61,8 +61,10 @@ def history_lines(name: str, text: str) -> list[str]:
 
 def test_the_history_patterns_catch_what_they_are_for() -> None:
     """The patterns find the wording they name and leave ordinary prose alone, so the tree test can fail."""
-    for dated in ("measured at stop 27", "Stop 22's runs", "the stop-20 policy", "(issue 15 part 5)",
-                  "Issue #8", "since stop 26", "at the time of that table", "one round of work"):
+    # each sample cut in two and joined here, so that the file itself holds none of them
+    samples = (("measured at st", "op 27"), ("St", "op 22's runs"), ("the st", "op-20 policy"), ("(iss", "ue 15 part 5)"),
+               ("Iss", "ue #8"), ("since st", "op 26"), ("at the ti", "me of that table"), ("one round of wo", "rk"))
+    for dated in ("".join(halves) for halves in samples):
         assert history_lines("x", dated), dated
     for present in ("a loop stops the decode", "exit status 3", "the issue tracker", "stop at 3 tokens"):
         assert not history_lines("x", present), present

@@ -9,6 +9,7 @@ import inspect
 from typing import Any, Callable, Iterator
 
 import pytest
+from support import StubServerRuntime
 
 from engine.api import MODES, EditRequest
 from engine.bench import bounds
@@ -48,25 +49,8 @@ def test_every_mode_has_a_strategy_on_both_kinds_of_runtime() -> None:
     assert all(isinstance(STRATEGIES[m].remote, RemoteText) for m in ("ar", "speculative", "pld"))
 
 
-class _Client:
-    display = "stub"
-
-
-class _StubServer:
+class _StubServer(StubServerRuntime):
     """A remote runtime that must never be asked for a completion (every edit here is refused)."""
-
-    backend = "vllm"
-
-    def __init__(self, tokenizer: Any):
-        self.tokenizer = tokenizer
-        self.client = _Client()
-
-    @property
-    def vocab_size(self) -> int:
-        return len(self.tokenizer)
-
-    def eos_ids(self) -> set[int]:
-        return set()
 
     def describe(self) -> str:
         return "the stub server"

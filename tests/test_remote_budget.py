@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any, Callable, Iterator
 
 import pytest
+from support import StubServerRuntime
 
 from engine.decoding.remote_decode import RemoteProgramDecoder
 from engine.decoding.tables import tables_for
@@ -16,26 +17,12 @@ from engine.runtime.models import LoadedModel
 REGION = "def add(a, b):\n    return a - b\n"
 
 
-class _Client:
-    display = "stub"
-
-
-class _StubRuntime:
+class _StubRuntime(StubServerRuntime):
     """Streams the given reply in one chunk, then the finish reason."""
 
-    backend = "vllm"
-    concurrent = True
-
     def __init__(self, tokenizer: Any, reply: list[int], finish: str | None):
-        self.tokenizer, self.reply, self.finish = tokenizer, reply, finish
-        self.client = _Client()
-
-    @property
-    def vocab_size(self) -> int:
-        return len(self.tokenizer)
-
-    def eos_ids(self) -> set[int]:
-        return set()
+        super().__init__(tokenizer)
+        self.reply, self.finish = reply, finish
 
     def stream_completion(self, prompt_ids: list[int], max_tokens: int, cancelled: Callable[[], bool],
                           **extra: Any) -> Iterator[tuple[list[int], str | None]]:

@@ -9,6 +9,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 import pytest
+from support import StubServerRuntime
 
 from engine.core.lines import near_copy, split_lines
 from engine.evaluation.quality import near_copy_insertions
@@ -64,30 +65,16 @@ def test_the_counter_finds_an_insertion_either_side_of_the_kept_line() -> None:
     assert near_copy_insertions(ADD, "def add(a, b):\n    c = a + b\n    return a - b\n") == 0
 
 
-class _Client:
-    display = "stub"
-
-
-class _SegmentStub:
+class _SegmentStub(StubServerRuntime):
     """STUB server runtime (no HTTP) that writes ``script`` (the program after ``<program>``) from
     wherever the client stands, obeying the segment grammar only as far as ending the program when
     the grammar allows no copy (a server whose grammar allowed the copy wrote it). The real server
     is exercised in tests/test_vllm_backend.py."""
 
-    backend = "vllm"
-    concurrent = True
-
     def __init__(self, tokenizer: Any, script: str):
-        self.tokenizer, self.script, self.grammars = tokenizer, "<program>" + script, []
-        self.client = _Client()
+        super().__init__(tokenizer)
+        self.script, self.grammars = "<program>" + script, []
         self.decoder: Any = None
-
-    @property
-    def vocab_size(self) -> int:
-        return len(self.tokenizer)
-
-    def eos_ids(self) -> set[int]:
-        return set()
 
     def stream_completion(self, prompt_ids: list[int], max_tokens: int, cancelled: Callable[[], bool],
                           **extra: Any) -> Iterator[tuple[list[int], str | None]]:
