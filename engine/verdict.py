@@ -93,11 +93,14 @@ def judge(result: EditResult, instruction: str, max_new_tokens: int, language: s
 
 
 def json_summary(result: EditResult, compared: dict[str, EditResult], damage: EditDamage | None, message: str,
-                 written: list[Path], language: str = "") -> dict[str, Any]:
+                 written: list[Path], language: str = "", syntax: SyntaxVerdict | None = None) -> dict[str, Any]:
     """What ``--json`` prints (the OpenAI-compatible server's edit endpoint answers the same).
-    ``syntax``: the parser's verdict on the whole document (engine.checks.syntax.SyntaxVerdict.json)."""
+    ``syntax``: the parser's verdict on the whole document (engine.checks.syntax.SyntaxVerdict.json);
+    the one :func:`judge` found is passed in, else the document is parsed here."""
     summary = result.summary()
-    summary["syntax"] = check_edit(result.input_text, result.output_text, language).json()
+    if syntax is None:
+        syntax = check_edit(result.input_text, result.output_text, language)
+    summary["syntax"] = syntax.json()
     summary["compare"] = {m: r.summary() for m, r in compared.items()}
     summary["damage"] = damage.json() if damage is not None else None
     summary["refused"] = message or None

@@ -204,7 +204,7 @@ def run(args: argparse.Namespace) -> int:
             write_atomic(path, result.output_text)
     if args.json:
         print(json.dumps(json_summary(result, compared, verdict.damage, message, targets if write else [],
-                                      request.language), indent=2))
+                                      request.language, verdict.syntax), indent=2))
     else:
         _report(out, args.file, result, compared)
     if status and write:
