@@ -24,6 +24,7 @@ from engine.core.lines import split_lines, to_crlf, to_lf, uses_crlf
 from engine.decoding.events import EditFinished, EditResult, EditStarted, Event, OpResolved, TokenCounts
 from engine.decoding.prompt import DEFAULT_FOCUS_POLICY, FOCUS_POLICIES
 from engine.language.program import Gen, Op, Program
+from engine.read_ahead import ReadAhead
 from engine.runtime.backends import VERIFY_RULES
 from engine.runtime.models import DEFAULT_MODEL, LoadedModel, load_model
 from engine.runtime.selector.adapter import load_selector
@@ -144,6 +145,7 @@ class Engine:
     loaded: LoadedModel
     selector_model: LoadedModel | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _ahead: ReadAhead = field(default_factory=ReadAhead, repr=False)  # the answer read ahead (engine.read_ahead)
 
     @classmethod
     def load(cls, model: str = DEFAULT_MODEL, device: str | None = None, dtype: str | None = None,
@@ -203,13 +205,14 @@ class Engine:
             session.close()
 
     def forget_prompts(self) -> None:
-        """Drop the prompts' KV and the localizer's results kept from earlier edits
-        (engine.runtime.prefix_cache), so the next edit runs as a first edit: benchmarks and side-by-side
+        """Drop the prompts' KV, the localizer's results and an answer read ahead, kept from
+        earlier edits (engine.runtime.prefix_cache, engine.read_ahead), so the next edit runs as a first edit: benchmarks and side-by-side
         timings call this before each measured edit, so that no mode reuses another's prompt.
         Within one edit reuse stays on, as users get it (the localizer's forward stands in for
         the program prompt's prefill)."""
         from engine.decoding.localize import forget_surprises
 
+        self._ahead.clear()
         for loaded in self.models():
             prefixes = getattr(loaded.runtime, "prefixes", None)
             if prefixes is not None:
@@ -232,47 +235,123 @@ class Engine:
         between the chunks of every prompt forward (the localizer's, a prefill) and before every
         decode step; once it returns True the edit stops within one chunk or step with
         ``stop_reason == "cancelled"`` and ``output_text`` equal to the input (nothing half-done
-        is returned)."""
-        # Lazy (in _stream): engine.decoding.run loads torch and the decoders; the language server
-        # imports this module when it starts, long before a model loads.
+        is returned). The request :meth:`read_ahead` decoded gets that answer (while it is being
+        decoded, its events as they come); any other request stops a read ahead within one step."""
+        request = self._resolved(request)
+        reading = self._ahead.follow(request)
+        if reading is not None:
+            yield from self._followed(reading, request, cancelled)
+            return
+        yield from self._events(request, cancelled, hold_lock=True)
+
+    def _resolved(self, request: EditRequest) -> EditRequest:
         request.validate()
-        if request.mode == "auto":
-            request = replace(request, mode=self.default_mode())
+        return replace(request, mode=self.default_mode()) if request.mode == "auto" else request
+
+    def _events(self, request: EditRequest, cancelled: Callable[[], bool], hold_lock: bool) -> Iterator[Event]:
         if request.is_empty():
             yield EditStarted(mode=request.mode, model=self.name, input_lines=0, prompt_tokens=0)
             yield EditFinished(empty_result(request, self.name))
             return
         if uses_crlf(request.text):  # edited as its LF twin, given back in CRLF (engine.core.lines)
             original = request.text
-            for event in self._stream(as_lf(request), cancelled):
+            for event in self._decoded(as_lf(request), cancelled, hold_lock):
                 yield in_crlf(event, original)
             return
-        yield from self._stream(request, cancelled)
+        yield from self._decoded(request, cancelled, hold_lock)
 
-    def _stream(self, request: EditRequest, cancelled: Callable[[], bool]) -> Iterator[Event]:
+    def _decoded(self, request: EditRequest, cancelled: Callable[[], bool], hold_lock: bool) -> Iterator[Event]:
+        # Lazy: engine.decoding.run loads torch and the decoders; the language server imports this
+        # module when it starts, long before a model loads.
         from engine.decoding.run import run_edit
 
         loaded = self.model_for(request.mode)
-        if getattr(loaded.runtime, "concurrent", False):  # a server batches concurrent edits itself
+        if not hold_lock or getattr(loaded.runtime, "concurrent", False):  # a server batches edits itself
             yield from _until_cancelled(loaded, request, cancelled, run_edit)
             return
         with self._lock:
             yield from _until_cancelled(loaded, request, cancelled, run_edit)
 
+    def _followed(self, reading: Any, request: EditRequest, cancelled: Callable[[], bool]) -> Iterator[Event]:
+        """The events of the answer read ahead for ``request`` (engine.read_ahead), as the reader
+        makes them; a cancel leaves the reader to its own stop and ends this edit as cancelled."""
+        started = time.perf_counter()
+        for event in self._ahead.events(reading, cancelled):
+            if event is None:
+                yield EditFinished(cancelled_result(self.model_for(request.mode), request, 0,
+                                                    time.perf_counter() - started))
+                return
+            if isinstance(event, EditFinished):
+                r = event.result
+                event = EditFinished(replace(r, timings={**r.timings, "total_s": round(time.perf_counter() - started, 6),
+                                                         "read_ahead_s": r.timings.get("total_s", 0.0)}))
+            yield event
+        if reading.error is not None:
+            raise reading.error
+
+    def read_ahead(self, request: EditRequest, cancelled: Callable[[], bool] = never_cancelled,
+                   max_tokens: int = 4096) -> Any:
+        """Decode ``request``'s edit ahead of the request (an editor's idle buffer) and keep the
+        answer (engine.read_ahead): :meth:`stream` of the same request then gives it at once. On a
+        server (vLLM) only the prompt is read ahead (:meth:`warm_prompt`): decoding there would spend
+        a shared server on answers nobody may ask for. Never waits: skipped while an edit runs, and
+        for a prompt of over ``max_tokens`` tokens. Returns an engine.decoding.warm.WarmUp."""
+        from engine.decoding.warm import WarmUp, prompt_size
+
+        request = self._resolved(request)
+        loaded = self.model_for(request.mode)
+        if loaded.remote:
+            return self.warm_prompt(request, cancelled, max_tokens)
+        if request.is_empty():
+            return WarmUp("skipped", reason="the region is empty")
+        if self._ahead.holds(request):
+            return WarmUp("skipped", reason="its answer is kept already")
+        size, _ = prompt_size(loaded, request)
+        if size > max_tokens:
+            return WarmUp("skipped", size, reason=f"the prompt has {size} tokens (warmUpMaxTokens {max_tokens})")
+        if not self._lock.acquire(blocking=False):
+            return WarmUp("skipped", reason="an edit is running")
+        try:
+            reading = self._ahead.begin(request, answer=True)
+            result = None
+            with loaded.runtime.meter() as log:
+                try:
+                    for event in self._events(request, lambda: self._ahead.reader_cancelled(reading, cancelled),
+                                              hold_lock=False):
+                        self._ahead.add(reading, event)
+                        if isinstance(event, EditFinished):
+                            result = event.result
+                except BaseException as exc:
+                    self._ahead.end(reading, answered=False, error=exc)
+                    raise
+            answered = result is not None and result.stop_reason != "cancelled"
+            self._ahead.end(reading, answered)
+            return WarmUp("done" if answered else "cancelled", result.prompt_tokens if result else 0,
+                          sum(log.sizes()), answered=answered)
+        finally:
+            self._lock.release()
+
     def warm_prompt(self, request: EditRequest, cancelled: Callable[[], bool] = never_cancelled,
                     max_tokens: int = 4096) -> Any:
         """Read the prompt ``request`` would read first, ahead of the edit (engine.decoding.warm):
         an editor's idle buffer. Never waits for the engine: skipped while an edit (or another
-        warm-up) runs. Returns an engine.decoding.warm.WarmUp."""
+        warm-up) runs; an edit that arrives stops it within one prompt chunk. Returns an
+        engine.decoding.warm.WarmUp."""
         from engine.decoding.warm import WarmUp, warm_prompt
 
-        request.validate()
-        if request.mode == "auto":
-            request = replace(request, mode=self.default_mode())
+        request = self._resolved(request)
+        loaded = self.model_for(request.mode)
+        if loaded.remote:  # a server runs requests side by side: nothing here to wait for or stop
+            return warm_prompt(loaded, request, cancelled, max_tokens)
         if not self._lock.acquire(blocking=False):
             return WarmUp("skipped", reason="an edit is running")
         try:
-            return warm_prompt(self.model_for(request.mode), request, cancelled, max_tokens)
+            reading = self._ahead.begin(request, answer=False)
+            try:
+                return warm_prompt(loaded, request, lambda: self._ahead.reader_cancelled(reading, cancelled),
+                                   max_tokens)
+            finally:
+                self._ahead.end(reading, answered=False)
         finally:
             self._lock.release()
 

@@ -5,7 +5,7 @@ decoder, and wrap the outcome into an :class:`EditResult`."""
 from __future__ import annotations
 
 import time
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 from engine.core.lines import split_lines
 from engine.decoding.events import EditFinished, EditResult, EditStarted, Event, OpResolved
@@ -17,11 +17,10 @@ from engine.decoding.tables import tables_for
 from engine.runtime.models import LoadedModel
 
 
-def run_edit(loaded: LoadedModel, request, cancelled: Callable[[], bool],
-             recorder: FeedRecorder | None = None) -> Iterator[Event]:
-    """Events of one edit (``request`` is an :class:`engine.api.EditRequest`, already validated).
-    ``recorder`` (program and forced modes) sees every token fed to the model (training data)."""
-    started = time.perf_counter()
+def prepared(loaded: LoadedModel, request, cancelled: Callable[[], bool],
+             recorder: FeedRecorder | None = None) -> tuple[EditJob, Any]:
+    """An edit's job up to its prompt (planned: the localizer has run; ``job.prompt_ids`` set) and
+    the strategy that decodes it: what :func:`run_edit` does before the first decode step."""
     lines = split_lines(request.text)
     a, b = request.region_bounds()
     ctx = max(0, request.context_lines)
@@ -34,6 +33,18 @@ def run_edit(loaded: LoadedModel, request, cancelled: Callable[[], bool],
     strategy = STRATEGIES[request.mode].on(loaded)
     strategy.prepare(job)
     strategy.prompt(job)
+    return job, strategy
+
+
+def run_edit(loaded: LoadedModel, request, cancelled: Callable[[], bool],
+             recorder: FeedRecorder | None = None) -> Iterator[Event]:
+    """Events of one edit (``request`` is an :class:`engine.api.EditRequest`, already validated).
+    ``recorder`` (program and forced modes) sees every token fed to the model (training data)."""
+    started = time.perf_counter()
+    lines = split_lines(request.text)
+    a, b = request.region_bounds()
+    job, strategy = prepared(loaded, request, cancelled, recorder)
+    region = job.region
     prompt_ids = job.prompt_ids
     yield EditStarted(mode=request.mode, model=loaded.name, input_lines=len(split_lines(region)),
                       prompt_tokens=len(prompt_ids))
