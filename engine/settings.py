@@ -146,11 +146,12 @@ class Settings(BaseModel):
         "auto", "llama.cpp's flash attention: auto (off on the CPU, where decoding is faster without it), on or off.")
     prefix_cache_tokens: int = setting(8192, "Tokens of recent prompts whose KV cache is kept so the next edit "
                                        "prefills only what changed; 0: off.", low=0, high=1 << 22)
-    warm_up: Literal["idle", "off"] = setting(
-        "idle", "Read an AI fix's prompt while the buffer is idle, so the fix starts where a repeated one would: "
-        "idle (after warmUpDelayMs without a change) or off.")
-    warm_up_delay_ms: int = setting(1500, "Milliseconds an open document must stay unchanged before its prompt is "
-                                    "read ahead (warmUp idle).", low=100, high=600_000)
+    warm_up: Literal["fix", "prompt", "off"] = setting(
+        "fix", "What the server does while a buffer is idle (warmUpDelayMs without a change): fix decodes the AI fix "
+        "the lightbulb would run now, so asking for it gives the answer at once; prompt only reads that fix's prompt, "
+        "so it starts where a repeated fix would; off. On a vLLM server both send the prompt ahead.")
+    warm_up_delay_ms: int = setting(1500, "Milliseconds an open document must stay unchanged before its AI fix is "
+                                    "read ahead (warmUp).", low=100, high=600_000)
     warm_up_max_tokens: int = setting(4096, "Most prompt tokens one warm-up may read (a longer prompt is not "
                                       "read ahead).", low=1, high=1 << 20)
     server_url: str = setting("", "The vLLM server that `backend: vllm` edits with, e.g. http://127.0.0.1:8000 "

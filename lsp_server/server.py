@@ -245,7 +245,7 @@ class CopyAsDecodeServer(LanguageServer):
             return Outcome("cancelled", "AI edit cancelled before it started").json()
 
         self.queue.claim(args.uri, ticket, cancel)
-        self.warmups.edit_began()  # a running warm-up ends within a prompt chunk; the fix reuses what it read
+        self.warmups.edit_began()  # no warm-up starts; the engine stops a running one, or the fix follows it
         try:
             settings, warnings = await self.settings_for(args.uri)
             # Local backends share this machine's CPU/GPU: one edit at a time. A remote server
@@ -274,6 +274,7 @@ class CopyAsDecodeServer(LanguageServer):
                     return Outcome("error", f"cannot load the model: {exc}").json()
                 if not loaded:
                     return stopped_early()
+                self.warmups.edit_uses(engine)
                 doc = self.documents.get(args.uri)
                 if doc is None:
                     return self._fail("the document was closed before the edit started")

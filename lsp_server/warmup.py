@@ -1,17 +1,22 @@
-"""Reading the prompt while the user looks at the buffer (``warmUp = "idle"``).
+"""The AI fix read ahead while the user looks at the buffer (``warmUp``).
 
 When the document last touched (opened, changed, or its cursor moved: VS Code asks for code
-actions whenever the cursor moves) has not changed for ``warmUpDelayMs`` seconds, the server reads
-the prompt the "AI fix" code action would send now (engine.api.Engine.warm_prompt: the localizer's
-forward, kept in the prompt cache with its per-line surprise), so the fix starts where a second fix
-on an unchanged buffer does. Without a code action seen (Neovim before its first request) it reads
-the whole document when it has at most ``wholeDocumentLines`` lines.
+actions whenever the cursor moves) has not changed for ``warmUpDelayMs`` milliseconds, the server
+takes the request the "AI fix" code action would send now and, with ``warmUp = "fix"`` (the
+default), decodes its answer ahead (engine.api.Engine.read_ahead): the fix, when the user asks
+for it, is given at once, or follows the decode still running. With ``"prompt"`` it only reads
+the fix's prompt (Engine.warm_prompt: the localizer's forward, kept in the prompt cache with its
+per-line surprise), so the fix starts where a second fix on an unchanged buffer does. On a vLLM
+server both send the fix's first prompt ahead, into the server's prefix cache. Without a code
+action seen (Neovim before its first request) the fix's region is the whole document when it has
+at most ``wholeDocumentLines`` lines.
 
 It never costs the user: one warm-up at a time, for the document last touched; none while an edit
 runs or waits; none before a model is loaded (the server loads none until the first edit); none for
-a prompt the caches hold (the engine finds it there and reads nothing). A keystroke, a cursor move,
-an AI fix or a settings change stops a running warm-up between two prompt chunks, and what it had
-read stays usable.
+an answer or prompt the caches hold. A keystroke, a cursor move or a settings change stops a
+running warm-up between two prompt chunks or decode steps, and what it had read stays usable; an
+AI fix for another request stops it the same way (the engine does, when the fix reaches it), and
+one for the same request follows it.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ class Running:
     uri: str
     stop: threading.Event
     task: "asyncio.Future[Any]"
+    engine: Any = None  # the engine it reads on, once known
 
 
 class WarmUps:
@@ -48,6 +54,7 @@ class WarmUps:
         self.cursor: dict[str, types.CodeActionParams] = {}  # uri -> the last code-action request
         self.running: Running | None = None
         self.done: list[dict[str, Any]] = []  # what each warm-up did (the settings command shows the last)
+        self.count = 0  # warm-ups ended so far (each entry's "n")
         self.edits = 0  # edit requests in flight, from their arrival (settings pull, queue) to their end
 
     # -- what the editor does ----------------------------------------------------------------
@@ -74,16 +81,24 @@ class WarmUps:
             self.stop()
 
     def edit_began(self) -> None:
-        """An AI fix or edit arrived: stop a running warm-up; none starts until it ends."""
+        """An AI fix or edit arrived: none starts until it ends. A running one goes on until the
+        edit reaches its engine, which stops it for another request or follows it for this one."""
         self.edits += 1
-        self.stop()
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+    def edit_uses(self, engine: Any) -> None:
+        """The edit runs on ``engine``: a warm-up on another engine (another model) stops."""
+        if self.running is not None and self.running.engine is not engine:
+            self.running.stop.set()
 
     def edit_ended(self, uri: str) -> None:
         self.edits -= 1
         self.touched(uri)  # the buffer the edit left is read once it is idle again
 
     def stop(self) -> None:
-        """An AI fix, a keystroke, a settings change: no warm-up runs past its current chunk."""
+        """A keystroke, a cursor move, a settings change: no warm-up runs past its current chunk."""
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
@@ -120,6 +135,8 @@ class WarmUps:
         if settings.warm_up == "off" or doc is None or not server.pool.loaded(key):
             return
         engine = await server.pool.get(key)
+        if self.running is not None and self.running.stop is stop:
+            self.running.engine = engine
         args = self._fix_args(uri, doc.text, settings)
         if args is None or stop.is_set():
             return
@@ -127,15 +144,18 @@ class WarmUps:
                                settings, mode=engine.resolve_mode(settings.mode),
                                focus_line=focus_line(doc.text, args.focus, server.encoding),
                                focus_policy=args.focus_policy)
+        read = engine.read_ahead if settings.warm_up == "fix" else engine.warm_prompt
         loop = asyncio.get_running_loop()
-        result = await loop.run_in_executor(None, lambda: engine.warm_prompt(request, stop.is_set,
-                                                                             settings.warm_up_max_tokens))
-        entry = {"uri": uri, "status": result.status, "promptTokens": result.prompt_tokens,
-                 "forwarded": result.forwarded, "reason": result.reason}
+        started = loop.time()
+        result = await loop.run_in_executor(None, lambda: read(request, stop.is_set, settings.warm_up_max_tokens))
+        self.count += 1
+        entry = {"n": self.count, "uri": uri, "status": result.status, "promptTokens": result.prompt_tokens,
+                 "forwarded": result.forwarded, "answered": result.answered, "reason": result.reason,
+                 "seconds": round(loop.time() - started, 3)}
         self.done.append(entry)
         del self.done[:-20]
-        server.log_to_client(f"copy-as-decode: warm-up {result.status}: {result.forwarded} of "
-                             f"{result.prompt_tokens} prompt tokens read"
+        what = "the AI fix decoded ahead" if result.answered else f"{result.prompt_tokens} prompt tokens"
+        server.log_to_client(f"copy-as-decode: warm-up {result.status}: {what}, {result.forwarded} tokens forwarded"
                              + (f" ({result.reason})" if result.reason else ""))
 
     def _fix_args(self, uri: str, text: str, settings: Any) -> EditArgs | None:

@@ -5,8 +5,9 @@ The client (pygls' LanguageClient, what pytest-lsp drives) starts ``python -m ls
 operator changed, and sends "AI fix" with the focus on that line; then undoes the edit (the buffer
 is unchanged again) and sends the same fix again; then once more with the cursor on another line.
 A warm-up fix on another file loads the model first, so every measured request has it loaded
-(the language server's steady state). Per request it prints the time to the first and to the
-last applied edit (what the user sees land), the total (the command's answer), the prompt's
+(the language server's steady state). Per request it prints the time to the first op the user
+sees (the first applied edit, or the answer when the fix changes nothing) and to the last applied
+edit, the total (the command's answer), the prompt's
 prefill and how many prompt tokens came from the previous request's KV (``prefix_reused``,
 engine.runtime.prefix_cache). It also prints how much of the prompt two requests with
 different cursor lines share in each selector prompt layout (the focus sentence before or after
@@ -15,11 +16,18 @@ the code: engine.decoding.prompt.HINT_BEFORE / HINT_AFTER).
     OMP_NUM_THREADS=1 .venv/bin/python scripts/measure_editor_session.py --backend llamacpp --threads 1
     OMP_NUM_THREADS=1 .venv/bin/python scripts/measure_editor_session.py --backend transformers --threads 1
 
-With ``--warm-up`` the server reads prompts while the buffer is idle (``warmUp = "idle"``; off
-otherwise) and every fix runs the "AI fix" code action's own command (instruction "Fix the bug",
-as the lightbulb sends it); after the runs above, a copy of the function with a line on top (no
-cache holds it) is opened, the cursor put on the bug, and once the server's warm-up of it has
-ended (its tokens are reported) the AI fix runs: the first fix after idle.
+With ``--warm-up fix`` (or ``prompt``) the server reads ahead while the buffer is idle (``warmUp``;
+off otherwise) and every fix runs the "AI fix" code action's own command (instruction "Fix the
+bug", as the lightbulb sends it). After the runs above, copies of the function with a line on top
+(no cache holds them) are opened with the cursor on the bug:
+
+* first fix after idle: once the warm-up has run for a while, a keystroke (a didChange, undone by
+  the next one) is timed (its round trip, with a code action behind it, and how long until the
+  warm-up reports it stopped); the buffer then stays idle until a warm-up of it ends, and the AI
+  fix runs;
+* fix during the warm-up: the AI fix is asked for 2 s into the warm-up of another copy.
+
+    OMP_NUM_THREADS=1 .venv/bin/python scripts/measure_editor_session.py --backend llamacpp --threads 1 --warm-up fix
 """
 
 from __future__ import annotations
@@ -148,11 +156,14 @@ class Editor:
         summary = result.get("summary") or {}
         breakdown = summary.get("breakdown") or {}
         decode = (summary.get("timings") or {}).get("decode_s")
-        return {"first_op_s": None if first is None else round(first - start, 3),
+        # The first op the user sees: the first edit applied; when the answer changes nothing, the answer.
+        return {"first_op_s": round((first if first is not None else start + total) - start, 3),
+                "first_edit_s": None if first is None else round(first - start, 3),
                 "last_edit_s": None if last is None else round(last - start, 3), "total_s": round(total, 3),
                 "status": result.get("status"), "prompt_tokens": summary.get("prompt_tokens"),
                 "prefill_s": breakdown.get("prefill_s"), "decode_s": decode,
                 "localize_s": breakdown.get("localize_s"), "prefix_reused": breakdown.get("prefix_reused"),
+                "read_ahead_s": (summary.get("timings") or {}).get("read_ahead_s"),
                 "fixed": self.texts[uri][0]}
 
     async def code_action(self, uri: str, line: int) -> float:
@@ -170,20 +181,60 @@ class Editor:
             command="copyAsDecode.server.settings", arguments=[{"uri": uri}]))
         return [w for w in answer.get("warmUps") or [] if w["uri"] == uri]
 
+    async def last_warm_up(self, uri: str) -> int:
+        """The number of the last warm-up the server ended, of any document (0: none yet)."""
+        answer = await self.client.workspace_execute_command_async(types.ExecuteCommandParams(
+            command="copyAsDecode.server.settings", arguments=[{"uri": uri}]))
+        return max((w["n"] for w in answer.get("warmUps") or []), default=0)
+
     async def idle_until_warm(self, uri: str, line: int, timeout: float = 600.0) -> dict[str, Any]:
-        """The user puts the cursor on ``line`` and looks at the buffer until the server's warm-up of it
-        ends; a code-action round trip is timed while it runs."""
+        """The user puts the cursor on ``line`` and looks at the buffer until a warm-up of it ends
+        (one that a keystroke stopped does not count); a code-action round trip is timed while it runs."""
         start = time.monotonic()
+        before = await self.last_warm_up(uri)
         await self.code_action(uri, line)
         await asyncio.sleep(self.settings.get("warmUpDelayMs", 1500) / 1000 + 0.5)
         during = await self.code_action(uri, line)  # the same cursor: does not stop the warm-up
         while time.monotonic() - start < timeout:
-            done = await self.warm_ups(uri)
+            done = [w for w in await self.warm_ups(uri) if w["n"] > before and w["status"] != "cancelled"]
             if done:
                 return {**done[-1], "wall_s": round(time.monotonic() - start, 3),
                         "code_action_during_s": round(during, 4)}
             await asyncio.sleep(0.2)
         raise TimeoutError("no warm-up ended")
+
+    async def keystroke_during_warm_up(self, uri: str, line: int, text: str) -> dict[str, Any]:
+        """1 s into a warm-up of ``uri`` (cursor on ``line``): a code action, then a keystroke (a
+        space typed at the end of the first line: didChange, then a code action behind it, whose
+        answer ends the round trip), then how long until the server reports the warm-up stopped.
+        The keystroke is undone (the buffer is ``text`` again) before it returns."""
+        before = await self.last_warm_up(uri)
+        await self.code_action(uri, line)
+        await asyncio.sleep(self.settings.get("warmUpDelayMs", 1500) / 1000 + 1.0)
+        alone = await self.code_action(uri, line)
+        version = self.texts[uri][1] + 1
+        first = text.splitlines()[0]
+        at = types.Position(line=0, character=len(first))
+        start = time.monotonic()
+        self.texts[uri] = [text.replace(first, first + " ", 1), version]
+        self.client.text_document_did_change(types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+            content_changes=[types.TextDocumentContentChangePartial(range=types.Range(start=at, end=at), text=" ")]))
+        await self.client.text_document_code_action_async(types.CodeActionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri), range=types.Range(start=at, end=at),
+            context=types.CodeActionContext(diagnostics=[])))
+        round_trip = time.monotonic() - start
+        stopped = None
+        while time.monotonic() - start < 60:
+            ended = [w for w in await self.warm_ups(uri) if w["n"] > before]
+            if ended:
+                stopped = {"status": ended[-1]["status"], "after_s": round(time.monotonic() - start, 3)}
+                break
+            await asyncio.sleep(0.02)
+        self.replace_all(uri, text)
+        return {"round_trip_s": round(round_trip, 4), "code_action_s": round(alone, 4),
+                "stopped_after_s": None if stopped is None else stopped["after_s"],
+                "stopped_status": None if stopped is None else stopped["status"]}
 
     async def stop(self) -> None:
         await self.client.shutdown_async(None)
@@ -214,11 +265,18 @@ def prompt_sharing(buggy: str, line_a: int, line_b: int) -> dict[str, Any]:
     return out
 
 
+def _print(backend: str, name: str, run: dict[str, Any]) -> None:
+    print(f"{backend:12s} {name:22s} first op {run['first_op_s']}s  last edit {run['last_edit_s']}s  "
+          f"total {run['total_s']}s  prefill {run['prefill_s']}s  decode {run['decode_s']}s  "
+          f"localize {run['localize_s']}  reused {run['prefix_reused']}/{run['prompt_tokens']}  "
+          f"read ahead {run['read_ahead_s']}  status {run['status']}  fixed {run['fixed']}", flush=True)
+
+
 async def session(args: argparse.Namespace) -> dict[str, Any]:
     buggy, fixed, line = buggy_function()
     other_line = min(len(buggy.splitlines()) - 1, line + 30)
     settings = {"backend": args.backend, "threads": args.threads, "mode": args.mode, "maxNewTokens": 512,
-                "applyMode": "stream", "selector": args.selector, "warmUp": "idle" if args.warm_up else "off"}
+                "applyMode": "stream", "selector": args.selector, "warmUp": args.warm_up}
     root = Path(tempfile.mkdtemp())
     editor = Editor(settings)
     await editor.start(root)
@@ -230,38 +288,46 @@ async def session(args: argparse.Namespace) -> dict[str, Any]:
     runs = {}
     for name, focus in (("first fix", line), ("same fix again", line), ("cursor moved 30 lines", other_line)):
         editor.replace_all(uri, buggy)
-        run = await editor.fix(uri, focus, via_action=args.warm_up)
+        run = await editor.fix(uri, focus, via_action=args.warm_up != "off")
         run["fixed"] = run["fixed"] == fixed
         runs[name] = run
-        print(f"{args.backend:12s} {name:22s} first op {run['first_op_s']}s  last edit {run['last_edit_s']}s  "
-              f"total {run['total_s']}s  "
-              f"prefill {run['prefill_s']}s  decode {run['decode_s']}s  localize {run['localize_s']}  "
-              f"reused {run['prefix_reused']}/{run['prompt_tokens']}  status {run['status']}  fixed {run['fixed']}",
-              flush=True)
-    if args.warm_up:  # another copy of the function (a line on top: not in the caches), read while idle
+        _print(args.backend, name, run)
+    if args.warm_up != "off":  # copies of the function (a line on top: not in the caches), read while idle
         uri2 = (root / "wrap_copy.py").as_uri()
-        editor.open(uri2, "# a copy\n" + buggy)
+        text2 = "# a copy\n" + buggy
+        editor.open(uri2, text2)
+        keystroke = await editor.keystroke_during_warm_up(uri2, line + 1, text2)
         warm_up = await editor.idle_until_warm(uri2, line + 1)
         run = await editor.fix(uri2, line + 1, via_action=True)
         run["fixed"] = run["fixed"] == "# a copy\n" + fixed
-        run["warm_up"] = warm_up
+        run["warm_up"], run["keystroke"] = warm_up, keystroke
         runs["first fix after idle"] = run
-        print(f"{args.backend:12s} warm-up {warm_up['status']}: {warm_up['forwarded']} of {warm_up['promptTokens']} "
-              f"prompt tokens in {warm_up['wall_s']}s (with the {settings.get('warmUpDelayMs', 1500) / 1000}s delay); "
-              f"code action while it ran {warm_up['code_action_during_s']}s", flush=True)
-        print(f"{args.backend:12s} {'first fix after idle':22s} first op {run['first_op_s']}s  last edit "
-              f"{run['last_edit_s']}s  total {run['total_s']}s  localize {run['localize_s']}  "
-              f"reused {run['prefix_reused']}/{run['prompt_tokens']}  status {run['status']}  fixed {run['fixed']}",
-              flush=True)
+        print(f"{args.backend:12s} keystroke during the warm-up: didChange + codeAction round trip "
+              f"{keystroke['round_trip_s']}s, code action alone {keystroke['code_action_s']}s, warm-up stopped "
+              f"{keystroke['stopped_after_s']}s after it", flush=True)
+        print(f"{args.backend:12s} warm-up {warm_up['status']} (answered {warm_up.get('answered')}): "
+              f"{warm_up['forwarded']} tokens forwarded for a {warm_up['promptTokens']}-token prompt in "
+              f"{warm_up['seconds']}s; code action while it ran {warm_up['code_action_during_s']}s", flush=True)
+        _print(args.backend, "first fix after idle", run)
+        uri3 = (root / "wrap_copy2.py").as_uri()
+        editor.open(uri3, "# another copy\n" + buggy)
+        await editor.code_action(uri3, line + 1)
+        await asyncio.sleep(settings.get("warmUpDelayMs", 1500) / 1000 + 2.0)
+        run = await editor.fix(uri3, line + 1, via_action=True)
+        run["fixed"] = run["fixed"] == "# another copy\n" + fixed
+        runs["fix during the warm-up"] = run
+        _print(args.backend, "fix during the warm-up", run)
     await editor.stop()
     first, again = runs["first fix"]["first_op_s"], runs["same fix again"]["first_op_s"]
     warmed = runs.get("first fix after idle", {}).get("first_op_s")
+    during = runs.get("fix during the warm-up", {}).get("first_op_s")
     return {"command": "OMP_NUM_THREADS=1 .venv/bin/python scripts/measure_editor_session.py " + shlex.join(sys.argv[1:]),
             "backend": args.backend, "threads": args.threads, "mode": args.mode,
             "function_lines": len(buggy.splitlines()),
             "warm_up_total_s": warm_run["total_s"], "runs": runs,
             "second_over_first_first_op": round(again / first, 3) if first and again else None,
             "warmed_over_first_first_op": round(warmed / first, 3) if first and warmed else None,
+            "during_over_first_first_op": round(during / first, 3) if first and during else None,
             "prompt_sharing_between_cursor_lines": prompt_sharing(buggy, line, other_line)}
 
 
@@ -271,8 +337,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--mode", default="program")
     ap.add_argument("--selector", default="auto", help="span selector: auto (the shipped adapter), none or a folder")
-    ap.add_argument("--warm-up", action="store_true",
-                    help="warmUp idle: also a first fix on another copy after the server read it while idle")
+    ap.add_argument("--warm-up", default="off", choices=("fix", "prompt", "off"),
+                    help="the warmUp setting; fix or prompt: also fixes on copies the server read ahead while idle")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     report = asyncio.run(session(args))

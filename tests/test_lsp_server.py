@@ -46,6 +46,7 @@ FOLDER_SETTINGS = {
     "reload": 'mode = "ar"\n',
     "long": 'max_new_tokens = 300\n',
     "preview": 'apply_mode = "preview"\n',
+    "cold": 'mode = "program"\nmax_new_tokens = 48\nwarm_up = "off"\n',
 }
 # The model rewrites the first line at once ("def f0(x) -> int:") and goes on for ~50 lines.
 LONG = "".join(f"def f{i}(x)\n    return x * {i}\n\n" for i in range(8))
@@ -469,6 +470,44 @@ async def test_program_mode_fix(client: LanguageClient, workspace: Path, engine)
     assert outcome["summary"]["mode"] == "program"
     assert outcome["status"] == {"done": "done" if result.changed else "unchanged"}.get(result.stop_reason,
                                                                                         result.stop_reason)
+
+
+async def test_an_idle_buffers_fix_is_read_ahead_and_is_the_same_fix(client: LanguageClient, workspace: Path):
+    """warmUp "fix" (the default): the cursor rests on the bug, the server decodes the AI fix while
+    the buffer is idle, and the lightbulb's fix then gets that answer: the same edit as the same fix
+    in a folder that reads nothing ahead."""
+    if not client.profile.startswith("visual"):
+        pytest.skip("one read-ahead run is enough")
+    editor: Editor = client.editor
+    cursor = types.Range(start=types.Position(line=1, character=4), end=types.Position(line=1, character=4))
+
+    async def fix_arguments(uri: str) -> dict:
+        actions = await client.text_document_code_action_async(types.CodeActionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri), range=cursor,
+            context=types.CodeActionContext(diagnostics=[])))
+        return next(a for a in actions if a.title == "AI fix").command.arguments[0]
+
+    cold_uri = uri_of(workspace, "cold/idle.py")
+    editor.open(cold_uri, BUGGY)
+    cold = await execute(client, await fix_arguments(cold_uri))
+    assert "read_ahead_s" not in cold["summary"]["timings"]
+
+    uri = uri_of(workspace, "program/idle.py")
+    editor.open(uri, BUGGY)
+    arguments = await fix_arguments(uri)  # the cursor rests here: the idle timer starts
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
+        state = await client.workspace_execute_command_async(types.ExecuteCommandParams(
+            command="copyAsDecode.server.settings", arguments=[{"uri": uri}]))
+        if any(w["uri"] == uri and w["answered"] for w in state["warmUps"]):
+            break
+        await asyncio.sleep(0.2)
+    else:
+        pytest.fail(f"no warm-up answered: {state['warmUps']}")
+    outcome = await execute(client, arguments)
+    assert outcome["summary"]["timings"]["read_ahead_s"] > outcome["summary"]["timings"]["total_s"]
+    assert outcome["summary"]["program"] == cold["summary"]["program"]
+    assert editor.text(uri) == editor.text(cold_uri)
 
 
 async def test_a_crlf_selection_gets_its_lf_twins_edit(client: LanguageClient, workspace: Path, engine):
