@@ -86,6 +86,24 @@ def test_copies_are_prefix_cache_hits(remote: Engine):
     assert hits >= (requests - 1) * (result.prompt_tokens - 32)
 
 
+def test_a_warm_up_leaves_the_fix_only_its_program_requests(remote: Engine, local: Engine):
+    """An idle buffer's warm-up on a server: the localizer's request and the fix's first prompt
+    go ahead (the server keeps the prompt, the client the surprise), so the fix sends no
+    localizer request (every prompt token it sends is a prefix-cache query; the localizer's
+    prompt_logprobs request is not one) and writes what the in-process engine writes."""
+    text = "# read while idle\n" + BUGGY
+    request = EditRequest(text, "Fix the bug in add.", mode="program", max_new_tokens=64, focus_line=4,
+                          language="python", noop_deviation=False)
+    assert remote.read_ahead(request).status == "done"  # on a server: the prompt only
+    runtime = remote.loaded.runtime
+    before = runtime.prefix_cache()
+    result = remote.edit(request)
+    after = runtime.prefix_cache()
+    sent = after["prompt_tokens_total"] - before["prompt_tokens_total"]
+    assert sent == after["prefix_cache_queries_total"] - before["prefix_cache_queries_total"] > 0
+    assert result.raw_output == local.edit(request).raw_output
+
+
 def test_concurrent_edits_run_side_by_side(remote: Engine):
     texts = [BUGGY.replace("add", f"add{i}") for i in range(3)]
     sequential = [remote.edit(EditRequest(t, "Fix the bug.", mode="ar", max_new_tokens=48)).output_text for t in texts]

@@ -144,11 +144,13 @@ def line_surprise(loaded: Any, parts: PromptParts, only: frozenset[int] | None =
         lines = [members if number in only else [] for number, members in enumerate(lines, start=1)]
     # An editor asks again on an unchanged buffer: the same prompt gives the same surprise (the
     # prefill is bit-identical, engine.runtime.session), and this forward's rows cannot come from a KV
-    # cache. Kept with the runtime's prompt caches, and off when they are (prefix_cache_tokens=0).
+    # cache. Kept with the runtime's prompt caches, and off when they are (prefix_cache_tokens=0); on
+    # a server (which keeps its own prompt cache) always, so a warm-up's request spares the fix one.
     prefixes = getattr(loaded.runtime, "prefixes", None)
+    kept = loaded.remote or (prefixes is not None and prefixes.enabled)
     memo = _SURPRISES.setdefault(loaded.runtime, OrderedDict())
     key = (tuple(ids), only)
-    if prefixes is None or not prefixes.enabled:
+    if not kept:
         memo.clear()
     elif key in memo:
         memo.move_to_end(key)
@@ -187,7 +189,7 @@ def line_surprise(loaded: Any, parts: PromptParts, only: frozenset[int] | None =
         out.append(LineSurprise(number, len(values), sum(values) / len(values) if values else 0.0,
                                 max(values, default=0.0), sum(values)))
     result = Surprise(out, len(ids), len(positions), seconds, forwards)
-    if prefixes is not None and prefixes.enabled:
+    if kept:
         memo[key] = result
         while len(memo) > _SURPRISES_KEPT:
             memo.popitem(last=False)
