@@ -163,7 +163,7 @@ class Editor:
                 "status": result.get("status"), "prompt_tokens": summary.get("prompt_tokens"),
                 "prefill_s": breakdown.get("prefill_s"), "decode_s": decode,
                 "localize_s": breakdown.get("localize_s"), "prefix_reused": breakdown.get("prefix_reused"),
-                "read_ahead_s": (summary.get("timings") or {}).get("read_ahead_s"),
+                "read_ahead_s": (summary.get("timings") or {}).get("read_ahead_s"), "program": summary.get("program"),
                 "fixed": self.texts[uri][0]}
 
     async def code_action(self, uri: str, line: int) -> float:

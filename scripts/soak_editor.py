@@ -10,7 +10,10 @@ sends "AI fix". Every ``--cancel-every``-th fix goes to the long function and is
 the cancel command and by a work-done progress cancel, before any edit has landed: during the
 localizer's read of the prompt. Reported: the server's RSS after each fix, the fixes' latency
 percentiles (the command's answer), and the cancel latency (cancel sent -> the command's answer:
-the job's end) with the phase each cancel landed in.
+the job's end) with the phase each cancel landed in. With ``--idle-every k`` every k-th fix that
+is not cancelled is a fix after idle: the cursor rests on the fix's line until the server's
+warm-up (``warmUp``, the default ``fix``) of it has ended, then the lightbulb's "AI fix" runs;
+its latency is reported apart, beside the warm-up's own time.
 
     OMP_NUM_THREADS=1 .venv/bin/python scripts/soak_editor.py --fixes 20 --cancel-every 4 \\
         --json results/soak/soak_llamacpp_20.json
@@ -150,18 +153,25 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
         editor.replace_all(uri, text)  # the user undid the last fix of this file
         editor.type_text(uri, f"# note {i}\n")  # and typed on
         line = long_line if cancel else 0
+        idle = not cancel and args.idle_every > 0 and i % args.idle_every == args.idle_every - 1
         if cancel:
             by = "command" if (i // args.cancel_every) % 2 == 0 else "progress"
             run = await cancelled_fix(editor, uri, line, rng.uniform(*args.cancel_after), by)
+        elif idle:
+            warm_up = await editor.idle_until_warm(uri, line)
+            run = await editor.fix(uri, line, via_action=True)
+            run.update(cancel=None, warm_up_s=warm_up["seconds"], warm_up_answered=warm_up["answered"])
         else:
             run = await editor.fix(uri, line)
             run["cancel"] = None
+        run["idle"] = idle
         run.pop("fixed", None)
         run.update(index=i, file=uri.rsplit("/", 1)[-1], rss_mb=editor.rss_mb())
         runs.append(run)
         c = run["cancel"]
         print(f"fix {i + 1:3d}/{args.fixes} {run['file']:10s} {run['status']:10s} total {run['total_s']:7.2f}s "
-              f"rss {run['rss_mb']:7.1f} MiB" + (f"  cancel ({c['by']}, {c['phase']}) -> end {c['latency_s']}s"
+              + (f"after idle (warm-up {run['warm_up_s']}s) " if idle else "")
+              + f"rss {run['rss_mb']:7.1f} MiB" + (f"  cancel ({c['by']}, {c['phase']}) -> end {c['latency_s']}s"
                                                   if c else ""), flush=True)
     await editor.stop()
     cancels = [r["cancel"] for r in runs if r["cancel"]]
@@ -170,12 +180,14 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
     tenth = rss[min(9, len(rss) - 1)]
     return {
         "command": "OMP_NUM_THREADS=1 .venv/bin/python scripts/soak_editor.py " + shlex.join(sys.argv[1:]),
-        "settings": settings, "fixes": args.fixes, "cancel_every": args.cancel_every,
+        "settings": settings, "fixes": args.fixes, "cancel_every": args.cancel_every, "idle_every": args.idle_every,
         "cancel_after_s": list(args.cancel_after), "files": [u.rsplit("/", 1)[-1] for u, _ in files] + ["wrap.py"],
         "wall_s": round(time.monotonic() - started, 1),
         "errors": len(errors),
         "statuses": {s: sum(r["status"] == s for r in runs) for s in sorted({r["status"] for r in runs})},
-        "latency_s": percentiles([r["total_s"] for r in runs if not r["cancel"]]),
+        "latency_s": percentiles([r["total_s"] for r in runs if not r["cancel"] and not r["idle"]]),
+        "latency_after_idle_s": percentiles([r["total_s"] for r in runs if r["idle"]]),
+        "warm_up_s": percentiles([r["warm_up_s"] for r in runs if r["idle"]]),
         "cancel_latency_s": percentiles([c["latency_s"] for c in cancels]),
         "cancel_latency_in_prompt_s": percentiles([c["latency_s"] for c in cancels if c["phase"] == "prompt"]),
         "rss_mb": {"after_fix_1": rss[0], "after_fix_10": tenth, "last": rss[-1],
@@ -190,6 +202,8 @@ def main() -> None:
     ap.add_argument("--cancel-every", type=int, default=4, help="cancel every k-th fix (0: none)")
     ap.add_argument("--cancel-after", type=float, nargs=2, default=(0.2, 1.0), metavar=("MIN", "MAX"),
                     help="seconds after the job starts that the cancel is sent (uniform)")
+    ap.add_argument("--idle-every", type=int, default=0,
+                    help="every k-th fix (not a cancelled one) comes after the buffer was idle until its warm-up ended")
     ap.add_argument("--files", type=int, default=5, help="HumanEvalFix-Python cases the fixes cycle through")
     ap.add_argument("--backend", default="llamacpp", choices=("transformers", "llamacpp"))
     ap.add_argument("--threads", type=int, default=1)
