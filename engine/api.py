@@ -34,6 +34,7 @@ Mode = Literal["auto", "program", "speculative", "ar", "pld", "forced"]
 MODES: tuple[str, ...] = ("auto", "program", "speculative", "ar", "pld", "forced")
 MAX_INPUT_CHARS = 200_000
 MAX_INPUT_LINES = 5_000
+LOCK_POLL_S = 0.05  # how often an edit waiting for the engine checks for a cancel or a read ahead
 
 
 def never_cancelled() -> bool:
@@ -269,8 +270,17 @@ class Engine:
         if not hold_lock or getattr(loaded.runtime, "concurrent", False):  # a server batches edits itself
             yield from _until_cancelled(loaded, request, cancelled, run_edit)
             return
-        with self._lock:
+        # Waiting for the engine: a read ahead that began meanwhile is told to stop, and a cancel
+        # ends the wait (the edit then finishes as cancelled without touching the model).
+        while not (acquired := self._lock.acquire(timeout=LOCK_POLL_S)):
+            self._ahead.preempt()
+            if cancelled():
+                break
+        try:
             yield from _until_cancelled(loaded, request, cancelled, run_edit)
+        finally:
+            if acquired:
+                self._lock.release()
 
     def _followed(self, reading: Any, request: EditRequest, cancelled: Callable[[], bool]) -> Iterator[Event]:
         """The events of the answer read ahead for ``request`` (engine.read_ahead), as the reader

@@ -95,6 +95,13 @@ class ReadAhead:
                 r.preempted = True
             return None
 
+    def preempt(self) -> None:
+        """An edit waits for the engine: an unfinished reading nobody follows stops."""
+        with self._cond:
+            r = self._reading
+            if r is not None and not r.done and not r.followers:
+                r.preempted = True
+
     def events(self, reading: Reading, cancelled: Callable[[], bool]) -> Iterator[Event | None]:
         """The reading's events as they come; a final None when ``cancelled`` fired before the end
         (the follower leaves; the reader's own stop applies again)."""

@@ -137,3 +137,27 @@ def test_a_keystroke_stops_a_warm_up_within_one_chunk_and_its_read_stays_usable(
     assert loaded.runtime.prefixes.tokens_held() >= 2 * PREFILL_ALIGN  # what it read, kept at a chunk boundary
     again = engine.warm_prompt(request)  # the next idle moment continues from there
     assert again.status == "done" and again.forwarded < again.prompt_tokens - PREFILL_ALIGN  # not read twice
+
+
+def test_an_edit_waiting_for_the_engine_is_cancelled_without_waiting(default_engine: Engine):
+    """Another edit holds the engine (its decode runs on): a cancel ends the waiting edit before
+    that one ends, and it touches the model not at all."""
+    engine = default_engine
+    engine.forget_prompts()
+    long = EditRequest(long_function(), "Fix the bug", mode="program", max_new_tokens=200, focus_line=40, draft=False)
+    loaded = engine.model_for("program")
+    first, stop = {}, threading.Event()
+    with loaded.runtime.meter() as log:
+        runner = threading.Thread(target=lambda: first.update(result=engine.edit(long, cancelled=stop.is_set)))
+        runner.start()
+        while not log.records:
+            threading.Event().wait(0.005)
+        waiting = engine.edit(EditRequest("def f(x):\n    return x - 1\n", "Fix the bug", mode="ar", max_new_tokens=8),
+                              cancelled=lambda: True)
+        still_running = runner.is_alive()
+        stop.set()
+        runner.join()
+    assert waiting.stop_reason == "cancelled" and waiting.output_text == waiting.input_text
+    assert still_running  # it did not wait for the other edit to end
+    assert waiting.prompt_tokens == 0
+    engine.forget_prompts()
