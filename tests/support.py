@@ -1,8 +1,19 @@
-"""Test data several test files share: the small buggy buffers every front door is tried on."""
+"""Test data several test files share: the small buggy buffers every front door is tried on, and
+a long one."""
+
+import inspect
+import textwrap
 
 ADD = "def add(a, b):\n    return a - b\n"
 ADD_DOCUMENTED = 'def add(a, b):\n    """Return the sum of a and b."""\n    return a - b\n'
 ADD_AND_SUB = ADD_DOCUMENTED + "\n\ndef sub(a, b):\n    return a - b\n"
+
+
+def long_function() -> str:
+    """A 102-line function of the standard library with one operator changed (the editor-session
+    benchmark's buffer): its program prompt is over ten transformers prefill chunks."""
+    source = textwrap.dedent(inspect.getsource(textwrap.TextWrapper._wrap_chunks))
+    return source.replace("self.width - len(indent)", "self.width + len(indent)", 1)
 
 
 class StubClient:

@@ -5,12 +5,11 @@ A prefill stopped halfway leaves what it read in the prefix cache, reusable bit 
 
 from __future__ import annotations
 
-import inspect
-import textwrap
 import threading
 
 import pytest
 import torch
+from support import long_function
 
 from engine.api import EditRequest, Engine
 from engine.core.errors import Cancelled
@@ -19,13 +18,6 @@ from engine.decoding.localize import forget_surprises
 from engine.runtime.backends.transformers_backend import PREFILL_ALIGN
 
 pytestmark = [pytest.mark.model]
-
-
-def long_function() -> str:
-    """A 102-line function of the standard library with one operator changed (the editor-session
-    benchmark's buffer): its program prompt is over ten transformers prefill chunks."""
-    source = textwrap.dedent(inspect.getsource(textwrap.TextWrapper._wrap_chunks))
-    return source.replace("self.width - len(indent)", "self.width + len(indent)", 1)
 
 
 def _cancel_once_forwarding(log, stop: threading.Event, seen: list[int], after: int) -> threading.Thread:

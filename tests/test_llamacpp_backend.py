@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 from prefix_marks import BUGGY, marked_prompts_reuse_up_to_the_mark
+from support import long_function
 
 from engine.api import EditRequest, Engine
 from engine.core.lines import split_lines
@@ -443,3 +444,21 @@ def test_selector_as_llamacpp_lora_writes_the_fix(llama: Engine):
     assert result.stop_reason == "done"
     assert result.program.serialize().startswith('<program><copy lines="1-2"/><gen>')
     assert "return a + b" in result.output_text and "return a - b" not in result.output_text
+
+
+def test_the_fix_read_ahead_on_llamacpp_is_the_same_fix(llama: Engine):
+    """engine.read_ahead on llama.cpp: the answer decoded while the buffer was idle is the one a
+    cold edit of the same request writes, and the edit then runs no forward of its own."""
+    text = "\n".join(long_function().splitlines()[:40]) + "\n"
+    request = EditRequest(text, "Fix the bug.", mode="program", max_new_tokens=48, focus_line=12)
+    llama.forget_prompts()
+    cold = llama.edit(request)
+    llama.forget_prompts()
+    ahead = llama.read_ahead(request)
+    assert ahead.status == "done" and ahead.answered
+    loaded = llama.model_for("program")
+    with loaded.runtime.meter() as log:
+        hot = llama.edit(request)
+    assert log.sizes() == [] and "read_ahead_s" in hot.timings
+    assert hot.output_text == cold.output_text and hot.program == cold.program
+    llama.forget_prompts()

@@ -8,10 +8,10 @@ from __future__ import annotations
 import threading
 
 import pytest
+from support import long_function
 
 from engine.api import EditRequest, Engine
 from engine.decoding.events import EditFinished, OpResolved
-from tests.test_cancel import long_function
 
 pytestmark = [pytest.mark.model]
 
