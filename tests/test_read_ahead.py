@@ -117,3 +117,16 @@ def test_a_crlf_buffer_read_ahead_gives_its_crlf_answer(default_engine: Engine):
     assert isinstance(finished, EditFinished) and finished.result.output_text == cold.output_text
     assert "\r\n" in finished.result.output_text and "read_ahead_s" in finished.result.timings
     engine.forget_prompts()
+
+
+def test_a_text_modes_fix_is_read_ahead_too(default_engine: Engine):
+    """Without a span selector the fix runs in speculative mode: read ahead the same way."""
+    engine = default_engine
+    request = EditRequest("def add(a, b):\n    return a - b\n", "Fix the bug", mode="speculative", max_new_tokens=24)
+    cold, _ = _cold(engine, request)
+    assert engine.read_ahead(request).answered
+    loaded = engine.model_for("speculative")
+    with loaded.runtime.meter() as log:
+        hot = engine.edit(request)
+    assert log.sizes() == [] and hot.output_text == cold.output_text and hot.raw_output == cold.raw_output
+    engine.forget_prompts()
