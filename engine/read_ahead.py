@@ -111,17 +111,19 @@ class ReadAhead:
             while True:
                 stopped = False
                 with self._cond:
-                    while seen == len(reading.events) and not reading.done:
+                    while True:
                         if cancelled():
                             stopped = True
+                            break
+                        if seen < len(reading.events) or reading.done:
                             break
                         self._cond.wait(0.05)
                     batch, done = reading.events[seen:], reading.done
                     seen = len(reading.events)
-                yield from batch
                 if stopped:
                     yield None
                     return
+                yield from batch
                 if done:
                     return
         finally:
