@@ -1,7 +1,8 @@
 """A cancel ends a request that waits: for the edit slot (another edit runs) or for its model's
 load. The wait returns at once; the slot is not taken behind the caller's back, and a load goes
 on to land in the pool for the next request. The idle buffer's warm-up (lsp_server/warmup.py) waits
-for its delay, restarts on a keystroke, stops on an AI fix and never loads a model."""
+for its delay, restarts on a keystroke, starts no new read while an AI fix is on its way and
+never loads a model."""
 
 from __future__ import annotations
 
@@ -83,5 +84,9 @@ async def test_no_warm_up_timer_when_it_is_off_and_a_keystroke_restarts_it(tmp_p
     first = server.warmups.timer
     server.warmups.touched(uri)  # a keystroke: the idle time starts again
     assert first is not None and first.cancelled() and server.warmups.timer is not first
-    server.warmups.stop()  # an AI fix
+    server.warmups.edit_began()  # an AI fix: no read starts while it is on its way
+    assert server.warmups.timer is None
+    server.warmups.edit_ended(uri)  # the buffer it left is read once idle again
+    assert server.warmups.timer is not None
+    server.warmups.stop()  # a settings change
     assert server.warmups.timer is None
