@@ -97,10 +97,13 @@ def warm_prompt(loaded: LoadedModel, request: Any, cancelled: Callable[[], bool]
 
 def _warm_on_server(loaded: LoadedModel, request: Any, cancelled: Callable[[], bool], size: int) -> WarmUp:
     """The edit's first prompt sent ahead as a one-token completion (``forwarded``: its tokens)."""
-    if cancelled():
+    try:
+        if cancelled():
+            raise Cancelled("cancelled before the warm-up's requests")
+        job, _ = prepared(loaded, request, cancelled)
+        for _ids, finish in loaded.runtime.stream_completion(list(job.prompt_ids), 1, cancelled):
+            if finish is not None:
+                break
+    except Cancelled:
         return WarmUp("cancelled", size)
-    job, _ = prepared(loaded, request, cancelled)
-    for _ids, finish in loaded.runtime.stream_completion(list(job.prompt_ids), 1, cancelled):
-        if finish is not None:
-            break
     return WarmUp("cancelled" if cancelled() else "done", size, len(job.prompt_ids))
