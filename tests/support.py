@@ -1,12 +1,27 @@
 """Test data several test files share: the small buggy buffers every front door is tried on, and
 a long one."""
 
+import asyncio
 import inspect
 import textwrap
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 ADD = "def add(a, b):\n    return a - b\n"
 ADD_DOCUMENTED = 'def add(a, b):\n    """Return the sum of a and b."""\n    return a - b\n'
 ADD_AND_SUB = ADD_DOCUMENTED + "\n\ndef sub(a, b):\n    return a - b\n"
+
+
+async def wait_until(predicate: Callable[[], Awaitable[bool]], what: str, client: Any, timeout: float = 20) -> None:
+    """Poll ``predicate`` until it holds (a language server's asynchronous answer: a reload, a
+    message, a warm-up); on timeout, fail naming ``what`` and the messages ``client`` was shown."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if await predicate():
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}; messages: {[m.message for m in client.messages]}")
 
 
 def long_function() -> str:

@@ -29,6 +29,7 @@ from lsp_client_positions import client_offset, client_position
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 from support import ADD as BUGGY
+from support import wait_until
 
 from engine.api import EditRequest
 from lsp_server.edits import match_eol, uses_crlf
@@ -397,21 +398,13 @@ async def test_config_file_hot_reload_and_invalid_file(client: LanguageClient, w
             command="copyAsDecode.server.settings", arguments=[{"uri": uri}]))
         return result["settings"]
 
-    async def wait_for(predicate, what: str, timeout: float = 10) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if await predicate():
-                return
-            await asyncio.sleep(0.1)
-        raise AssertionError(f"timed out waiting for {what}; messages: {messages(client)}")
-
     assert (await current())["mode"] == "ar"
     path.write_text('mode = "program"\nmax_new_tokens = 33\n')
 
     async def reloaded() -> bool:
         return any("reloaded settings" in m.message and "reload" in m.message for m in client.log_messages)
 
-    await wait_for(reloaded, "the reload log message")
+    await wait_until(reloaded, "the reload log message", client, timeout=10)
     s = await current()
     assert (s["mode"], s["maxNewTokens"]) == ("program", 33)
     path.write_text('mode = "turbo"\nmax_new_tokens = 34\n')  # a bad value: its key is skipped, the rest applies
@@ -419,15 +412,15 @@ async def test_config_file_hot_reload_and_invalid_file(client: LanguageClient, w
     async def complained() -> bool:
         return f"{path}:1: mode 'turbo' is not valid; choose one of auto" in messages(client)
 
-    await wait_for(complained, "the invalid-value message")
-    await wait_for(lambda: _mode_is(current, "ar"), "the file's other keys")  # mode: the root file's
+    await wait_until(complained, "the invalid-value message", client, timeout=10)
+    await wait_until(lambda: _mode_is(current, "ar"), "the file's other keys", client, timeout=10)  # mode: the root file's
     assert (await current())["maxNewTokens"] == 34
     path.write_text('mode = "program\n')  # broken TOML
 
     async def complained_toml() -> bool:
         return f"{path}:1: invalid TOML" in messages(client)
 
-    await wait_for(complained_toml, "the invalid-TOML message")
+    await wait_until(complained_toml, "the invalid-TOML message", client, timeout=10)
     assert "last good configuration stays in force" in messages(client)
     s = await current()
     assert (s["mode"], s["maxNewTokens"]) == ("ar", 34)
@@ -436,7 +429,7 @@ async def test_config_file_hot_reload_and_invalid_file(client: LanguageClient, w
     async def restored() -> bool:
         return (await current())["maxNewTokens"] == 48  # the root file's again
 
-    await wait_for(restored, "the restored file")
+    await wait_until(restored, "the restored file", client, timeout=10)
 
     # a model change reloads the model without a restart (once the server has loaded one)
     loaded = (await client.workspace_execute_command_async(types.ExecuteCommandParams(
@@ -448,10 +441,10 @@ async def test_config_file_hot_reload_and_invalid_file(client: LanguageClient, w
             states = [(s["state"], s["message"]) for s in client.editor.status]
             return any(state == "ready" and "float32" in message for state, message in states)
 
-        await wait_for(reloaded_model, "the new model to load", timeout=90)
+        await wait_until(reloaded_model, "the new model to load", client, timeout=90)
         assert any(s["state"] == "loading" and "float32" in s["message"] for s in client.editor.status)
         path.write_text(FOLDER_SETTINGS["reload"])
-        await wait_for(lambda: _mode_is(current, "ar"), "the restored file")
+        await wait_until(lambda: _mode_is(current, "ar"), "the restored file", client, timeout=10)
 
 
 async def _mode_is(current, mode: str) -> bool:
@@ -495,15 +488,13 @@ async def test_an_idle_buffers_fix_is_read_ahead_and_is_the_same_fix(client: Lan
     uri = uri_of(workspace, "program/idle.py")
     editor.open(uri, BUGGY)
     arguments = await fix_arguments(uri)  # the cursor rests here: the idle timer starts
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline:
+
+    async def answered() -> bool:
         state = await client.workspace_execute_command_async(types.ExecuteCommandParams(
             command="copyAsDecode.server.settings", arguments=[{"uri": uri}]))
-        if any(w["uri"] == uri and w["answered"] for w in state["warmUps"]):
-            break
-        await asyncio.sleep(0.2)
-    else:
-        pytest.fail(f"no warm-up answered: {state['warmUps']}")
+        return any(w["uri"] == uri and w["answered"] for w in state["warmUps"])
+
+    await wait_until(answered, "a warm-up that answered", client, timeout=240)
     outcome = await execute(client, arguments)
     assert outcome["summary"]["timings"]["read_ahead_s"] > outcome["summary"]["timings"]["total_s"]
     assert outcome["summary"]["program"] == cold["summary"]["program"]

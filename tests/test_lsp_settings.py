@@ -10,16 +10,15 @@ stays in force. A typo in the editor's own settings is reported the same way.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+from support import wait_until
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(120)]
 
@@ -63,15 +62,6 @@ async def client(lsp_client: LanguageClient, workspace: Path):
 def shown(client: LanguageClient, text: str) -> int:
     """How many window/showMessage notifications carried ``text``."""
     return sum(text in m.message for m in client.messages)
-
-
-async def wait_until(predicate, what: str, client: LanguageClient, timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if await predicate():
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}; messages: {[m.message for m in client.messages]}")
 
 
 async def settings_of(client: LanguageClient, uri: str) -> dict:
