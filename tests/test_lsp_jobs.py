@@ -18,6 +18,7 @@ import pytest
 from lsp_client_positions import client_offset
 from lsprotocol import types
 
+from engine.api import EditRequest
 from engine.decoding.events import EditFinished, EditResult, EditStarted, OpResolved, TokenCounts
 from engine.language.program import Gen, Program
 from engine.settings import Settings
@@ -431,6 +432,17 @@ async def test_a_document_that_did_not_parse_is_not_held_for_its_syntax():
     assert outcome.syntax["parsed_before"] is False and outcome.syntax["breaks"] is False
 
 
+async def _request_sent(settings: Settings, **job: object) -> EditRequest:
+    """The EditRequest an edit job under ``settings`` gives the engine (a FakeEngine that upper-cases
+    a two-line document; the job must end done)."""
+    store, editor = setup("a\nb\n")
+    ctx = JobContext(server=editor, documents=store, encoding="utf-16", document_changes=True, progress=True)
+    engine = FakeEngine([("A\nB\n", 2)], "A\nB\n")
+    outcome = await EditJob(ctx, URI, None, "Make it upper case", settings, **job).run(engine)
+    assert outcome.status == "done"
+    return engine.request
+
+
 @pytest.mark.parametrize("style", ["few-shot", "selector"])
 async def test_prompt_style_setting_reaches_the_edit_request(tmp_path, style):
     """promptStyle as the client sends it (user settings), through the server's config, to the
@@ -439,11 +451,7 @@ async def test_prompt_style_setting_reaches_the_edit_request(tmp_path, style):
 
     settings, warnings = load_workspace_settings(tmp_path / "doc.py", user={"copyAsDecode": {"promptStyle": style}})
     assert not warnings and settings.prompt_style == style
-    store, editor = setup("a\nb\n")
-    ctx = JobContext(server=editor, documents=store, encoding="utf-16", document_changes=True, progress=True)
-    engine = FakeEngine([("A\nB\n", 2)], "A\nB\n")
-    outcome = await EditJob(ctx, URI, None, "Make it upper case", settings).run(engine)
-    assert outcome.status == "done" and engine.request.program_prompt == style
+    assert (await _request_sent(settings)).program_prompt == style
 
 
 @pytest.mark.parametrize("rule", ["exact", "argmax"])
@@ -455,11 +463,7 @@ async def test_verify_setting_reaches_the_edit_request(tmp_path, rule):
     (tmp_path / ".copy-as-decode.toml").write_text(f'verify = "{rule}"\n')
     settings, warnings = load_workspace_settings(tmp_path / "doc.py")
     assert not warnings and settings.verify == rule
-    store, editor = setup("a\nb\n")
-    ctx = JobContext(server=editor, documents=store, encoding="utf-16", document_changes=True, progress=True)
-    engine = FakeEngine([("A\nB\n", 2)], "A\nB\n")
-    outcome = await EditJob(ctx, URI, None, "Make it upper case", settings).run(engine)
-    assert outcome.status == "done" and engine.request.verify == rule
+    assert (await _request_sent(settings)).verify == rule
     layer = parse_layer({"verify": "fast"}, "test")
     assert "verify" not in layer.values and any("verify" in w and "fast" in w for w in layer.warnings)
 
@@ -470,12 +474,8 @@ async def test_a_diagnostic_focus_is_kept_and_a_cursor_gets_the_default_policy(s
     from lsp_server.actions import EditArgs
 
     args = EditArgs.parse({"uri": URI, "kind": "fix", "focus": {"line": 2, "character": 0, "source": source}})
-    store, editor = setup("a\nb\n")
-    ctx = JobContext(server=editor, documents=store, encoding="utf-16", document_changes=True, progress=True)
-    engine = FakeEngine([("A\nB\n", 2)], "A\nB\n")
-    outcome = await EditJob(ctx, URI, None, "Fix the bug", Settings(mode="ar"), focus_line=2,
-                            focus_policy=args.focus_policy).run(engine)
-    assert outcome.status == "done" and engine.request.focus_policy == policy
+    request = await _request_sent(Settings(mode="ar"), focus_line=2, focus_policy=args.focus_policy)
+    assert request.focus_policy == policy
 
 
 class RecordingEngine(FakeEngine):
