@@ -306,17 +306,17 @@ class Engine:
         server (vLLM) only the prompt is read ahead (:meth:`warm_prompt`): decoding there would spend
         a shared server on answers nobody may ask for. Never waits: skipped while an edit runs, and
         for a prompt of over ``max_tokens`` tokens. Returns an engine.decoding.warm.WarmUp."""
-        from engine.decoding.warm import WarmUp, prompt_size
+        from engine.decoding.warm import WarmUp, first_prompt, warm_prompt
 
         request = self._resolved(request)
         loaded = self.model_for(request.mode)
-        if loaded.remote:
-            return self.warm_prompt(request, cancelled, max_tokens)
+        if loaded.remote:  # as Engine.warm_prompt on a server
+            return warm_prompt(loaded, request, cancelled, max_tokens)
         if request.is_empty():
             return WarmUp("skipped", reason="the region is empty")
         if self._ahead.holds(request):
             return WarmUp("skipped", reason="its answer is kept already")
-        size, _ = prompt_size(loaded, request)
+        size = len(first_prompt(loaded, request)[0])
         if size > max_tokens:
             return WarmUp("skipped", size, reason=f"the prompt has {size} tokens (warmUpMaxTokens {max_tokens})")
         if not self._lock.acquire(blocking=False):

@@ -175,17 +175,16 @@ class Editor:
             context=types.CodeActionContext(diagnostics=[])))
         return time.monotonic() - start
 
-    async def warm_ups(self, uri: str) -> list[dict[str, Any]]:
-        """The server's last warm-ups of ``uri`` (copyAsDecode.server.settings reports them)."""
+    async def warm_ups(self, uri: str, every_document: bool = False) -> list[dict[str, Any]]:
+        """The server's last warm-ups of ``uri``, or of every document (copyAsDecode.server.settings
+        reports them)."""
         answer = await self.client.workspace_execute_command_async(types.ExecuteCommandParams(
             command="copyAsDecode.server.settings", arguments=[{"uri": uri}]))
-        return [w for w in answer.get("warmUps") or [] if w["uri"] == uri]
+        return [w for w in answer.get("warmUps") or [] if every_document or w["uri"] == uri]
 
     async def last_warm_up(self, uri: str) -> int:
         """The number of the last warm-up the server ended, of any document (0: none yet)."""
-        answer = await self.client.workspace_execute_command_async(types.ExecuteCommandParams(
-            command="copyAsDecode.server.settings", arguments=[{"uri": uri}]))
-        return max((w["n"] for w in answer.get("warmUps") or []), default=0)
+        return max((w["n"] for w in await self.warm_ups(uri, every_document=True)), default=0)
 
     async def idle_until_warm(self, uri: str, line: int, timeout: float = 600.0) -> dict[str, Any]:
         """The user puts the cursor on ``line`` and looks at the buffer until a warm-up of it ends

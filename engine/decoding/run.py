@@ -17,19 +17,24 @@ from engine.decoding.tables import tables_for
 from engine.runtime.models import LoadedModel
 
 
+def prompt_parts(request) -> PromptParts:
+    """The prompt's parts for ``request``: its region, the read-only context on each side, and the
+    focus in region lines."""
+    lines = split_lines(request.text)
+    a, b = request.region_bounds()
+    ctx = max(0, request.context_lines)
+    focus = request.focus_line - a if request.focus_line is not None else None
+    return PromptParts(instruction=request.instruction, region="".join(lines[a:b]),
+                       before="".join(lines[max(0, a - ctx):a]), after="".join(lines[b:b + ctx]), first_line=a + 1,
+                       language=request.language, focus_line=focus)
+
+
 def prepared(loaded: LoadedModel, request, cancelled: Callable[[], bool],
              recorder: FeedRecorder | None = None) -> tuple[EditJob, Any]:
     """An edit's job up to its prompt (planned: the localizer has run; ``job.prompt_ids`` set) and
     the strategy that decodes it: what :func:`run_edit` does before the first decode step."""
-    lines = split_lines(request.text)
-    a, b = request.region_bounds()
-    ctx = max(0, request.context_lines)
-    region = "".join(lines[a:b])
-    focus = request.focus_line - a if request.focus_line is not None else None
-    parts = PromptParts(instruction=request.instruction, region=region,
-                        before="".join(lines[max(0, a - ctx):a]), after="".join(lines[b:b + ctx]), first_line=a + 1,
-                        language=request.language, focus_line=focus)
-    job = EditJob(loaded, request, tables_for(loaded), region, parts, cancelled, recorder)
+    parts = prompt_parts(request)
+    job = EditJob(loaded, request, tables_for(loaded), parts.region, parts, cancelled, recorder)
     strategy = STRATEGIES[request.mode].on(loaded)
     strategy.prepare(job)
     strategy.prompt(job)

@@ -19,8 +19,8 @@ from typing import Any, Callable
 from engine.core.errors import Cancelled
 from engine.core.lines import split_lines
 from engine.decoding.localize import plan_focus, prompt_with_lines
-from engine.decoding.prompt import PromptParts, render, text_messages
-from engine.decoding.run import prepared
+from engine.decoding.prompt import render, text_messages
+from engine.decoding.run import prepared, prompt_parts
 from engine.runtime.models import LoadedModel
 
 
@@ -38,56 +38,44 @@ class WarmUp:
     answered: bool = False
 
 
-def request_parts(request: Any) -> PromptParts:
-    """The prompt's parts for ``request`` (an engine.api.EditRequest), as engine.decoding.run builds them."""
-    lines = split_lines(request.text)
-    a, b = request.region_bounds()
-    ctx = max(0, request.context_lines)
-    focus = request.focus_line - a if request.focus_line is not None else None
-    return PromptParts(instruction=request.instruction, region="".join(lines[a:b]),
-                       before="".join(lines[max(0, a - ctx):a]), after="".join(lines[b:b + ctx]), first_line=a + 1,
-                       language=request.language, focus_line=focus)
-
-
-def prompt_size(loaded: LoadedModel, request: Any) -> tuple[int, str]:
-    """(tokens, "") of the prompt ``request`` (mode resolved) reads first, or (0, why nothing is
+def first_prompt(loaded: LoadedModel, request: Any) -> tuple[list[int], str]:
+    """(ids, "") of the prompt ``request`` (mode resolved) reads first, or ([], why nothing is
     read ahead): program mode with a span selector reads the localizer's prompt; a text mode, its
     own; program mode where no localizer runs (no selector, one line) reads nothing ahead."""
-    parts = request_parts(request)
+    parts = prompt_parts(request)
     if request.mode == "program":
         if not (request.localize and loaded.selector and len(split_lines(parts.region)) >= 2):
-            return 0, "no localizer forward to read ahead"
-        return len(prompt_with_lines(loaded.tokenizer, parts)[0]), ""
+            return [], "no localizer forward to read ahead"
+        return prompt_with_lines(loaded.tokenizer, parts)[0], ""
     if request.mode in ("ar", "speculative"):
-        return len(render(loaded.tokenizer, text_messages(parts), assistant_prefix=parts.fence())), ""
-    return 0, f"{request.mode} mode reads no prompt ahead"
+        return render(loaded.tokenizer, text_messages(parts), assistant_prefix=parts.fence()), ""
+    return [], f"{request.mode} mode reads no prompt ahead"
 
 
 def warm_prompt(loaded: LoadedModel, request: Any, cancelled: Callable[[], bool], max_tokens: int) -> WarmUp:
-    """Read the prompt ``request`` (mode resolved) would read first (see :func:`prompt_size`), when
+    """Read the prompt ``request`` (mode resolved) would read first (see :func:`first_prompt`), when
     it has at most ``max_tokens`` tokens. In process: program mode's localizer forward (plan_focus,
     as the edit calls it), a text mode's prefill. On a server (vLLM): the edit's own first prompt
     as a one-token request, which leaves it in the server's prefix cache (program mode plans its
     focus first: the localizer's request, whose surprise is kept here as in process)."""
-    size, reason = prompt_size(loaded, request)
+    ids, reason = first_prompt(loaded, request)
+    size = len(ids)
     if not size:
         return WarmUp("skipped", reason=reason)
     if size > max_tokens:
         return WarmUp("skipped", size, reason=f"the prompt has {size} tokens (warmUpMaxTokens {max_tokens})")
     if loaded.remote:
         return _warm_on_server(loaded, request, cancelled, size)
-    parts = request_parts(request)
     with loaded.runtime.meter() as log:
         try:
             if request.mode == "program":
-                plan_focus(loaded, parts, localize=request.localize, noop=request.noop_deviation,
+                plan_focus(loaded, prompt_parts(request), localize=request.localize, noop=request.noop_deviation,
                            policy=request.focus_policy, cancelled=cancelled)
             else:
                 session = loaded.session()
                 session.cancelled = cancelled
                 try:
-                    session.append(render(loaded.tokenizer, text_messages(parts), assistant_prefix=parts.fence()),
-                                   "prefill")
+                    session.append(ids, "prefill")
                 finally:
                     session.close()
         except Cancelled:
