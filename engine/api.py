@@ -16,122 +16,21 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Iterator, Literal
+from typing import Any, Callable, Iterator
 
-from engine.core.errors import Cancelled, EditError
+from engine.core.choices import Mode, never_cancelled
+from engine.core.errors import Cancelled
+from engine.core.errors import EditError as EditError  # re-exported: the front doors catch it
 from engine.core.languages import language_for as language_for  # re-exported: the front doors import it from here
 from engine.core.lines import split_lines, to_crlf, to_lf, uses_crlf
 from engine.decoding.events import EditFinished, EditResult, EditStarted, Event, OpResolved, TokenCounts
-from engine.decoding.prompt import DEFAULT_FOCUS_POLICY, FOCUS_POLICIES
+from engine.decoding.request import EditRequest as EditRequest  # re-exported: the Python API
 from engine.language.program import Gen, Op, Program
 from engine.read_ahead import ReadAhead
-from engine.runtime.backends import VERIFY_RULES
 from engine.runtime.models import DEFAULT_MODEL, LoadedModel, load_model
 from engine.runtime.selector.adapter import load_selector
-from engine.settings import DEFAULTS
 
-Mode = Literal["auto", "program", "speculative", "ar", "pld", "forced"]
-MODES: tuple[str, ...] = ("auto", "program", "speculative", "ar", "pld", "forced")
-MAX_INPUT_CHARS = 200_000
-MAX_INPUT_LINES = 5_000
 LOCK_POLL_S = 0.05  # how often an edit waiting for the engine checks for a cancel or a read ahead
-
-
-def never_cancelled() -> bool:
-    return False
-
-
-@dataclass
-class EditRequest:
-    """One edit.
-
-    ``mode``: ``auto`` runs the engine's best mode for its model (:meth:`Engine.default_mode`).
-    ``text`` is the whole document; ``lines`` (1-based, inclusive) limits the edit to a region,
-    the rest is shown to the model as read-only context (``context_lines`` on each side).
-    ``program`` is only for ``mode="forced"``: the program to decode instead of the model's choice.
-    ``language`` tags the code fences of the prompt (e.g. "python"); see ``language_for``.
-    ``monotonic`` (program mode): each line copy must start after the previous one ended.
-    ``token_copies`` (program mode): also allow ``<copy tokens="a-b"/>``.
-    ``focus_line`` (1-based, document coordinates): where the user pointed (cursor line or
-    diagnostic); the prompt says "The problem is at or near line K" when it lies in the region.
-    ``program_prompt``: ``auto`` uses the short selector prompt when the program-mode model carries
-    a trained selector adapter, the few-shot prompt otherwise; ``few-shot``/``selector`` force one.
-    ``draft`` (program and forced modes): draft the program's continuation from the input and
-    verify it in the step's forward (lossless: the same program, fewer forwards).
-    ``temperature`` > 0 samples (seeded by ``seed``) instead of greedy; ``logit_bias`` adds to the
-    logits of the given token ids before the grammar mask (program mode).
-    ``localize`` (program mode, with a span selector): without a focus, point the hint at the
-    region line the model finds least natural; with one, at the likeliest line near it
-    (engine/decoding/localize.py). ``noop_deviation`` (program mode): a gen that writes the user's focus line
-    back unchanged deviates (engine/decoding/noop_gen.py). Both on by default; off to measure without them.
-    ``focus_policy`` (with ``localize``; engine.decoding.localize.plan_focus): ``hold`` (the default) is
-    ``guard`` except that a focus on code about as likely as the best line near it stays as under
-    ``keep``; ``guard`` puts
-    the hint on the localizer's likeliest line (near the focus, if any) and the no-op deviation
-    guards it there; ``keep`` keeps a focus on a code line and guards it only where the localizer
-    agrees; ``move`` moves it to the likeliest line unguarded. The benchmarks' ``-keep`` and
-    ``-moved`` arms measure the others.
-    ``verify`` (speculative mode): how a verify forward accepts a draft: ``exact`` (the output is
-    ar's to the bit), ``argmax`` (the batched forward's argmax, as other serving engines verify) or
-    ``auto`` (the backend's default; engine.runtime.backends.VERIFY_RULES).
-    """
-
-    text: str
-    instruction: str
-    lines: tuple[int, int] | None = None
-    mode: Mode = "program"
-    max_new_tokens: int = DEFAULTS.max_new_tokens  # the settings' defaults (engine/settings.py)
-    context_lines: int = DEFAULTS.context_lines
-    language: str = ""
-    token_copies: bool = False
-    monotonic: bool = True
-    temperature: float = 0.0
-    seed: int = 0
-    logit_bias: dict[int, float] | None = None
-    program: Program | None = None
-    focus_line: int | None = None
-    program_prompt: Literal["auto", "few-shot", "selector"] = DEFAULTS.prompt_style
-    draft: bool = True
-    localize: bool = True
-    noop_deviation: bool = True
-    focus_policy: Literal["keep", "move", "guard", "hold"] = DEFAULT_FOCUS_POLICY  # type: ignore[assignment]
-    verify: Literal["auto", "exact", "argmax"] = "auto"
-
-    def region_bounds(self) -> tuple[int, int]:
-        """0-based [start, end) line indices of the edited region; validates ``lines``."""
-        n = len(split_lines(self.text))
-        if self.lines is None:
-            return 0, n
-        a, b = self.lines
-        if a < 1 or b < a or b > max(n, 1):
-            raise EditError(f"line range {a}-{b} is invalid: the document has {n} lines "
-                            "(1-based, inclusive, start <= end)")
-        return a - 1, min(b, n)
-
-    def is_empty(self) -> bool:
-        """True when the region to edit has no text at all (an empty file or selection): there is
-        nothing to edit, so the edit answers at once without running the model (:func:`empty_result`)."""
-        a, b = self.region_bounds()
-        return not any(split_lines(self.text)[a:b])
-
-    def validate(self) -> None:
-        if self.mode not in MODES:
-            raise EditError(f"unknown mode {self.mode!r}; choose one of {', '.join(MODES)}")
-        a, b = self.region_bounds()
-        region = split_lines(self.text)[a:b]
-        chars = sum(len(line) for line in region)
-        if chars > MAX_INPUT_CHARS or len(region) > MAX_INPUT_LINES:
-            what = "the selected region" if self.lines else "the input"
-            raise EditError(f"input too large: {what} has {chars} characters / {len(region)} lines "
-                            f"(limit {MAX_INPUT_CHARS} characters, {MAX_INPUT_LINES} lines); select a smaller region")
-        if self.max_new_tokens < 1:
-            raise EditError("max_new_tokens must be at least 1")
-        if self.focus_policy not in FOCUS_POLICIES:
-            raise EditError(f"unknown focus policy {self.focus_policy!r}; choose one of {', '.join(FOCUS_POLICIES)}")
-        if self.mode == "forced" and self.program is None:
-            raise EditError("mode 'forced' needs a program to decode")
-        if self.verify not in VERIFY_RULES:
-            raise EditError(f"unknown verify rule {self.verify!r}; choose one of {', '.join(VERIFY_RULES)}")
 
 
 @dataclass
@@ -159,7 +58,7 @@ class Engine:
                             trust_remote_code=trust_remote_code, backend=backend, options=options)
         return cls(loaded, load_selector(loaded, selector, progress))
 
-    def default_mode(self) -> str:
+    def default_mode(self) -> Mode:
         """What ``mode="auto"`` runs: program mode when the model has a span selector, else
         speculative. Measured (docs/benchmarks.md, free family): with the shipped selector,
         program mode beats speculative on pass@1, exact match, collateral damage and time on
@@ -167,11 +66,11 @@ class Engine:
         rarely finishes a working edit, and speculative is lossless with any model."""
         return "program" if self.selector_model is not None else "speculative"
 
-    def resolve_mode(self, mode: str) -> str:
+    def resolve_mode(self, mode: Mode) -> Mode:
         """``auto`` made concrete for this engine (see :meth:`default_mode`)."""
         return self.default_mode() if mode == "auto" else mode
 
-    def model_for(self, mode: str) -> LoadedModel:
+    def model_for(self, mode: Mode) -> LoadedModel:
         """The model a mode decodes with: program and forced mode use the selector when there is one."""
         mode = self.resolve_mode(mode)
         if mode in ("program", "forced") and self.selector_model is not None:

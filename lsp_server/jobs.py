@@ -47,7 +47,7 @@ from engine.verdict import destructive, judge
 from lsp_server.documents import Document, DocumentStore
 from lsp_server.edits import LiveRegion, preview_workspace_edit, text_edit, unified_diff, workspace_edit
 from lsp_server.positions import Encoding
-from lsp_server.request import edit_request
+from lsp_server.request import document_request
 
 if TYPE_CHECKING:
     from engine.settings import Settings
@@ -295,7 +295,7 @@ class EditJob:
         if doc is None:
             return Outcome("error", "the document is not open in the editor")
         try:
-            request = edit_request(doc, self.instruction, self.lines, self.settings,
+            request = document_request(doc, self.instruction, self.lines, self.settings,
                                    mode=engine.resolve_mode(self.settings.mode), focus_line=self.focus_line,
                                    focus_policy=self.focus_policy)
         except EditError as exc:

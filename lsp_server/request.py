@@ -4,18 +4,18 @@
 The server builds it once before loading a model (so a request the engine would refuse fails
 fast) and the job builds it again when it runs (the document may have changed while the model
 loaded, and the mode ``auto`` is resolved by the loaded engine); both go through
-:func:`edit_request`, so the editor sends what the CLI sends for the same file: the same fields,
+:func:`document_request`, so the editor sends what the CLI sends for the same file: the same fields,
 and the same ``language`` (the code fences of the prompt, and the syntax check of the result).
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from pygls.uris import urlparse
 
 from engine.api import EditRequest, language_for
+from engine.core.choices import FocusPolicy, Mode
 
 if TYPE_CHECKING:
     from engine.settings import Settings
@@ -41,9 +41,9 @@ def document_language(uri: str, language_id: str = "") -> str:
     return EDITOR_LANGUAGES.get(language_id) or language_for(urlparse(uri)[2])
 
 
-def edit_request(doc: "Document", instruction: str, lines: tuple[int, int] | None, settings: "Settings",
-                 mode: str | None = None, focus_line: int | None = None,
-                 focus_policy: str | None = None) -> EditRequest:
+def document_request(doc: "Document", instruction: str, lines: tuple[int, int] | None, settings: "Settings",
+                     mode: Mode | None = None, focus_line: int | None = None,
+                     focus_policy: FocusPolicy | None = None) -> EditRequest:
     """The validated request for editing ``doc`` (its current text, its language) under ``settings``.
 
     ``lines``: engine lines (1-based, inclusive; None: the whole document, see
@@ -51,12 +51,6 @@ def edit_request(doc: "Document", instruction: str, lines: tuple[int, int] | Non
     which may be ``auto``); ``focus_line``: 1-based document line the user pointed at;
     ``focus_policy``: the engine's (engine.decoding.localize.plan_focus), None for its default.
     Raises :class:`engine.api.EditError` saying why the engine would refuse it."""
-    request = EditRequest(text=doc.text, instruction=instruction, lines=lines, mode=mode or settings.mode,  # type: ignore[arg-type]
-                          max_new_tokens=settings.max_new_tokens, context_lines=settings.context_lines,
-                          language=document_language(doc.uri, doc.language_id), focus_line=focus_line,
-                          program_prompt=settings.prompt_style,  # type: ignore[arg-type]  # config checks it
-                          verify=settings.verify)  # type: ignore[arg-type]  # config checks it
-    if focus_policy is not None:
-        request = replace(request, focus_policy=focus_policy)  # type: ignore[arg-type]  # EditArgs checks it
-    request.validate()
-    return request
+    return EditRequest.from_settings(settings, doc.text, instruction, lines=lines, mode=mode,
+                                     language=document_language(doc.uri, doc.language_id),
+                                     focus_line=focus_line, focus_policy=focus_policy)

@@ -38,7 +38,7 @@ from lsp_server.edits import minimal_replacement, text_edit, workspace_edit
 from lsp_server.jobs import APPLY_TIMEOUT_S, COMMAND_APPLY_PENDING, EditJob, JobContext, Outcome, PendingEdit
 from lsp_server.models import EditQueue, ModelKey, ModelPool, unless_stopped
 from lsp_server.positions import LineIndex, negotiate
-from lsp_server.request import edit_request
+from lsp_server.request import document_request
 from lsp_server.warmup import WarmUps
 
 log = logging.getLogger(__name__)
@@ -372,7 +372,7 @@ class CopyAsDecodeServer(LanguageServer):
         from engine.api import EditError
 
         try:
-            edit_request(doc, args.instruction or "", self._region(doc.text, args, settings), settings,
+            document_request(doc, args.instruction or "", self._region(doc.text, args, settings), settings,
                          focus_line=focus_line(doc.text, args.focus, self.encoding), focus_policy=args.focus_policy)
         except EditError as exc:
             return str(exc)

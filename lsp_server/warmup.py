@@ -32,7 +32,7 @@ from lsprotocol import types
 from lsp_server.actions import COMMAND_EDIT, DEFAULT_FIX_INSTRUCTION, FIX_TITLE, EditArgs, code_actions, focus_line
 from lsp_server.documents import path_of
 from lsp_server.models import ModelKey
-from lsp_server.request import edit_request
+from lsp_server.request import document_request
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +140,7 @@ class WarmUps:
         args = self._fix_args(uri, doc.text, settings)
         if args is None or stop.is_set():
             return
-        request = edit_request(doc, args.instruction or DEFAULT_FIX_INSTRUCTION, server._region(doc.text, args, settings),
+        request = document_request(doc, args.instruction or DEFAULT_FIX_INSTRUCTION, server._region(doc.text, args, settings),
                                settings, mode=engine.resolve_mode(settings.mode),
                                focus_line=focus_line(doc.text, args.focus, server.encoding),
                                focus_policy=args.focus_policy)

@@ -279,10 +279,10 @@ def test_a_loop_stop_is_not_written_and_focus_and_selector_reach_the_engine(caps
     assert LoopingFakeEngine.requests[-1].focus_policy == "keep"
     code, _, _ = run(capsys, str(path), "-i", "Fix the bug")
     assert LoopingFakeEngine.loads[-1]["selector"] == "auto" and LoopingFakeEngine.requests[-1].focus_line is None
-    assert LoopingFakeEngine.requests[-1].program_prompt == "auto"
+    assert LoopingFakeEngine.requests[-1].prompt_style == "auto"
     (tmp_path / ".copy-as-decode.toml").write_text('promptStyle = "few-shot"\n')  # the workspace setting
     run(capsys, str(path), "-i", "Fix the bug")
-    assert LoopingFakeEngine.requests[-1].program_prompt == "few-shot"
+    assert LoopingFakeEngine.requests[-1].prompt_style == "few-shot"
     assert LoopingFakeEngine.requests[-1].verify == "auto"  # the default: the backend's rule
     (tmp_path / ".copy-as-decode.toml").write_text('verify = "argmax"\n')
     run(capsys, str(path), "-i", "Fix the bug")

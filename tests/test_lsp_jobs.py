@@ -446,12 +446,12 @@ async def _request_sent(settings: Settings, **job: object) -> EditRequest:
 @pytest.mark.parametrize("style", ["few-shot", "selector"])
 async def test_prompt_style_setting_reaches_the_edit_request(tmp_path, style):
     """promptStyle as the client sends it (user settings), through the server's config, to the
-    engine's EditRequest.program_prompt."""
+    engine's EditRequest.prompt_style."""
     from engine.settings import load_workspace_settings
 
     settings, warnings = load_workspace_settings(tmp_path / "doc.py", user={"copyAsDecode": {"promptStyle": style}})
     assert not warnings and settings.prompt_style == style
-    assert (await _request_sent(settings)).program_prompt == style
+    assert (await _request_sent(settings)).prompt_style == style
 
 
 @pytest.mark.parametrize("rule", ["exact", "argmax"])
@@ -556,12 +556,12 @@ async def test_an_unsaved_buffer_takes_its_language_from_the_editor():
 
 def test_prompt_styles_are_the_engines():
     """The setting's values (also VS Code's enum, tests/test_vscode_client.py) are exactly the
-    values EditRequest.program_prompt takes."""
+    values EditRequest.prompt_style takes."""
     import typing
 
     from engine.api import EditRequest
     from engine.settings import PROMPT_STYLES, ConfigError, check_value
 
-    assert PROMPT_STYLES == typing.get_args(typing.get_type_hints(EditRequest)["program_prompt"])
+    assert PROMPT_STYLES == typing.get_args(typing.get_type_hints(EditRequest)["prompt_style"])
     with pytest.raises(ConfigError, match="few-shot, selector"):
         check_value("prompt_style", "text")

@@ -11,7 +11,8 @@ from typing import Any, Callable, Iterator
 import pytest
 from support import StubServerRuntime
 
-from engine.api import MODES, EditRequest
+from engine.api import EditRequest
+from engine.core.choices import MODES
 from engine.bench import bounds
 from engine.core.errors import EditError
 from engine.decoding import remote_decode

@@ -417,13 +417,14 @@ def test_an_edit_body_names_its_verify_rule_else_the_servers(default_engine: Eng
     value that is not a rule is refused with the body."""
     from pydantic import ValidationError
 
-    from engine.openai_api.edits import edit_request
+    from engine.openai_api.edits import body_request
     from engine.openai_api.schemas import EditBody
+    from engine.settings import Settings
 
     body = EditBody(text=BUGGY, instruction="Fix the bug.", mode="speculative")
-    assert edit_request(default_engine, body, 64, 20, "argmax").verify == "argmax"
-    assert edit_request(default_engine, body, 64, 20).verify == "auto"
+    assert body_request(default_engine, body, Settings(verify="argmax")).verify == "argmax"
+    assert body_request(default_engine, body, Settings()).verify == "auto"
     named = EditBody(text=BUGGY, instruction="Fix the bug.", mode="speculative", verify="exact")
-    assert edit_request(default_engine, named, 64, 20, "argmax").verify == "exact"
+    assert body_request(default_engine, named, Settings(verify="argmax")).verify == "exact"
     with pytest.raises(ValidationError):
         EditBody(text=BUGGY, instruction="Fix the bug.", verify="fast")

@@ -55,7 +55,7 @@ def test_forced_drafting_reaches_gold_and_records_the_same_sequence(default_engi
     seqs = {}
     for draft in (False, True):
         request = EditRequest(case.input, case.instruction, mode="forced", program=program, draft=draft,
-                              program_prompt="selector", max_new_tokens=4096)
+                              prompt_style="selector", max_new_tokens=4096)
         seqs[draft] = record_fed_sequence(default_engine.loaded, request)
         assert seqs[draft].output == case.gold
     assert seqs[True].ids == seqs[False].ids

@@ -81,7 +81,8 @@ def test_the_extension_sends_the_schemas_keys():
 
 
 def test_the_engines_defaults_are_the_schemas():
-    from engine.api import MODES, EditRequest
+    from engine.api import EditRequest
+    from engine.core.choices import MODES
     from engine.openai_api.app import ServerConfig
     from engine.runtime.backends import BACKENDS, FLASH_ATTENTION, BackendOptions
     from engine.runtime.selector.adapter import SELECTOR_CHOICES
@@ -90,13 +91,12 @@ def test_the_engines_defaults_are_the_schemas():
     assert config.BACKENDS == BACKENDS and config.SPECS["flash_attention"].choices == FLASH_ATTENTION
     assert config.SELECTOR_CHOICES == SELECTOR_CHOICES
     assert set(config.MODES) <= set(MODES)
-    assert config.PROMPT_STYLES == typing.get_args(typing.get_type_hints(EditRequest)["program_prompt"])
+    assert config.PROMPT_STYLES == typing.get_args(typing.get_type_hints(EditRequest)["prompt_style"])
     request = EditRequest(text="", instruction="")
     defaults = config.Settings()
-    assert (request.max_new_tokens, request.context_lines, request.program_prompt) == (
+    assert (request.max_new_tokens, request.context_lines, request.prompt_style) == (
         defaults.max_new_tokens, defaults.context_lines, defaults.prompt_style)
-    server = ServerConfig(model_id="m")
-    assert (server.max_new_tokens, server.context_lines) == (defaults.max_new_tokens, defaults.context_lines)
+    assert ServerConfig(model_id="m").settings == defaults
 
 
 def _subparser(command: str) -> argparse.ArgumentParser:

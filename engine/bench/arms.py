@@ -38,7 +38,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from engine.decoding.prompt import DEFAULT_FOCUS_POLICY
+from engine.core.choices import DEFAULT_FOCUS_POLICY
 
 
 @dataclass(frozen=True)

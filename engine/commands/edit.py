@@ -16,11 +16,12 @@ import json
 import os
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
-from engine.api import MODES, EditError, EditRequest, Engine, language_for
+from engine.api import EditError, EditRequest, Engine, language_for
+from engine.core.choices import DEFAULT_FOCUS_POLICY, FOCUS_POLICIES, MODES
 from engine.decoding.events import EditFinished, EditResult, EditStarted, OpResolved
-from engine.decoding.prompt import DEFAULT_FOCUS_POLICY, FOCUS_POLICIES
 from engine.language.resolve import ResolveError
 from engine.runtime.models import ModelLoadError
 from engine.runtime.selector.adapter import resolve_selector
@@ -165,21 +166,16 @@ def run(args: argparse.Namespace) -> int:
         text = read_text(args.file)
         settings = with_flags(workspace_settings(args.file), given_flags(args))
         lines = parse_lines(args.lines)
-        request = EditRequest(text=text, instruction=args.instruction, lines=lines,
-                              language=language_for(str(args.file)), mode=args.mode or settings.mode,
-                              max_new_tokens=settings.max_new_tokens,
-                              context_lines=settings.context_lines, focus_line=args.focus,
-                              focus_policy=args.focus_policy,
-                              program_prompt=settings.prompt_style,  # type: ignore[arg-type]  # config checks it
-                              verify=settings.verify)  # type: ignore[arg-type]
-        request.validate()
+        request = EditRequest.from_settings(settings, text, args.instruction, lines=lines, mode=args.mode,
+                                            language=language_for(str(args.file)), focus_line=args.focus,
+                                            focus_policy=args.focus_policy)
         check_focus(args.focus, text, lines)
         if request.is_empty():  # nothing to edit: answered at once, no model loaded
             return _answer_empty(args, request, settings.model, out)
         resolve_selector(settings.selector, settings.model)  # a bad adapter folder fails before the model loads
         with err.status(f"loading model {settings.model}..."):
             engine = Engine.load(**engine_arguments(settings), progress=lambda m: err.print(f"[dim]{m}[/dim]"))
-        request.mode = engine.resolve_mode(request.mode)  # type: ignore[assignment]
+        request = replace(request, mode=engine.resolve_mode(request.mode))
         err.print(f"[dim]backend: {engine.model_for(request.mode).runtime.describe()}[/dim]")
         others = [m.strip() for m in args.compare.split(",") if m.strip() and m.strip() != request.mode]
         if others:
@@ -188,7 +184,7 @@ def run(args: argparse.Namespace) -> int:
         result = _run_one(engine, request, out, quiet=args.json)
         compared = {}
         for mode in others:
-            req = EditRequest(**{**request.__dict__, "mode": mode})
+            req = replace(request, mode=mode)
             engine.forget_prompts()
             with err.status(f"running {mode} for comparison..."):
                 compared[mode] = engine.edit(req)

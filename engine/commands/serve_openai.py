@@ -90,8 +90,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     config = ServerConfig(model_id=args.served_name or settings.model, max_waiting=args.max_waiting,
                           max_body_bytes=args.max_body_kb * 1024, api_key=api_key,
-                          max_new_tokens=settings.max_new_tokens, context_lines=settings.context_lines,
-                          verify=settings.verify)
+                          settings=settings)
     app = create_app(engine, config)
     ready = (f"serving {config.model_id} ({engine.loaded.runtime.describe()}) at http://{args.host}:{args.port}/v1"
              + (" (bearer key required)" if api_key else ""))

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.api import Engine
-from engine.decoding.prompt import DEFAULT_FOCUS_POLICY
+from engine.core.choices import DEFAULT_FOCUS_POLICY
 from engine.evaluation.focus import FOCUS_SETTINGS
 from engine.runtime.models import DEFAULT_MODEL, ModelLoadError, load_model, log_progress
 from engine.runtime.selector.adapter import SHIPPED_ADAPTER_DIR, save_adapter

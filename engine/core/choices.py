@@ -53,6 +53,9 @@ DTYPES: tuple[str, ...] = get_args(Dtype)
 IDLE_WORK: tuple[str, ...] = get_args(IdleWork)
 SELECTOR_CHOICES: tuple[str, ...] = get_args(SelectorChoice)
 
+# hold: on the users' mix (half the cursors on the bug, half near it) as many passes as keep and more
+# than guard, and guard's localized hint without a cursor (scripts/eval_hold_share.py, results/insertions/;
+# docs/benchmarks.md).
 DEFAULT_FOCUS_POLICY: FocusPolicy = "hold"
 
 

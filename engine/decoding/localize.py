@@ -38,9 +38,8 @@ import torch
 from engine.core.errors import Cancelled
 from engine.core.lines import split_lines
 from engine.core.tokens import encode
+from engine.core.choices import DEFAULT_FOCUS_POLICY, FOCUS_POLICIES
 from engine.decoding.prompt import (
-    DEFAULT_FOCUS_POLICY,
-    FOCUS_POLICIES,
     HINT_AFTER,
     PromptParts,
     focus_free_prefix,

@@ -101,13 +101,6 @@ def focus_sentence(parts: PromptParts) -> str:
 
 
 
-# What a program edit does with the focus and the localizer's best line (engine.decoding.localize.plan_focus):
-# the values of EditRequest.focus_policy, here so that the light front doors can check them.
-FOCUS_POLICIES = ("keep", "move", "guard", "hold")
-# hold: on the users' mix (half the cursors on the bug, half near it) as many passes as keep and more
-# than guard, and guard's localized hint without a cursor (scripts/eval_hold_share.py, results/insertions/; docs/benchmarks.md).
-DEFAULT_FOCUS_POLICY = "hold"
-
 
 def selector_messages(parts: PromptParts, layout: str = HINT_AFTER) -> list[dict[str, str]]:
     """Chat messages for a model with a trained span-selector adapter: no worked example (the

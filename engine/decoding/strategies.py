@@ -111,7 +111,7 @@ def _program_prompt(job: EditJob, mark_focus_free_prefix: bool) -> None:
     it is asked for), else the few-shot one. ``mark_focus_free_prefix``: cut the prefill where
     the localizer's forward, or a later edit's prompt, goes on differently."""
     loaded, parts = job.loaded, job.parts
-    style = job.request.program_prompt
+    style = job.request.prompt_style
     if style == "auto":
         style = "selector" if loaded.selector else "few-shot"
     if style == "selector":

@@ -26,7 +26,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from engine.api import EditError, Engine
 from engine.decoding.tables import tables_for
 from engine.openai_api.completion import ChatDecode, build_job, chat_messages
-from engine.openai_api.edits import EditRun, edit_request
+from engine.openai_api.edits import EditRun, body_request
 from engine.openai_api.errors import ApiError, error_body
 from engine.openai_api.queue import DecodeQueue, Ticket
 from engine.openai_api.schemas import (
@@ -39,7 +39,7 @@ from engine.openai_api.schemas import (
     content_text,
     usage_json,
 )
-from engine.settings import DEFAULTS
+from engine.settings import DEFAULTS, Settings
 
 M = TypeVar("M", bound=BaseModel)
 DISCONNECT_POLL_S = 0.05
@@ -49,18 +49,15 @@ DECODE_HEADER = "x-copy-as-decode-decode-seconds"  # prompt rendering excluded; 
 @dataclass
 class ServerConfig:
     """``model_id``: the name ``/v1/models`` lists and requests must use; ``api_key``: when set,
-    requests need ``Authorization: Bearer <key>``; ``edit_defaults``: the workspace settings the
-    edit endpoint applies (``max_new_tokens``, ``context_lines``); ``verify``: how a prediction's or
-    speculative edit's drafts are verified (engine.runtime.backends.VERIFY_RULES; an edit body may
-    name its own)."""
+    requests need ``Authorization: Bearer <key>``; ``settings``: the server's settings, whose
+    request-level ones (engine.decoding.request.REQUEST_SETTINGS) an edit body may override and
+    whose ``verify`` rule a prediction's drafts follow."""
 
     model_id: str
     max_waiting: int = 8
     max_body_bytes: int = 4 * 1024 * 1024
     api_key: str | None = None
-    max_new_tokens: int = DEFAULTS.max_new_tokens
-    context_lines: int = DEFAULTS.context_lines
-    verify: str = DEFAULTS.verify
+    settings: Settings = DEFAULTS
 
 
 def create_app(engine: Engine, config: ServerConfig) -> FastAPI:
@@ -132,7 +129,7 @@ def create_app(engine: Engine, config: ServerConfig) -> FastAPI:
         check_supported(req)
         prediction = content_text(req.prediction.content) if req.prediction is not None else None
         job = build_job(loaded, chat_messages(req.messages), req.token_limit(), req.stop_strings(), req.temperature,
-                        req.top_p, req.seed, prediction or None, config.verify)
+                        req.top_p, req.seed, prediction or None, config.settings.verify)
         ticket = queue.admit()
 
         def work(cancelled: Callable[[], bool]) -> Iterator[str | ChatDecode]:
@@ -160,7 +157,7 @@ def create_app(engine: Engine, config: ServerConfig) -> FastAPI:
         body = await read_body(request, EditBody)
         check_model(body.model)
         try:
-            edit = edit_request(engine, body, config.max_new_tokens, config.context_lines, config.verify)
+            edit = body_request(engine, body, config.settings)
         except EditError as exc:
             raise ApiError(400, str(exc), "invalid_edit") from None
         ticket = queue.admit()

@@ -5,26 +5,25 @@ program mode included, answered with the JSON ``copy-as-decode edit --json`` pri
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
 from engine.api import EditError, EditRequest, Engine, language_for
 from engine.decoding.events import EditFinished, EditResult, EditStarted, Event, OpResolved
 from engine.openai_api.schemas import EditBody
+from engine.settings import Settings
 from engine.verdict import check_focus, judge, json_summary
 
 
-def edit_request(engine: Engine, body: EditBody, max_new_tokens: int, context_lines: int,
-                 verify: str = "auto") -> EditRequest:
-    """The validated :class:`EditRequest` for ``body`` (raises :class:`EditError` with the reason);
-    ``verify``: the server's rule, unless the body names one."""
+def body_request(engine: Engine, body: EditBody, settings: Settings) -> EditRequest:
+    """The validated :class:`EditRequest` for ``body`` under the server's ``settings`` (a field the
+    body leaves out is the setting's), with ``auto`` made concrete; raises :class:`EditError`."""
     check_focus(body.focus, body.text, body.lines)
-    request = EditRequest(text=body.text, instruction=body.instruction, lines=body.lines, mode=body.mode,
-                          max_new_tokens=body.max_new_tokens or max_new_tokens, context_lines=context_lines,
-                          language=body.language if body.language is not None else language_for(body.path or ""),
-                          focus_line=body.focus, verify=body.verify or verify)  # type: ignore[arg-type]
-    request.validate()
-    request.mode = engine.resolve_mode(request.mode)  # type: ignore[assignment]
-    return request
+    request = EditRequest.from_settings(
+        settings, body.text, body.instruction, lines=body.lines, mode=body.mode,
+        max_new_tokens=body.max_new_tokens, focus_line=body.focus, verify=body.verify,
+        language=body.language if body.language is not None else language_for(body.path or ""))
+    return replace(request, mode=engine.resolve_mode(request.mode))
 
 
 def event_json(event: Event, request: EditRequest) -> dict[str, Any]:

@@ -114,7 +114,7 @@ class EditBody(BaseModel):
     instruction: str = Field(min_length=1)
     lines: tuple[int, int] | None = None
     focus: int | None = None
-    mode: Literal["auto", "program", "speculative", "ar", "pld"] = "auto"
+    mode: Literal["auto", "program", "speculative", "ar", "pld"] | None = None  # None: the server's mode
     max_new_tokens: int | None = Field(default=None, ge=1)
     language: str | None = None
     path: str | None = None

@@ -55,7 +55,7 @@ def training_request(case: Any) -> Any:
     selector prompt the adapted model sees at inference."""
     return EditRequest(text=case.input, instruction=case.instruction, mode="forced",
                        program=line_oracle(case.input, case.gold), focus_line=case.focus_line,
-                       language=case.language, program_prompt="selector")
+                       language=case.language, prompt_style="selector")
 
 
 @dataclass
