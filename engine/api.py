@@ -28,6 +28,7 @@ from engine.decoding.request import EditRequest as EditRequest  # re-exported: t
 from engine.language.program import Gen, Op, Program
 from engine.read_ahead import ReadAhead
 from engine.runtime.models import DEFAULT_MODEL, LoadedModel, load_model
+from engine.runtime.models import ModelLoadError as ModelLoadError  # re-exported: Engine.load raises it
 from engine.runtime.selector.adapter import load_selector
 
 LOCK_POLL_S = 0.05  # how often an edit waiting for the engine checks for a cancel or a read ahead

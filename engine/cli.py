@@ -1,9 +1,9 @@
-"""The ``copy-as-decode`` command: one subcommand per module, each owning its own arguments.
+"""copy-as-decode: fast LLM code edits that copy what stays and write only what changes.
 
-Every subcommand module exposes ``add_parser(subparsers)``, which registers the subcommand and
-sets ``func(args) -> int`` as its entry point. Imports stay lazy so ``--help`` is instant.
-Packages beside the engine (the language server's ``serve``) add theirs through the
-``copy_as_decode.commands`` entry-point group, so the engine never imports them.
+Each subcommand is a module of its own; only the one you run is imported, so ``edit`` and the
+servers never load the benchmarks, the training or the evaluation code. Packages beside the
+engine (the language server's ``serve``) add theirs through the ``copy_as_decode.commands``
+entry-point group, so the engine never imports them.
 """
 
 from __future__ import annotations
@@ -13,39 +13,43 @@ import importlib
 import sys
 from importlib.metadata import entry_points
 
-SUBCOMMAND_MODULES = (
-    "engine.commands.analyze",
-    "engine.commands.edit",
-    "engine.commands.serve_openai",
-    "engine.commands.bench",
-    "engine.commands.synth",
-    "engine.commands.train_selector",
-)
+# The engine's own subcommands: name -> the module whose ``add_parser(subparsers)`` registers it
+# and sets ``func(args) -> int``.
+COMMANDS: dict[str, str] = {
+    "edit": "engine.commands.edit",
+    "serve-openai": "engine.commands.serve_openai",
+    "analyze": "engine.commands.analyze",
+    "bench": "engine.commands.bench",
+    "synth": "engine.commands.synth",
+    "train-selector": "engine.commands.train_selector",
+}
 COMMAND_GROUP = "copy_as_decode.commands"
+DESCRIPTION = ("Fast LLM code edits: the model copies the lines that stay and writes only what changes. "
+               "Run 'copy-as-decode COMMAND --help' for a command's options.")
 
 
-def subcommand_modules() -> list[str]:
-    """The engine's own subcommands, then those other installed packages register."""
-    plugins = sorted(ep.value for ep in entry_points(group=COMMAND_GROUP))
-    return [*SUBCOMMAND_MODULES, *(m for m in plugins if m not in SUBCOMMAND_MODULES)]
+def commands() -> dict[str, str]:
+    """Every subcommand's module: the engine's own, then those other installed packages register."""
+    plugins = {ep.name: ep.value for ep in entry_points(group=COMMAND_GROUP)}
+    return {**COMMANDS, **{name: module for name, module in sorted(plugins.items()) if name not in COMMANDS}}
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="copy-as-decode", description=__doc__.splitlines()[0])
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The parser for ``argv``: when it names a subcommand, only that subcommand's module is
+    imported; otherwise (``--help``, a typo) every one is, to list them."""
+    parser = argparse.ArgumentParser(prog="copy-as-decode", description=DESCRIPTION)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name in subcommand_modules():
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name == name:  # subcommand not built yet
-                continue
-            raise
-        module.add_parser(sub)
+    known = commands()
+    named = next((arg for arg in (argv if argv is not None else sys.argv[1:]) if not arg.startswith("-")), None)
+    for name, module in known.items():
+        if named in known and name != named:
+            continue
+        importlib.import_module(module).add_parser(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser(argv).parse_args(argv)
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:

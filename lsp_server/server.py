@@ -196,7 +196,7 @@ class CopyAsDecodeServer(LanguageServer):
         try:
             engine = await self.pool.get(key, progress)
         except Exception as exc:
-            from engine.runtime.models import ModelLoadError
+            from engine.api import ModelLoadError
 
             message = str(exc) if isinstance(exc, ModelLoadError) else f"model {key.model!r}: {exc}"
             if token is not None:
