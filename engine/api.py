@@ -25,7 +25,7 @@ from engine.decoding.events import EditFinished, EditResult, EditStarted, Event,
 from engine.decoding.prompt import DEFAULT_FOCUS_POLICY, FOCUS_POLICIES
 from engine.language.program import Gen, Op, Program
 from engine.read_ahead import ReadAhead
-from engine.runtime.backends import VERIFY_RULES
+from engine.core.choices import VERIFY_RULES
 from engine.runtime.models import DEFAULT_MODEL, LoadedModel, load_model
 from engine.runtime.selector.adapter import load_selector
 from engine.settings import DEFAULTS

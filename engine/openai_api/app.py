@@ -51,7 +51,7 @@ class ServerConfig:
     """``model_id``: the name ``/v1/models`` lists and requests must use; ``api_key``: when set,
     requests need ``Authorization: Bearer <key>``; ``edit_defaults``: the workspace settings the
     edit endpoint applies (``max_new_tokens``, ``context_lines``); ``verify``: how a prediction's or
-    speculative edit's drafts are verified (engine.runtime.backends.VERIFY_RULES; an edit body may
+    speculative edit's drafts are verified (engine.core.choices.VERIFY_RULES; an edit body may
     name its own)."""
 
     model_id: str
