@@ -1,4 +1,4 @@
-"""The settings schema (engine/settings.py ``Settings``) against every copy that cannot import it:
+"""The settings schema (engine/settings/schema.py ``Settings``) against every copy that cannot import it:
 VS Code's ``contributes.configuration`` and src/settings.ts, the engine's own defaults
 (``BackendOptions``, ``EditRequest``, the OpenAI endpoint's), the CLI's flags, and the generated
 docs/configuration.md; and the one message format of a bad key, wherever it is read."""
@@ -17,6 +17,7 @@ from support import ADD as BUGGY
 
 from engine import settings as config
 from engine.cli import build_parser, main
+from engine.core import choices
 
 ROOT = Path(__file__).resolve().parents[1]
 CLIENT = ROOT / "vscode-client"
@@ -76,21 +77,28 @@ def test_the_extension_sends_the_schemas_keys():
     specs = config.SPECS.values()
     assert _ts_list(source, "SERVER_KEYS") == [s.key for s in specs if not s.user_only]
     assert _ts_list(source, "USER_ONLY_KEYS") == [s.key for s in specs if s.user_only]
-    assert _ts_list(source, "APPLY_MODES") == list(config.APPLY_MODES)
-    assert _ts_list(source, "SELECTOR_CHOICES") == list(config.SELECTOR_CHOICES)
+    assert _ts_list(source, "APPLY_MODES") == list(choices.APPLY_MODES)
+    assert _ts_list(source, "SELECTOR_CHOICES") == list(choices.SELECTOR_CHOICES)
+
+
+def test_the_schemas_choices_are_the_engines():
+    """Each closed setting offers exactly its engine.core.choices set."""
+    specs = config.SPECS
+    assert (specs["mode"].choices, specs["apply_mode"].choices, specs["prompt_style"].choices) == (
+        choices.USER_MODES, choices.APPLY_MODES, choices.PROMPT_STYLES)
+    assert (specs["verify"].choices, specs["dtype"].choices, specs["backend"].choices) == (
+        choices.VERIFY_RULES, choices.DTYPES, choices.BACKENDS)
+    assert (specs["flash_attention"].choices, specs["warm_up"].choices) == (choices.FLASH_ATTENTION, choices.IDLE_WORK)
+    assert set(choices.USER_MODES) <= set(choices.MODES)
 
 
 def test_the_engines_defaults_are_the_schemas():
-    from engine.api import MODES, EditRequest
+    from engine.api import EditRequest
     from engine.openai_api.app import ServerConfig
-    from engine.runtime.backends import BACKENDS, FLASH_ATTENTION, BackendOptions
-    from engine.runtime.selector.adapter import SELECTOR_CHOICES
+    from engine.runtime.backends import BackendOptions
 
     assert config.Settings().backend_options() == BackendOptions()
-    assert config.BACKENDS == BACKENDS and config.SPECS["flash_attention"].choices == FLASH_ATTENTION
-    assert config.SELECTOR_CHOICES == SELECTOR_CHOICES
-    assert set(config.MODES) <= set(MODES)
-    assert config.PROMPT_STYLES == typing.get_args(typing.get_type_hints(EditRequest)["program_prompt"])
+    assert choices.PROMPT_STYLES == typing.get_args(typing.get_type_hints(EditRequest)["program_prompt"])
     request = EditRequest(text="", instruction="")
     defaults = config.Settings()
     assert (request.max_new_tokens, request.context_lines, request.program_prompt) == (

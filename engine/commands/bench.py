@@ -40,7 +40,7 @@ from engine.evaluation.corpora import CorpusError, load_corpus
 from engine.runtime.backends import BackendOptions
 from engine.runtime.models import ModelLoadError
 from engine.runtime.threads import set_threads
-from engine.settings import BACKENDS
+from engine.core.choices import BACKENDS
 
 
 def add_parser(subparsers: Any) -> None:
