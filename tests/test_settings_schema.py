@@ -225,3 +225,90 @@ def test_serve_openai_prints_the_same_messages_on_stderr(capsys, tmp_path: Path)
     assert code == 2 and "needs the server's URL" in err
     for message in _expected(tmp_path / ".copy-as-decode.toml"):
         assert f"warning: {message}\n" in err
+
+
+# --- declared once ------------------------------------------------------------------------------
+
+# The closed sets of the settings (engine.core.choices) and the defaults the runtime shares with the
+# schema (engine.core.defaults): nowhere else in the engine or the language server may write them out.
+SETTING_CHOICES = ("USER_MODES", "APPLY_MODES", "PROMPT_STYLES", "VERIFY_RULES", "DTYPES", "BACKENDS",
+                   "FLASH_ATTENTION", "IDLE_WORK", "SELECTOR_CHOICES")
+# The names a setting's value goes by in the runtime (or a part of them: DEFAULT_PREFIX_TOKENS), where
+# a literal default would be a second copy.
+RUNTIME_NAMES = {"threads": ("threads",), "context_size": ("context", "context_size", "n_ctx"),
+                 "batch_size": ("batch", "batch_size", "n_batch"), "gpu_layers": ("gpu_layers",),
+                 "flash_attention": ("flash_attention",), "api_key_env": ("api_key_env",),
+                 "prefix_cache_tokens": ("prefix_cache_tokens", "prefix_tokens", "max_tokens")}
+OWNERS = {"engine/core/choices.py", "engine/core/defaults.py"}
+# EditRequest's program_prompt and verify Literals: they move with EditRequest to engine/decoding.
+NOT_YET = {"engine/api.py"}
+
+
+def _copies(source: str) -> list[tuple[int, str]]:
+    """(line, what) for each choice set and shared default ``source`` writes out itself."""
+    import ast
+
+    sets = {frozenset(getattr(choices, name)): name for name in SETTING_CHOICES}
+    defaults = [(alias, config.SPECS[name].default) for name, aliases in RUNTIME_NAMES.items() for alias in aliases]
+    found = []
+
+    def strings(nodes: list[ast.expr]) -> frozenset[str] | None:
+        values = [n.value for n in nodes if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+        return frozenset(values) if len(nodes) > 1 and len(values) == len(nodes) else None
+
+    def default(name: str, value: ast.expr | None, line: int) -> None:
+        if isinstance(value, ast.Constant) and any(
+                alias in name.lower() and type(value.value) is type(want) and value.value == want
+                for alias, want in defaults):
+            found.append((line, f"{name} = {value.value!r}"))
+
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)) and strings(node.elts) in sets:  # Literal[...] too
+            found.append((node.lineno, sets[strings(node.elts)]))
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            default(node.target.id, node.value, node.lineno)
+        elif isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    default(target.id, node.value, node.lineno)
+        elif isinstance(node, ast.arguments):
+            positional = [*node.posonlyargs, *node.args]
+            for arg, value in zip(positional[len(positional) - len(node.defaults):], node.defaults):
+                default(arg.arg, value, arg.lineno)
+            for arg, value in zip(node.kwonlyargs, node.kw_defaults):
+                default(arg.arg, value, arg.lineno)
+        elif isinstance(node, ast.Constant) and node.value == config.DEFAULTS.api_key_env:
+            found.append((node.lineno, repr(node.value)))
+    return found
+
+
+def test_the_settings_choices_and_shared_defaults_are_declared_once():
+    copies = [f"{path.relative_to(ROOT)}:{line}: {what}"
+              for path in sorted([*(ROOT / "engine").rglob("*.py"), *(ROOT / "lsp_server").rglob("*.py")])
+              if path.relative_to(ROOT).as_posix() not in OWNERS | NOT_YET
+              for line, what in _copies(path.read_text(encoding="utf-8"))]
+    assert not copies, "use engine.core.choices / engine.core.defaults instead of:\n" + "\n".join(copies)
+
+
+@pytest.mark.parametrize("source, copy", [
+    ('flash: tuple[str, ...] = ("auto", "on", "off")', "FLASH_ATTENTION"),
+    ('def f(verify: Literal["auto", "argmax", "exact"] = "auto"): ...', "VERIFY_RULES"),
+    ("class Options:\n    context: int = 4096\n", "context = 4096"),
+    ("def load(path, batch_size=512): ...", "batch_size = 512"),
+    ("DEFAULT_PREFIX_TOKENS = 8192", "DEFAULT_PREFIX_TOKENS = 8192"),
+    ('KEY = "COPY_AS_DECODE_API_KEY"', "'COPY_AS_DECODE_API_KEY'"),
+])
+def test_a_second_copy_is_found(source: str, copy: str):
+    assert [what for _, what in _copies(source)] == [copy]
+
+
+def test_importing_the_settings_does_not_import_watchdog():
+    """watchdog is the language server's (hot reload); the engine's settings never need it."""
+    import subprocess
+    import sys
+
+    modules = ", ".join(f"engine.settings.{path.stem}" for path in (ROOT / "engine" / "settings").glob("*.py")
+                        if path.stem != "__init__")
+    code = f"import sys, engine.settings, {modules}; print('watchdog' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
