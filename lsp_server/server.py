@@ -21,7 +21,7 @@ from lsprotocol import types
 from pygls.capabilities import get_capability
 from pygls.lsp.server import LanguageServer
 
-from engine.settings import SECTION, ConfigWatcher, Settings, WorkspaceConfig
+from engine.settings import SECTION, Settings
 from lsp_server import __version__
 from lsp_server.actions import (
     COMMAND_CANCEL,
@@ -40,6 +40,7 @@ from lsp_server.models import EditQueue, ModelKey, ModelPool, unless_stopped
 from lsp_server.positions import LineIndex, negotiate
 from lsp_server.request import document_request
 from lsp_server.warmup import WarmUps
+from lsp_server.workspace_config import ConfigWatcher, WorkspaceConfig
 
 log = logging.getLogger(__name__)
 STATUS = "copyAsDecode/status"

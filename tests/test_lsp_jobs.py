@@ -560,7 +560,8 @@ def test_prompt_styles_are_the_engines():
     import typing
 
     from engine.api import EditRequest
-    from engine.settings import PROMPT_STYLES, ConfigError, check_value
+    from engine.core.choices import PROMPT_STYLES
+    from engine.settings import ConfigError, check_value
 
     assert PROMPT_STYLES == typing.get_args(typing.get_type_hints(EditRequest)["prompt_style"])
     with pytest.raises(ConfigError, match="few-shot, selector"):

@@ -15,6 +15,7 @@ from engine import settings as config
 from engine.core.lines import split_lines
 from lsp_server import actions, edits, positions
 from lsp_server.models import EditQueue, ModelKey, ModelPool
+from lsp_server.workspace_config import FileLayers, WorkspaceConfig
 
 # --- positions --------------------------------------------------------------------------------
 
@@ -343,7 +344,7 @@ def test_precedence_and_model_sources(tmp_path: Path):
     sub.mkdir()
     (sub / ".copy-as-decode.toml").write_text('mode = "ar"\nmodel = "/somewhere/else.gguf"\n'
                                               'trust_remote_code = true\n')
-    ws = config.WorkspaceConfig([tmp_path])
+    ws = WorkspaceConfig([tmp_path])
     ws.set_user({"copyAsDecode": {"maxNewTokens": 99}})
     settings, warnings = ws.settings_for(sub / "m.py")
     assert (settings.mode, settings.context_lines, settings.max_new_tokens) == ("ar", 7, 99)
@@ -365,7 +366,7 @@ def test_selector_setting_follows_the_model_rule(tmp_path: Path):
     a path pattern of the user's allowedModels; auto / none are always fine."""
     adapters = tmp_path / "adapters" / "mine"
     (tmp_path / ".copy-as-decode.toml").write_text(f'selector = "{adapters}"\napply_mode = "preview"\n')
-    ws = config.WorkspaceConfig([tmp_path])
+    ws = WorkspaceConfig([tmp_path])
     settings, warnings = ws.settings_for(tmp_path / "m.py")
     assert settings.selector == "auto" and settings.apply_mode == "preview"
     assert any("selector" in w and "allowedModels" in w for w in warnings)
@@ -391,7 +392,7 @@ def test_config_files_cascade(tmp_path: Path):
     (tmp_path / "a" / "b").mkdir(parents=True)
     (tmp_path / "a" / ".copy-as-decode.toml").write_text('max_new_tokens = 20\n')
     (tmp_path / "a" / "b" / ".copy-as-decode.toml").write_text('context_lines = 2\n')
-    ws = config.WorkspaceConfig([tmp_path])
+    ws = WorkspaceConfig([tmp_path])
     settings, _ = ws.settings_for(tmp_path / "a" / "b" / "x.py")
     assert (settings.mode, settings.max_new_tokens, settings.context_lines) == ("ar", 20, 2)
     assert [p.parent.name for p in ws.config_files(tmp_path / "a" / "x.py")] == [tmp_path.name, "a"]
@@ -403,7 +404,7 @@ def test_config_files_cascade(tmp_path: Path):
 def test_invalid_toml_keeps_last_good(tmp_path: Path):
     path = tmp_path / ".copy-as-decode.toml"
     path.write_text('mode = "ar"\n')
-    files = config.FileLayers()
+    files = FileLayers()
     assert files.get(path)[0].values["mode"] == "ar"
     path.write_text('mode = "ar\n')
     layer, error = files.reload(path)
@@ -464,11 +465,11 @@ def test_backend_settings_reach_the_backend_options(tmp_path: Path):
     """gpuLayers and prefixCacheTokens are workspace settings that end in the engine's
     BackendOptions (the model key, so a change loads the model again); the default prompt cache
     is the engine's own default, and out-of-range values are refused with the key named."""
-    from engine.runtime.prefix_cache import DEFAULT_PREFIX_TOKENS
+    from engine.runtime.prefix_cache import PrefixStore
 
-    assert config.Settings().backend_options().prefix_cache_tokens == DEFAULT_PREFIX_TOKENS
+    assert config.Settings().backend_options().prefix_cache_tokens == PrefixStore().max_tokens
     (tmp_path / ".copy-as-decode.toml").write_text("gpu_layers = -1\nprefix_cache_tokens = 0\n")
-    settings, warnings = config.WorkspaceConfig([tmp_path]).settings_for(tmp_path / "m.py")
+    settings, warnings = WorkspaceConfig([tmp_path]).settings_for(tmp_path / "m.py")
     assert not warnings
     options = settings.backend_options()
     assert (options.gpu_layers, options.prefix_cache_tokens) == (-1, 0)

@@ -11,7 +11,8 @@ import pytest
 
 from engine.api import EditRequest, Engine
 from engine.decoding.request import REQUEST_SETTINGS
-from engine.settings import DEFAULTS, Settings, camel
+from engine.settings import DEFAULTS, Settings
+from engine.settings.schema import camel
 
 # A value other than the default for every request-level setting.
 CHOSEN = {"mode": "ar", "max_new_tokens": 77, "context_lines": 5, "prompt_style": "few-shot", "verify": "argmax"}

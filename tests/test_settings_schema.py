@@ -1,4 +1,4 @@
-"""The settings schema (engine/settings.py ``Settings``) against every copy that cannot import it:
+"""The settings schema (engine/settings/schema.py ``Settings``) against every copy that cannot import it:
 VS Code's ``contributes.configuration`` and src/settings.ts, the engine's own defaults
 (``BackendOptions``, ``EditRequest``, the OpenAI endpoint's), the CLI's flags, and the generated
 docs/configuration.md; and the one message format of a bad key, wherever it is read."""
@@ -17,6 +17,7 @@ from support import ADD as BUGGY
 
 from engine import settings as config
 from engine.cli import build_parser, main
+from engine.core import choices
 
 ROOT = Path(__file__).resolve().parents[1]
 CLIENT = ROOT / "vscode-client"
@@ -76,22 +77,28 @@ def test_the_extension_sends_the_schemas_keys():
     specs = config.SPECS.values()
     assert _ts_list(source, "SERVER_KEYS") == [s.key for s in specs if not s.user_only]
     assert _ts_list(source, "USER_ONLY_KEYS") == [s.key for s in specs if s.user_only]
-    assert _ts_list(source, "APPLY_MODES") == list(config.APPLY_MODES)
-    assert _ts_list(source, "SELECTOR_CHOICES") == list(config.SELECTOR_CHOICES)
+    assert _ts_list(source, "APPLY_MODES") == list(choices.APPLY_MODES)
+    assert _ts_list(source, "SELECTOR_CHOICES") == list(choices.SELECTOR_CHOICES)
+
+
+def test_the_schemas_choices_are_the_engines():
+    """Each closed setting offers exactly its engine.core.choices set."""
+    specs = config.SPECS
+    assert (specs["mode"].choices, specs["apply_mode"].choices, specs["prompt_style"].choices) == (
+        choices.USER_MODES, choices.APPLY_MODES, choices.PROMPT_STYLES)
+    assert (specs["verify"].choices, specs["dtype"].choices, specs["backend"].choices) == (
+        choices.VERIFY_RULES, choices.DTYPES, choices.BACKENDS)
+    assert (specs["flash_attention"].choices, specs["warm_up"].choices) == (choices.FLASH_ATTENTION, choices.IDLE_WORK)
+    assert set(choices.USER_MODES) <= set(choices.MODES)
 
 
 def test_the_engines_defaults_are_the_schemas():
     from engine.api import EditRequest
-    from engine.core.choices import MODES
     from engine.openai_api.app import ServerConfig
-    from engine.runtime.backends import BACKENDS, FLASH_ATTENTION, BackendOptions
-    from engine.runtime.selector.adapter import SELECTOR_CHOICES
+    from engine.runtime.backends import BackendOptions
 
     assert config.Settings().backend_options() == BackendOptions()
-    assert config.BACKENDS == BACKENDS and config.SPECS["flash_attention"].choices == FLASH_ATTENTION
-    assert config.SELECTOR_CHOICES == SELECTOR_CHOICES
-    assert set(config.MODES) <= set(MODES)
-    assert config.PROMPT_STYLES == typing.get_args(typing.get_type_hints(EditRequest)["prompt_style"])
+    assert choices.PROMPT_STYLES == typing.get_args(typing.get_type_hints(EditRequest)["prompt_style"])
     request = EditRequest(text="", instruction="")
     defaults = config.Settings()
     assert (request.max_new_tokens, request.context_lines, request.prompt_style) == (
@@ -217,3 +224,89 @@ def test_serve_openai_prints_the_same_messages_on_stderr(capsys, tmp_path: Path)
     assert code == 2 and "needs the server's URL" in err
     for message in _expected(tmp_path / ".copy-as-decode.toml"):
         assert f"warning: {message}\n" in err
+
+
+# --- declared once ------------------------------------------------------------------------------
+
+# The closed sets of the settings (engine.core.choices) and the defaults the runtime shares with the
+# schema (engine.core.defaults): nowhere else in the engine or the language server may write them out.
+SETTING_CHOICES = ("USER_MODES", "APPLY_MODES", "PROMPT_STYLES", "VERIFY_RULES", "DTYPES", "BACKENDS",
+                   "FLASH_ATTENTION", "IDLE_WORK", "SELECTOR_CHOICES")
+# The names a setting's value goes by in the runtime (or a part of them: DEFAULT_PREFIX_TOKENS), where
+# a literal default would be a second copy.
+RUNTIME_NAMES = {"threads": ("threads",), "context_size": ("context", "context_size", "n_ctx"),
+                 "batch_size": ("batch", "batch_size", "n_batch"), "gpu_layers": ("gpu_layers",),
+                 "flash_attention": ("flash_attention",), "api_key_env": ("api_key_env",),
+                 "prefix_cache_tokens": ("prefix_cache_tokens", "prefix_tokens", "max_tokens")}
+OWNERS = {"engine/core/choices.py", "engine/core/defaults.py"}
+
+
+def _copies(source: str) -> list[tuple[int, str]]:
+    """(line, what) for each choice set and shared default ``source`` writes out itself."""
+    import ast
+
+    sets = {frozenset(getattr(choices, name)): name for name in SETTING_CHOICES}
+    defaults = [(alias, config.SPECS[name].default) for name, aliases in RUNTIME_NAMES.items() for alias in aliases]
+    found = []
+
+    def strings(nodes: list[ast.expr]) -> frozenset[str] | None:
+        values = [n.value for n in nodes if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+        return frozenset(values) if len(nodes) > 1 and len(values) == len(nodes) else None
+
+    def default(name: str, value: ast.expr | None, line: int) -> None:
+        if isinstance(value, ast.Constant) and any(
+                alias in name.lower() and type(value.value) is type(want) and value.value == want
+                for alias, want in defaults):
+            found.append((line, f"{name} = {value.value!r}"))
+
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)) and strings(node.elts) in sets:  # Literal[...] too
+            found.append((node.lineno, sets[strings(node.elts)]))
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            default(node.target.id, node.value, node.lineno)
+        elif isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    default(target.id, node.value, node.lineno)
+        elif isinstance(node, ast.arguments):
+            positional = [*node.posonlyargs, *node.args]
+            for arg, value in zip(positional[len(positional) - len(node.defaults):], node.defaults):
+                default(arg.arg, value, arg.lineno)
+            for arg, value in zip(node.kwonlyargs, node.kw_defaults):
+                default(arg.arg, value, arg.lineno)
+        elif isinstance(node, ast.Constant) and node.value == config.DEFAULTS.api_key_env:
+            found.append((node.lineno, repr(node.value)))
+    return found
+
+
+def test_the_settings_choices_and_shared_defaults_are_declared_once():
+    copies = [f"{path.relative_to(ROOT)}:{line}: {what}"
+              for path in sorted([*(ROOT / "engine").rglob("*.py"), *(ROOT / "lsp_server").rglob("*.py")])
+              if path.relative_to(ROOT).as_posix() not in OWNERS
+              for line, what in _copies(path.read_text(encoding="utf-8"))]
+    assert not copies, "use engine.core.choices / engine.core.defaults instead of:\n" + "\n".join(copies)
+
+
+@pytest.mark.parametrize("source, copy", [
+    ('flash: tuple[str, ...] = ("auto", "on", "off")', "FLASH_ATTENTION"),
+    ('def f(verify: Literal["auto", "argmax", "exact"] = "auto"): ...', "VERIFY_RULES"),
+    ("class Options:\n    context: int = 4096\n", "context = 4096"),
+    ("def load(path, batch_size=512): ...", "batch_size = 512"),
+    ("DEFAULT_PREFIX_TOKENS = 8192", "DEFAULT_PREFIX_TOKENS = 8192"),
+    ('KEY = "COPY_AS_DECODE_API_KEY"', "'COPY_AS_DECODE_API_KEY'"),
+])
+def test_a_second_copy_is_found(source: str, copy: str):
+    assert [what for _, what in _copies(source)] == [copy]
+
+
+@pytest.mark.parametrize("module", ["engine.settings", *sorted(
+    f"engine.settings.{path.stem}" for path in (ROOT / "engine" / "settings").glob("*.py") if path.stem != "__init__")])
+def test_each_settings_module_imports_first_without_watchdog(module: str):
+    """watchdog is the language server's (hot reload); the engine's settings never need it. Each
+    module also imports first, in a fresh process (its siblings never import the package's names)."""
+    import subprocess
+    import sys
+
+    code = f"import sys, {module}; assert 'watchdog' not in sys.modules, 'watchdog was imported'"
+    run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr

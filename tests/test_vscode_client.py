@@ -26,7 +26,7 @@ extension logs); docs/vscode-ai-fix.png and docs/vscode-preview.png are written 
 when COPY_AS_DECODE_UPDATE_DOCS=1.
 
 `test_settings_mirror_the_server` is fast and needs neither Node nor the model: vscode-client/README.md
-must match engine/settings.py's Settings (package.json and src/settings.ts: tests/test_settings_schema.py).
+must match engine/settings/schema.py's Settings (package.json and src/settings.ts: tests/test_settings_schema.py).
 """
 
 from __future__ import annotations
@@ -174,7 +174,7 @@ def _readme_default(value: object) -> str:
 
 
 def test_settings_mirror_the_server() -> None:
-    """vscode-client/README.md's settings table lists every server setting (engine/settings.py
+    """vscode-client/README.md's settings table lists every server setting (engine/settings/schema.py
     Settings) with its default. package.json and src/settings.ts are checked against the schema
     in tests/test_settings_schema.py."""
     from engine.settings import SPECS

@@ -36,11 +36,11 @@ from engine.bench.kernel import DEFAULT_NS, kernel_table, measure_kernel, parse_
 from engine.bench.plot import plot_edits, plot_kernel
 from engine.bench.report import ReportError, edits_table, markdown_report, write_into
 from engine.commands.edit import add_flash_attention_argument, add_verify_argument
+from engine.core.choices import BACKENDS
 from engine.evaluation.corpora import CorpusError, load_corpus
 from engine.runtime.backends import BackendOptions
 from engine.runtime.models import ModelLoadError
 from engine.runtime.threads import set_threads
-from engine.settings import BACKENDS
 
 
 def add_parser(subparsers: Any) -> None:

@@ -46,7 +46,7 @@ class ChatJob:
     top_p: float = 1.0
     seed: int = 0
     prediction: str | None = None
-    verify: str = "auto"  # how the prediction's drafts are verified (engine.runtime.backends.VERIFY_RULES)
+    verify: str = "auto"  # how the prediction's drafts are verified (engine.core.choices.VERIFY_RULES)
 
 
 def chat_messages(messages: list[Any]) -> list[dict[str, str]]:

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from engine.core.choices import Verify
 from engine.openai_api.errors import ApiError
 
 MAX_STOP = 32
@@ -118,7 +119,7 @@ class EditBody(BaseModel):
     max_new_tokens: int | None = Field(default=None, ge=1)
     language: str | None = None
     path: str | None = None
-    verify: Literal["auto", "exact", "argmax"] | None = None  # None: the server's --verify
+    verify: Verify | None = None  # None: the server's --verify
     stream: bool = False
 
 

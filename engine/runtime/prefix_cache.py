@@ -24,9 +24,10 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Generic, NamedTuple, Sequence, TypeVar
 
+from engine.core.defaults import PREFIX_CACHE_TOKENS
+
 State = TypeVar("State")
 
-DEFAULT_PREFIX_TOKENS = 8192
 MAX_ENTRIES = 4
 MIN_SHARE = 0.5
 
@@ -63,7 +64,7 @@ class PrefixStore(Generic[State]):
     """The KV states of recent prompts, most recent last. ``release`` is called on every state the
     store lets go of (evicted, or refused when reuse is off), so a backend can free or pool it."""
 
-    def __init__(self, max_tokens: int = DEFAULT_PREFIX_TOKENS, max_entries: int = MAX_ENTRIES,
+    def __init__(self, max_tokens: int = PREFIX_CACHE_TOKENS, max_entries: int = MAX_ENTRIES,
                  release: Callable[[State], None] | None = None):
         self.max_tokens, self.max_entries = max_tokens, max_entries
         self.release = release or (lambda state: None)

@@ -20,8 +20,8 @@ from typing import Any, Callable, Sequence
 
 import torch
 
+from engine.core.choices import VERIFY_RULES
 from engine.core.errors import Cancelled
-from engine.runtime.backends import VERIFY_RULES
 
 
 def never_cancelled() -> bool:

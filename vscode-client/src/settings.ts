@@ -17,7 +17,7 @@ export const SERVER_EDIT_COMMAND = "copyAsDecode.server.edit";
 /** The server is `python -m lsp_server` (the same module the console script `copy-as-decode serve` runs). */
 export const SERVER_MODULE = "lsp_server";
 
-/** Keys the server reads from the section (engine/settings.py `Settings`), per document. */
+/** Keys the server reads from the section (engine/settings/schema.py `Settings`), per document. */
 export const SERVER_KEYS = [
   "model",
   "device",
@@ -43,7 +43,7 @@ export const SERVER_KEYS = [
 ] as const;
 
 /**
- * `applyMode` values (engine/settings.py `APPLY_MODES`). With "preview" the server sends every
+ * `applyMode` values (engine/core/choices.py `APPLY_MODES`). With "preview" the server sends every
  * edit as a WorkspaceEdit whose AnnotatedTextEdits carry a change annotation with
  * `needsConfirmation: true`; vscode-languageclient turns that into WorkspaceEditEntryMetadata and
  * VS Code opens the Refactor Preview, so the edit lands only when the user applies it. A
@@ -52,7 +52,7 @@ export const SERVER_KEYS = [
  */
 export const APPLY_MODES = ["stream", "final", "preview"] as const;
 
-/** The named `selector` values (engine/settings.py `SELECTOR_CHOICES`); anything else is an
+/** The named `selector` values (engine/core/choices.py `SELECTOR_CHOICES`); anything else is an
  * adapter folder, which the server accepts from a workspace only under a path of `allowedModels`. */
 export const SELECTOR_CHOICES = ["auto", "none"] as const;
 

@@ -24,30 +24,16 @@ import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine.core import defaults
+from engine.core.choices import BACKENDS, FLASH_ATTENTION, FlashAttention
 from engine.core.errors import EditError
-from engine.runtime.prefix_cache import DEFAULT_PREFIX_TOKENS
-
-BACKENDS: tuple[str, ...] = ("auto", "transformers", "llamacpp", "vllm")
-API_KEY_ENV = "COPY_AS_DECODE_API_KEY"
-FLASH_ATTENTION: tuple[str, ...] = ("auto", "on", "off")
-
-# How a multi-row verify may accept a draft (engine.decoding.greedy.DraftedDecode;
-# a light module, so the front doors check the value without loading torch):
-# - "exact": only within the rows where the batched forward equals one-token steps to the bit, so
-#   the output is exactly plain greedy decoding's (on llama.cpp's default CPU build that is one
-#   row: no draft is ever verified, and drafting decodes like ar);
-# - "argmax": whatever the batched forward's argmax accepts, as llama.cpp's own speculative
-#   decoding, vLLM and transformers' assisted generation do: a near-tie may come out the other way
-#   than in a one-token step, so an output may differ from ar's;
-# - "auto": the backend's choice (``Session.default_verify``).
-VERIFY_RULES: tuple[str, ...] = ("auto", "exact", "argmax")
 
 
 @dataclass(frozen=True)
 class BackendOptions:
     """Backend settings (user-level: the server URL and key never come from a workspace).
 
-    ``threads``/``context``/``batch``: llama.cpp's CPU threads (None: the CPUs available), context
+    ``threads``/``context``/``batch``: llama.cpp's CPU threads (0 or None: the CPUs available), context
     size and batch size. ``server_url``: the vLLM server (``http://127.0.0.1:8000``);
     ``served_model``: the model name the server serves (None: the only one it serves);
     ``api_key_env``: the environment variable holding the server's API key (never logged);
@@ -58,16 +44,16 @@ class BackendOptions:
     ``flash_attention``: llama.cpp's flash attention, "on", "off" or "auto" (off on the CPU, where
     its kernel costs more than plain attention below 64 rows; llama.cpp's own choice with GPU layers)."""
 
-    threads: int | None = None
-    context: int = 4096
-    batch: int = 512
+    threads: int | None = defaults.THREADS
+    context: int = defaults.CONTEXT_TOKENS
+    batch: int = defaults.BATCH_TOKENS
     server_url: str | None = None
     served_model: str | None = None
-    api_key_env: str = API_KEY_ENV
+    api_key_env: str = defaults.API_KEY_ENV
     timeout_s: float = 60.0
-    prefix_cache_tokens: int = DEFAULT_PREFIX_TOKENS
-    gpu_layers: int = 0
-    flash_attention: str = "auto"
+    prefix_cache_tokens: int = defaults.PREFIX_CACHE_TOKENS
+    gpu_layers: int = defaults.GPU_LAYERS
+    flash_attention: FlashAttention = defaults.FLASH_ATTENTION
 
     def __post_init__(self) -> None:
         if self.flash_attention not in FLASH_ATTENTION:

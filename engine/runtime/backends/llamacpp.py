@@ -152,7 +152,7 @@ def exact_rows(flash_attention: bool, llamafile_sgemm: bool) -> int | None:
     return 1 if llamafile_sgemm else None
 
 
-# What a request's verify "auto" means here (engine.runtime.backends.VERIFY_RULES): "exact", so an
+# What a request's verify "auto" means here (engine.core.choices.VERIFY_RULES): "exact", so an
 # answer never depends on how it was drafted. "argmax" pays (embedded model, 1 thread, flash attention
 # off, results/predicted/verify/): speculative 1.91x ar on the forced family, 1.58x on the free family's
 # decode, predicted outputs 1.34x on HumanEvalFix-Python; but 3 of 8 free and 4 of 11 predicted outputs

@@ -13,8 +13,9 @@ from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
+from engine.core.defaults import PREFIX_CACHE_TOKENS
 from engine.runtime.cost import CostModel, cost_path
-from engine.runtime.prefix_cache import DEFAULT_PREFIX_TOKENS, PrefixStore
+from engine.runtime.prefix_cache import PrefixStore
 from engine.runtime.session import Forward, ForwardLog, Session
 
 # Prefills run in chunks ending at multiples of this, so a reused prompt prefix is bit-identical to
@@ -111,7 +112,7 @@ class TransformersRuntime:
 
     backend = "transformers"
 
-    def __init__(self, model: Any, device: str, prefix_tokens: int = DEFAULT_PREFIX_TOKENS):
+    def __init__(self, model: Any, device: str, prefix_tokens: int = PREFIX_CACHE_TOKENS):
         self.model, self.device = model, device
         self.prefixes: PrefixStore[Any] = PrefixStore(prefix_tokens)
         identity = getattr(getattr(model, "config", None), "_name_or_path", "") or type(model).__name__

@@ -24,7 +24,6 @@ from engine.runtime.selector.files import ADAPTER_CONFIG, ADAPTER_WEIGHTS, Selec
 SHIPPED_ADAPTER_DIR = Path(__file__).resolve().parent / "smollm2-135m"
 SELECTOR_INFO = "selector.json"  # {"prompt_layout": ...}: which selector prompt the adapter was trained on
 MAX_ADAPTER_BYTES = 10_000_000  # the limit: the adapter is committed to the repository
-SELECTOR_CHOICES = ("auto", "none")
 _PEFT_PREFIX = "base_model.model."
 
 # Where the selector prompt shows the focus hint; an adapter is trained on one layout and must be
