@@ -20,10 +20,11 @@ import socket
 import sys
 from pathlib import Path
 
+from engine.core import environment
 from engine.commands.edit import ENGINE_FLAGS, workspace_settings
 from engine.settings import add_setting_flags, engine_arguments, given_flags, with_flags
 
-DEFAULT_KEY_ENV = "COPY_AS_DECODE_SERVER_KEY"
+DEFAULT_KEY_ENV = environment.SERVER_KEY
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

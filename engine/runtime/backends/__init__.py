@@ -24,11 +24,12 @@ import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine.core import environment
 from engine.core.errors import EditError
 from engine.runtime.prefix_cache import DEFAULT_PREFIX_TOKENS
 
 BACKENDS: tuple[str, ...] = ("auto", "transformers", "llamacpp", "vllm")
-API_KEY_ENV = "COPY_AS_DECODE_API_KEY"
+API_KEY_ENV = environment.API_KEY
 FLASH_ATTENTION: tuple[str, ...] = ("auto", "on", "off")
 
 # How a multi-row verify may accept a draft (engine.decoding.greedy.DraftedDecode;
