@@ -1,12 +1,6 @@
-"""``copy-as-decode edit``: a headless edit of one file, with progress, the program as it
-resolves, a coloured diff and the timing (optionally against plain regeneration).
-
-It never writes an unfinished, destructive or syntax-breaking edit unless told to (``--force``).
-Exit status: 0 done (and written where asked); 1 cancelled; 2 a bad request (file, range, size,
-model); 3 the edit did not finish (token limit or a degenerate loop); 4 a destructive edit refused
-(it would delete or rewrite most of the region for a fix); 5 an edit refused because it breaks the
-syntax (the whole file parsed before the edit and does not after it; Python and JavaScript are
-checked, see engine/checks/syntax.py)."""
+"""``copy-as-decode edit``: a headless edit of one file. What it prints, what it refuses to write
+and its exit statuses are in :data:`DESCRIPTION` (its ``--help``); the statuses are
+engine.verdict's, and the syntax check is engine/checks/syntax.py."""
 
 from __future__ import annotations
 
@@ -41,9 +35,32 @@ ENGINE_FLAGS = ("model", "device", "dtype", "selector", "backend", "threads", "c
                 "gpu_layers", "flash_attention", "prefix_cache_tokens", "server_url", "served_model")
 
 
+DESCRIPTION = """\
+Edit one file with the model, without an editor. It prints the edit's progress,
+what the model wrote (the program in program mode, the text in ar, speculative
+and pld mode), a diff and the time each phase took.
+
+It never writes an edit that did not finish, would delete or rewrite most of the
+region for a fix, or breaks the file's syntax, unless --force is given.
+
+example:
+  copy-as-decode edit examples/buggy_add.py -i "Fix the bug in add." --focus 3
+
+exit status:
+  0  done (and written where asked)
+  1  cancelled
+  2  a bad request: file, line range, size or model
+  3  the edit did not finish (token limit, or a loop)
+  4  refused: it would delete or rewrite most of the region for a fix
+  5  refused: the file parsed before the edit and does not after it (Python and
+     JavaScript are checked)
+"""
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("edit", help="edit a file headlessly", description=__doc__)
-    p.add_argument("file", type=Path)
+    p = sub.add_parser("edit", help="edit a file with the model, without an editor", description=DESCRIPTION,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("file", type=Path, metavar="FILE", help="the file to edit (UTF-8 text)")
     p.add_argument("--instruction", "-i", required=True, help="what to change, e.g. 'Fix the bug'")
     p.add_argument("--lines", help="edit only lines A-B (1-based, inclusive)")
     add_setting_flags(p, ["mode"], extra_choices={"mode": ("pld",)},
