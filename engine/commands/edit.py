@@ -329,7 +329,7 @@ def timing_table(results: list[EditResult]):
     versus = ("x ar",) if ar else ()
 
     def table(title: str, columns: tuple[str, ...]) -> Table:
-        t = Table(title=title, box=box.SIMPLE_HEAD, collapse_padding=True, pad_edge=False)
+        t = Table(title=title, box=box.SIMPLE_HEAD, collapse_padding=True, pad_edge=False, show_edge=False)
         for col in columns:
             t.add_column(col, no_wrap=True, justify="left" if col in ("mode", "stop", "=ar") else "right")
         return t
@@ -348,4 +348,4 @@ def timing_table(results: list[EditResult]):
     notes = ["edit = localize + prefill + decode + rest",
              "steps: decode steps; copied and forced tokens take none",
              *(["x ar: ar's edit time / this one's; =ar: the same output as ar"] if ar else [])]
-    return Group(seconds, tokens, Text("\n".join(notes), style="dim"))
+    return Group(Text(), seconds, Text(), tokens, Text("\n".join(notes), style="dim"))
