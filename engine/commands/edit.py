@@ -33,6 +33,8 @@ from engine.verdict import EXIT_BAD_REQUEST, EXIT_CANCELLED, check_focus, judge,
 # The settings that choose and load the model, as flags of every command that loads one.
 ENGINE_FLAGS = ("model", "device", "dtype", "selector", "backend", "threads", "context_size", "batch_size",
                 "gpu_layers", "flash_attention", "prefix_cache_tokens", "server_url", "served_model")
+# The modes whose model writes an edit program; the others (ar, speculative, pld) write the text.
+PROGRAM_MODES = ("program", "forced")
 
 
 DESCRIPTION = """\
@@ -235,10 +237,6 @@ def run(args: argparse.Namespace) -> int:
     return status
 
 
-# The modes whose model writes an edit program; the others (ar, speculative, pld) write the text.
-PROGRAM_MODES = ("program", "forced")
-
-
 def _run_one(engine: Engine, request: EditRequest, out, quiet: bool) -> EditResult:
     result = None
     for event in engine.stream(request):
@@ -306,8 +304,9 @@ PHASES = ("localize", "prefill", "decode", "rest", "edit")
 def phases(result: EditResult) -> dict[str, float]:
     """An edit's seconds by phase, rounded as printed, the phases adding up to ``edit`` (the
     total): the localizer's forward (program mode), the prompt's prefill, the decode after it,
-    and the rest (the prompt built and tokenized, the progress printed). The decoder's
-    ``decode_s`` includes the localizer (engine.decoding.run), which is taken out here."""
+    and the rest (the prompt built and tokenized, the progress printed, and on a process's first
+    edit the model's token tables). The decoder's ``decode_s`` includes the localizer
+    (engine.decoding.run), which is taken out here."""
     localize = round(result.breakdown.get("localize_s", 0.0), 2)
     prefill = round(result.timings.get("prefill_s", 0.0), 2)
     decode = round(result.timings.get("decode_s", 0.0) - result.breakdown.get("localize_s", 0.0), 2)
