@@ -1,6 +1,9 @@
 # The README's two commands: `make run` (the main job) and `make test` (the whole suite).
 # Both set up their own environment first (scripts/bootstrap.sh is idempotent).
-VENV ?= .venv
+# The virtual environment: COPY_AS_DECODE_VENV when set (docs/configuration.md), else .venv;
+# exported, so the setup scripts build the one the targets run.
+VENV ?= $(or $(COPY_AS_DECODE_VENV),.venv)
+export COPY_AS_DECODE_VENV := $(VENV)
 PY := $(VENV)/bin/python
 
 .PHONY: setup run test test-fast lint analyze

@@ -238,7 +238,7 @@ RUNTIME_NAMES = {"threads": ("threads",), "context_size": ("context", "context_s
                  "batch_size": ("batch", "batch_size", "n_batch"), "gpu_layers": ("gpu_layers",),
                  "flash_attention": ("flash_attention",), "api_key_env": ("api_key_env",),
                  "prefix_cache_tokens": ("prefix_cache_tokens", "prefix_tokens", "max_tokens")}
-OWNERS = {"engine/core/choices.py", "engine/core/defaults.py"}
+OWNERS = {"engine/core/choices.py", "engine/core/defaults.py", "engine/core/environment.py"}
 
 
 def _copies(source: str) -> list[tuple[int, str]]:

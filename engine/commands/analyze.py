@@ -16,8 +16,13 @@ from engine.runtime.models import ModelLoadError
 
 def add_parser(subparsers: Any) -> None:
     parser = subparsers.add_parser(
-        "analyze", help="copy ceiling, span lengths, token cover, lossless and perturbation stats per corpus",
-        description="Oracle-program statistics per corpus (no model): one table per corpus, optionally JSON.",
+        "analyze", help="how much of each evaluation corpus's fixes a program could copy (no model)",
+        description="For each evaluation corpus, the oracle programs of its gold fixes (each copies the "
+                    "lines the fix keeps and writes the rest), measured with a tokenizer, no model loaded: the "
+                    "share of output tokens a copy could take (copy ceiling), copy span lengths, token-level copy "
+                    "cover, whether every oracle reproduces its fix exactly (lossless), and how often a program with "
+                    "shifted line numbers still does (perturbation). One table per corpus, optionally JSON. "
+                    "The corpora are read from the folder COPY_AS_DECODE_SHARED names.",
     )
     parser.add_argument("--corpus", default="all",
                         help="humanevalfix-<python|js|cpp|go|java|rust>, canitedit or all (default: all)")

@@ -1,12 +1,6 @@
-"""``copy-as-decode edit``: a headless edit of one file, with progress, the program as it
-resolves, a coloured diff and the timing (optionally against plain regeneration).
-
-It never writes an unfinished, destructive or syntax-breaking edit unless told to (``--force``).
-Exit status: 0 done (and written where asked); 1 cancelled; 2 a bad request (file, range, size,
-model); 3 the edit did not finish (token limit or a degenerate loop); 4 a destructive edit refused
-(it would delete or rewrite most of the region for a fix); 5 an edit refused because it breaks the
-syntax (the whole file parsed before the edit and does not after it; Python and JavaScript are
-checked, see engine/checks/syntax.py)."""
+"""``copy-as-decode edit``: a headless edit of one file. What it prints, what it refuses to write
+and its exit statuses are in :data:`DESCRIPTION` (its ``--help``); the statuses are
+engine.verdict's, and the syntax check is engine/checks/syntax.py."""
 
 from __future__ import annotations
 
@@ -22,6 +16,7 @@ from pathlib import Path
 from engine.api import EditError, EditRequest, Engine, language_for
 from engine.core.choices import DEFAULT_FOCUS_POLICY, FOCUS_POLICIES, MODES
 from engine.decoding.events import EditFinished, EditResult, EditStarted, OpResolved
+from engine.language.program import Gen
 from engine.language.resolve import ResolveError
 from engine.runtime.models import ModelLoadError
 from engine.runtime.selector.adapter import resolve_selector
@@ -39,11 +34,36 @@ from engine.verdict import EXIT_BAD_REQUEST, EXIT_CANCELLED, check_focus, judge,
 # The settings that choose and load the model, as flags of every command that loads one.
 ENGINE_FLAGS = ("model", "device", "dtype", "selector", "backend", "threads", "context_size", "batch_size",
                 "gpu_layers", "flash_attention", "prefix_cache_tokens", "server_url", "served_model")
+# The modes whose model writes an edit program; the others (ar, speculative, pld) write the text.
+PROGRAM_MODES = ("program", "forced")
+
+
+DESCRIPTION = """\
+Edit one file with the model, without an editor. It prints the edit's progress,
+what the model wrote (the program in program mode, the text in ar, speculative
+and pld mode), a diff and the time each phase took.
+
+It never writes an edit that did not finish, would delete or rewrite most of the
+region for a fix, or breaks the file's syntax, unless --force is given.
+
+example:
+  copy-as-decode edit examples/buggy_add.py -i "Fix the bug in add." --focus 3
+
+exit status:
+  0  done (and written where asked)
+  1  cancelled
+  2  a bad request: file, line range, size or model
+  3  the edit did not finish (token limit, or a loop)
+  4  refused: it would delete or rewrite most of the region for a fix
+  5  refused: the file parsed before the edit and does not after it (Python and
+     JavaScript are checked)
+"""
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("edit", help="edit a file headlessly", description=__doc__)
-    p.add_argument("file", type=Path)
+    p = sub.add_parser("edit", help="edit a file with the model, without an editor", description=DESCRIPTION,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("file", type=Path, metavar="FILE", help="the file to edit (UTF-8 text)")
     p.add_argument("--instruction", "-i", required=True, help="what to change, e.g. 'Fix the bug'")
     p.add_argument("--lines", help="edit only lines A-B (1-based, inclusive)")
     add_setting_flags(p, ["mode"], extra_choices={"mode": ("pld",)},
@@ -214,30 +234,38 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_one(engine: Engine, request: EditRequest, out, quiet: bool) -> EditResult:
-    from rich.markup import escape
-
     result = None
     for event in engine.stream(request):
         if isinstance(event, EditStarted) and not quiet:
             out.print(f"[bold]{event.mode}[/bold] edit with {event.model}: {event.input_lines} input lines, "
                       f"{event.prompt_tokens} prompt tokens")
         elif isinstance(event, OpResolved) and not quiet:
-            kind = "copy" if "copy" in event.op.serialize()[:6] else "gen "
-            colour = "cyan" if kind == "copy" else "yellow"
-            label = event.op.serialize() if kind == "copy" else f"<gen> {len(event.text)} chars"
-            out.print(f"  [{colour}]{escape(label)}[/{colour}]  [dim]{event.elapsed_s:6.2f}s  "
-                      f"gen={event.tokens.generated} copied={event.tokens.copied} forced={event.tokens.forced}[/dim]")
+            out.print(_progress_line(event, request.mode in PROGRAM_MODES))
         elif isinstance(event, EditFinished):
             result = event.result
     assert result is not None
     return result
 
 
+def _progress_line(event: OpResolved, program: bool) -> str:
+    """One resolved op as it streams: in program mode the op (a copy, or a gen's size); in a text
+    mode the line written, cyan where it repeats an input line. Then the time and token counts."""
+    from rich.markup import escape
+
+    copy = not isinstance(event.op, Gen)
+    colour = "cyan" if copy else "yellow"
+    if program:
+        label = event.op.serialize() if copy else f"<gen> {len(event.text)} chars"
+    else:
+        label = event.text.rstrip("\n")
+    return (f"  [{colour}]{escape(label)}[/{colour}]  [dim]{event.elapsed_s:6.2f}s  "
+            f"gen={event.tokens.generated} copied={event.tokens.copied} forced={event.tokens.forced}[/dim]")
+
+
 def _report(out, path: Path, result: EditResult, compared: dict[str, EditResult]) -> None:
     from rich.markup import escape
 
-    out.print("\n[bold]program[/bold]")
-    out.print(escape(result.program.serialize()), soft_wrap=True)
+    _print_answer(out, result)
     out.print("\n[bold]diff[/bold]")
     diff = list(difflib.unified_diff(result.input_text.splitlines(keepends=True),
                                      result.output_text.splitlines(keepends=True), f"a/{path.name}", f"b/{path.name}"))
@@ -248,31 +276,71 @@ def _report(out, path: Path, result: EditResult, compared: dict[str, EditResult]
         out.print(f"[{style}]{escape(line.rstrip(chr(10)))}[/{style}]")
     for warning in result.warnings:
         out.print(f"[yellow]warning:[/yellow] {escape(warning)}")
-    for mode, other in compared.items():
-        out.print(f"\n[bold]{mode} program[/bold]")
-        out.print(escape(other.program.serialize()), soft_wrap=True)
+    for other in compared.values():
+        _print_answer(out, other, f"{other.mode} ")
     out.print(timing_table([result, *compared.values()]))
 
 
+def _print_answer(out, result: EditResult, prefix: str = "") -> None:
+    """What the model wrote: the program in a program mode, the region's new text in a text mode."""
+    from rich.markup import escape
+
+    if result.mode in PROGRAM_MODES:
+        out.print(f"\n[bold]{prefix}program[/bold]")
+        out.print(escape(result.program.serialize()), soft_wrap=True)
+    else:
+        out.print(f"\n[bold]{prefix}text[/bold]")
+        out.print(escape(result.region_output.rstrip("\n")), soft_wrap=True)
+
+
+# The columns of the timing table: an edit's phases, in the order they run, then its total.
+PHASES = ("localize", "prefill", "decode", "rest", "edit")
+
+
+def phases(result: EditResult) -> dict[str, float]:
+    """An edit's seconds by phase, rounded as printed, the phases adding up to ``edit`` (the
+    total): the localizer's forward (program mode), the prompt's prefill, the decode after it,
+    and the rest (the prompt built and tokenized, the progress printed, and on a process's first
+    edit the model's token tables). The decoder's ``decode_s`` includes the localizer
+    (engine.decoding.run), which is taken out here."""
+    localize = round(result.breakdown.get("localize_s", 0.0), 2)
+    prefill = round(result.timings.get("prefill_s", 0.0), 2)
+    decode = round(result.timings.get("decode_s", 0.0) - result.breakdown.get("localize_s", 0.0), 2)
+    total = round(result.timings.get("total_s", 0.0), 2)
+    rest = max(0.0, round(total - localize - prefill - decode, 2))
+    return dict(zip(PHASES, (localize, prefill, decode, rest, total)))
+
+
 def timing_table(results: list[EditResult]):
-    """Side-by-side timings of one request under several modes (one run each, same process).
-    Short headers, no vertical rules and no wrapping, so it reads whole in an 80-column terminal."""
+    """Side-by-side timings of one request under several modes (one run each, same process),
+    every phase in its own column, then each run's tokens; against ar when ar ran too. Short
+    headers, no vertical rules and no wrapping, so it reads whole in an 80-column terminal."""
     from rich import box
+    from rich.console import Group
     from rich.table import Table
+    from rich.text import Text
 
     ar = next((r for r in results if r.mode == "ar"), None)
-    table = Table(title="same request, one run each in this process (seconds; decode: after the prompt's "
-                  "prefill, the localizer included; edit: all of it; =ar: same output as ar)",
-                  box=box.SIMPLE_HEAD, collapse_padding=True, pad_edge=False)
-    # steps: model-chosen tokens (one decode step each); copied / forced: tokens that rode along
-    for col in ("mode", "decode", "x ar", "edit", "x ar", "steps", "copied", "forced", "stop", "=ar"):
-        table.add_column(col, no_wrap=True, justify="left" if col in ("mode", "stop", "=ar") else "right")
+    versus = ("x ar",) if ar else ()
 
-    def versus(r: EditResult, key: str) -> str:
-        return f"{ar.timings[key] / r.timings[key]:.2f}x" if ar and r.timings.get(key) else "-"
+    def table(title: str, columns: tuple[str, ...]) -> Table:
+        t = Table(title=title, box=box.SIMPLE_HEAD, collapse_padding=True, pad_edge=False, show_edge=False)
+        for col in columns:
+            t.add_column(col, no_wrap=True, justify="left" if col in ("mode", "stop", "=ar") else "right")
+        return t
 
+    seconds = table("seconds", ("mode", *PHASES, *versus))
+    tokens = table("tokens", ("mode", "steps", "copied", "forced", "stop", *("=ar" for _ in versus)))
     for r in results:
-        table.add_row(r.mode, f"{r.timings['decode_s']:.2f}", versus(r, "decode_s"), f"{r.timings['total_s']:.2f}",
-                      versus(r, "total_s"), str(r.tokens.generated), str(r.tokens.copied), str(r.tokens.forced),
-                      r.stop_reason, "-" if ar is None or r is ar else ("yes" if r.output_text == ar.output_text else "no"))
-    return table
+        phase = phases(r)
+        row = [r.mode, *(f"{phase[p]:.2f}" for p in PHASES)]
+        counts = [r.mode, str(r.tokens.generated), str(r.tokens.copied), str(r.tokens.forced), r.stop_reason]
+        if ar:
+            row.append(f"{ar.timings['total_s'] / r.timings['total_s']:.2f}x" if r.timings.get("total_s") else "-")
+            counts.append("-" if r is ar else ("yes" if r.output_text == ar.output_text else "no"))
+        seconds.add_row(*row)
+        tokens.add_row(*counts)
+    notes = ["edit = localize + prefill + decode + rest",
+             "steps: decode steps; copied and forced tokens take none",
+             *(["x ar: ar's edit time / this one's; =ar: the same output as ar"] if ar else [])]
+    return Group(Text(), seconds, Text(), tokens, Text("\n".join(notes), style="dim"))

@@ -1,15 +1,6 @@
-"""``copy-as-decode serve-openai``: an OpenAI-compatible HTTP server on the engine, with
-Predicted Outputs (``prediction`` on chat completions) and the engine's own edit request.
-
-    copy-as-decode serve-openai [--port 8000] [--model default] [--backend auto]
-    # then: base URL http://127.0.0.1:8000/v1, model "default" (see docs/openai-endpoint.md)
-
-It loads the model with the same settings as ``edit`` (workspace configuration found from
-``--workspace``, default the current folder; flags override it) and listens on loopback unless
-``--host`` says otherwise, which needs an API key. When the environment variable named by
-``--api-key-env`` is set, every request needs ``Authorization: Bearer <its value>``; the key is
-never logged.
-"""
+"""``copy-as-decode serve-openai``: an OpenAI-compatible HTTP server on the engine
+(engine.openai_api). What it serves, how it loads its model and when it needs a key are in
+:data:`DESCRIPTION` (its ``--help``)."""
 
 from __future__ import annotations
 
@@ -21,15 +12,34 @@ import sys
 from pathlib import Path
 
 from engine.commands.edit import ENGINE_FLAGS, workspace_settings
+from engine.core import environment
 from engine.settings import add_setting_flags, engine_arguments, given_flags, with_flags
 
-DEFAULT_KEY_ENV = "COPY_AS_DECODE_SERVER_KEY"
+DEFAULT_KEY_ENV = environment.SERVER_KEY
+
+
+DESCRIPTION = f"""\
+Serve an OpenAI-compatible HTTP API on the engine: chat completions with
+Predicted Outputs (the server drafts from the request's "prediction"),
+GET /v1/models, and POST /v1/edits/copy-as-decode for the engine's own edit
+request (program mode included).
+
+example:
+  copy-as-decode serve-openai --port 8000
+  # base URL http://127.0.0.1:8000/v1, model id "default"
+  # (clients' settings: docs/openai-endpoint.md)
+
+The model loads with the same settings as `edit` (the .copy-as-decode.toml and
+pyproject.toml files found from --workspace; flags override them). It listens on
+127.0.0.1 unless --host says otherwise, which needs an API key: when the
+variable --api-key-env names (default {DEFAULT_KEY_ENV}) is set, every
+request must send "Authorization: Bearer <its value>". The key is never logged.
+"""
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("serve-openai", help="serve an OpenAI-compatible API (chat completions with predicted "
-                       "outputs, and edits) on 127.0.0.1", description=__doc__,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser("serve-openai", help="serve an OpenAI-compatible HTTP API on 127.0.0.1",
+                       description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; any other needs "
                    "an API key)")
     p.add_argument("--port", type=int, default=8000, help="TCP port (default 8000)")

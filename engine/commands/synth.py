@@ -18,10 +18,11 @@ def default_folder() -> Path:
 
 def add_parser(subparsers: Any) -> None:
     parser = subparsers.add_parser(
-        "synth", help="build the synthetic edit cases the span selector trains on (JSONL + stats)",
-        description="Mine licensed functions (Python stdlib, pinned npm packages), inject bugs and instructed "
-                    "edits, decontaminate against the evaluation corpora, and write train.jsonl, heldout.jsonl "
-                    "and stats.json.",
+        "synth", help="build the synthetic edit cases the span selector is trained on",
+        description="Build the synthetic edit cases the span selector is trained on: take functions from "
+                    "licensed code (the Python standard library, pinned npm packages), put a bug or an "
+                    "instructed edit into each, drop any case too close to the evaluation corpora, and write "
+                    "train.jsonl, heldout.jsonl and stats.json to --out. The same seed gives the same files.",
     )
     parser.add_argument("--n-train", type=int, default=1500, help="training cases (default 1500)")
     parser.add_argument("--n-heldout", type=int, default=150, help="held-out cases (default 150)")

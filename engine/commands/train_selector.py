@@ -37,7 +37,11 @@ def add_parser(sub: Any) -> None:
 
     d = TrainConfig()
     p = sub.add_parser("train-selector", help="train the span-selector LoRA adapter for program mode",
-                       description=__doc__.splitlines()[0])
+                       description="Train the span selector, the LoRA adapter that teaches a model to write edit "
+                                   "programs: build the synthetic cases (as `synth`), record each training "
+                                   "case's tokens, train (with checkpoints in --work-dir; --resume continues), "
+                                   "write the adapter, its loss curve and its card to --out, then evaluate "
+                                   "program mode with it on the held-out cases and add the results to the card.")
     p.add_argument("--model", default="default", help="base model (default: the embedded SmolLM2-135M)")
     p.add_argument("--out", type=Path, default=None,
                    help="adapter folder (default for the embedded model: the shipped engine/runtime/selector/smollm2-135m)")

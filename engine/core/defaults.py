@@ -8,6 +8,7 @@ without settings. These are those values; the schema's fields and the runtime's 
 
 from __future__ import annotations
 
+from engine.core import environment
 from engine.core.choices import FlashAttention
 
 THREADS = 0  # llama.cpp CPU threads; 0: the CPUs available
@@ -16,4 +17,4 @@ BATCH_TOKENS = 512  # llama.cpp tokens per decode call
 GPU_LAYERS = 0  # layers llama.cpp offloads to a GPU; -1: all
 FLASH_ATTENTION: FlashAttention = "auto"  # llama.cpp's flash attention
 PREFIX_CACHE_TOKENS = 8192  # tokens of recent prompts whose KV cache is kept; 0: off
-API_KEY_ENV = "COPY_AS_DECODE_API_KEY"  # the variable that holds a vLLM server's API key
+API_KEY_ENV = environment.API_KEY  # the variable that holds a vLLM server's API key

@@ -26,7 +26,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Mapping
 
-SHARED_ENV = "COPY_AS_DECODE_SHARED"
+from engine.core import environment
+
+SHARED_ENV = environment.SHARED
 HUMANEVALFIX_LANGUAGES = ("python", "js", "cpp", "go", "java", "rust")
 CANITEDIT = "canitedit"
 ALL = "all"

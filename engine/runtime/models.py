@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from engine.core import environment
 from engine.core.errors import ModelLoadError as ModelLoadError  # re-exported: older code imports it from here
 from engine.runtime.backends import BackendOptions, resolve_backend
 from engine.runtime.protocol import AnyRuntime, is_local
@@ -225,7 +226,7 @@ def _resolve_source(name: str, progress: Callable[[str], None] | None) -> tuple[
     return name, None  # a hub id, in the local hub cache (or downloads were asked for)
 
 
-DOWNLOAD_ENV = "COPY_AS_DECODE_DOWNLOAD"
+DOWNLOAD_ENV = environment.DOWNLOAD
 
 
 def downloads_allowed() -> bool:
