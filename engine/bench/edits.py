@@ -72,7 +72,7 @@ from engine.evaluation.quality import (
 from engine.language.oracle import line_oracle
 from engine.training.synth import first_changed_line
 
-FAMILIES = ("forced", "free")
+FAMILIES = tuple(FAMILY_ARMS)  # forced, free
 ARMS = tuple(dict.fromkeys([*FAMILY_ARMS["forced"], *FAMILY_ARMS["free"]]))  # every arm name of either family
 LIMIT_STOPS = ("max_tokens", "loop")  # unfinished edits: the token limit, or a loop the guard stopped
 

@@ -19,8 +19,9 @@ program-undrafted).
 
 The flags that are settings (--model, --device, --dtype, --backend, --threads, --selector,
 --verify, --flash-attention, --max-new-tokens, ...) take their help, choices and defaults from the
-settings schema (--backend auto: transformers for the embedded model, as every recorded result
-ran), but where BENCH_DEFAULTS below or a subcommand says otherwise.
+settings schema, but where BENCH_DEFAULTS below or a subcommand says otherwise: --backend is
+transformers (every recorded result ran there; the product's auto would pick llama.cpp for the
+embedded model wherever it is installed).
 
 With --json, the file is rewritten after every case (``"complete": false`` until the run ends),
 so an interrupted run leaves its finished cases; merge ranges with ``bench merge``.
@@ -49,8 +50,11 @@ from engine.runtime.threads import set_threads
 from engine.settings import SPECS
 
 # Where a bench flag's default differs from the product's, on purpose (every other settings flag
-# defaults as the settings schema says: --backend auto, --verify auto, --selector auto, ...).
+# defaults as the settings schema says: --verify auto, --selector auto, ...); --help says so.
 BENCH_DEFAULTS: dict[str, Any] = {
+    # Every recorded result ran on transformers; the product's auto picks llama.cpp for the
+    # embedded model wherever llama-cpp-python is installed, so a recorded command would change.
+    "backend": "transformers",
     "threads": None,  # torch's and llama.cpp's own choice unless a measurement pins it (--threads 1)
     "server_url": None,  # no vLLM server unless one is named
 }
@@ -74,8 +78,11 @@ def flags(parser: argparse.ArgumentParser, *names: str, **own: dict[str, Any]) -
     a flag's keywords for this subcommand (a default, ``required``; ``note``: more help)."""
     for name in names:
         spec = SPECS.get(name)
+        why = ""
         if spec is not None:
             kwargs: dict[str, Any] = {"default": BENCH_DEFAULTS.get(name, spec.default), "help": spec.help}
+            if kwargs["default"] not in (None, spec.default):
+                why = f"The bench's default is {kwargs['default']}, not the product's {spec.default}."
             if spec.choices:
                 kwargs["choices"] = spec.choices
             elif spec.kind == "integer":
@@ -83,7 +90,7 @@ def flags(parser: argparse.ArgumentParser, *names: str, **own: dict[str, Any]) -
         else:
             kwargs = dict(OWN_FLAGS[name])
         kwargs.update(own.get(name, {}))
-        note = kwargs.pop("note", "")
+        note = f"{kwargs.pop('note', '')} {why}".strip()
         default = kwargs.get("default")
         suffix = f" (default {default})" if default not in (None, False, "") and not kwargs.get("required") else ""
         kwargs["help"] = f"{kwargs['help']} {note}".strip() + suffix
