@@ -32,7 +32,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from engine.api import EditRequest, Engine
 from engine.bench.arms import FAMILY_ARMS, ArmError, parse_arms
@@ -173,10 +173,11 @@ def add_parser(subparsers: Any) -> None:
     report.set_defaults(func=run_report)
 
 
-def _plot_path(args: argparse.Namespace) -> Path | None:
-    if args.plot:
-        return args.plot
-    return args.json.with_suffix(".png") if args.json else None
+def _plot(args: argparse.Namespace, console: Any, draw: Callable[[Path], Path]) -> None:
+    """Draw the PNG at --plot, else next to --json (neither: no PNG)."""
+    path = args.plot or (args.json.with_suffix(".png") if args.json else None)
+    if path:
+        console.print(f"wrote {draw(path)}")
 
 
 def _load(args: argparse.Namespace, console: Any, reuse_prompts: bool = False) -> Any:
@@ -210,9 +211,7 @@ def run_kernel(args: argparse.Namespace) -> int:
     report(console, table_of(f"s(N), {loaded.name} on {loaded.device}, context {args.context}",
                              ("N", "N one-token forwards (ms)", "one N-token forward (ms)", "s(N)"), kernel_table(data)),
            data, args.json)
-    plot = _plot_path(args)
-    if plot:
-        console.print(f"wrote {plot_kernel([(f'{loaded.name} ({loaded.device})', data)], plot)}")
+    _plot(args, console, lambda path: plot_kernel([(f"{loaded.name} ({loaded.device})", data)], path))
     return 0
 
 
@@ -262,9 +261,7 @@ def run_edits(args: argparse.Namespace) -> int:
         data["kernel_points"] = record["points"]
     data["backend"] = engine.loaded.runtime.describe()
     report(console, edits_table(data), data, args.json)
-    plot = _plot_path(args)
-    if plot:
-        console.print(f"wrote {plot_edits(data, plot)}")
+    _plot(args, console, lambda path: plot_edits(data, path))
     return 0
 
 
@@ -373,9 +370,7 @@ def run_merge(args: argparse.Namespace) -> int:
         return 2
     report(console, edits_table(data), data, args.json,
            written=f" ({data['cases']} cases from {len(data['parts'])} part(s))")
-    plot = _plot_path(args)
-    if plot:
-        console.print(f"wrote {plot_edits(data, plot)}")
+    _plot(args, console, lambda path: plot_edits(data, path))
     return 0
 
 
