@@ -549,3 +549,28 @@ def test_pld_mode_times_its_prefill_apart(default_engine) -> None:
     # (this meter's hooks run around the engine's own: the times differ by the hooks' overhead)
     assert result.timings["prefill_s"] == pytest.approx(forwards[0].seconds, abs=1e-3)
     assert result.timings["decode_s"] == pytest.approx(meter.seconds(1), abs=1e-3)
+
+
+def test_bench_setting_flags_are_the_schemas() -> None:
+    """Every bench flag that is a setting reads the schema's help and choices (--mode: every edit
+    mode, the measurement ones too); its default is the schema's but where the bench declares its
+    own (--backend transformers, said in --help)."""
+    import argparse
+
+    from engine.cli import build_parser
+    from engine.commands.bench import BENCH_DEFAULTS
+    from engine.core.choices import MODES
+    from engine.settings import SPECS
+
+    bench = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices["bench"]
+    commands = next(a for a in bench._actions if isinstance(a, argparse._SubParsersAction)).choices
+    for name, parser in commands.items():
+        for action in parser._actions:
+            spec = SPECS.get(action.dest)
+            if spec is None or not action.option_strings:
+                continue
+            assert action.option_strings == [spec.flag] and action.help.startswith(spec.help), (name, action.dest)
+            allowed = MODES if action.dest == "mode" else spec.choices
+            assert set(action.choices or ()) <= set(allowed or ()), (name, action.dest)
+    backend = next(a for a in commands["edits"]._actions if a.dest == "backend")
+    assert backend.default == BENCH_DEFAULTS["backend"] == "transformers" and "not the product's auto" in backend.help
