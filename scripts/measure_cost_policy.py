@@ -3,9 +3,10 @@
 Every drafted arm runs twice per case: with the runtime's learned cost model (the engine's
 behaviour now) and without one (``runtime.cost = None``: the drafter's size schedule alone, the
 engine's behaviour before cost-aware drafting). Forced family: the text arms decode the gold
-through the bench's own ``teacher_forced`` loop, the program arms run forced mode on the line
-oracle (``engine_arm``), exactly as ``copy-as-decode bench edits --family forced`` does. Free
-family: the model decides (``Engine.edit``). Decode seconds exclude the prompt's prefill; ratios
+through the bench's ``teacher_forced`` (the engine's decode loop, the gold as teacher), the
+program arms run forced mode on the line oracle (``engine_arm``), exactly as ``copy-as-decode
+bench edits --family forced`` does. Free family: the model decides (``Engine.edit``). Decode
+seconds exclude the prompt's prefill; ratios
 are against ar (and the program arms against program-undrafted). The learned s(N) and the draft
 sizes the policy chose are printed at the end.
 

@@ -26,7 +26,7 @@ import time
 
 import torch
 
-from engine.commands.edit import add_flash_attention_argument
+from engine.commands.bench import flags
 from engine.core.tokens import encode
 from engine.evaluation.corpora import load_corpus
 from engine.runtime.backends import BackendOptions
@@ -44,7 +44,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--sizes", default=",".join(map(str, SIZES)))
-    add_flash_attention_argument(ap, default="auto")
+    flags(ap, "flash_attention")
     ap.add_argument("--context-tokens", type=int, default=200)
     ap.add_argument("--json", default=None)
     args = ap.parse_args()

@@ -1,5 +1,5 @@
 """Benchmarks: smoke tests of the harness (never timed assertions), hand-checked bounds, the
-prompt-lookup emulation against transformers' own, and the pass@1 runner on real corpus cases."""
+teacher-forced walks of the engine's decode loop, and the pass@1 runner on real corpus cases."""
 
 from __future__ import annotations
 
@@ -12,7 +12,10 @@ from pathlib import Path
 import pytest
 
 from engine.bench.bounds import DraftedWalk, KernelCurve, bound, drafted_cost, paper_cost, structure_cost
-from engine.bench.edits import pld_draft
+from engine.bench.lookup import PromptLookupDrafter
+from engine.decoding.drafter import InputDrafter
+from engine.decoding.greedy import DraftedDecode, Teacher
+from engine.runtime.session import Session
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -48,19 +51,38 @@ def test_bounds_on_a_hand_made_histogram() -> None:
     assert bound(5, 0) is None
 
 
-def test_pld_draft_matches_transformers_prompt_lookup() -> None:
-    import torch
-    from transformers.generation.candidate_generator import PromptLookupCandidateGenerator
+class _RandomSession(Session):
+    """A model-free session: random logits, a cache that is only a length."""
 
-    gen = torch.Generator().manual_seed(0)
-    stop = {7}
-    for trial in range(200):
-        seq = torch.randint(0, 12, (int(torch.randint(2, 60, (1,), generator=gen)),), generator=gen).tolist()
-        ref = PromptLookupCandidateGenerator(eos_token_id=torch.tensor(sorted(stop)), num_output_tokens=10,
-                                             max_matching_ngram_size=2, max_length=10_000)
-        cand, _ = ref.get_candidates(torch.tensor([seq]))
-        expected = cand[0, len(seq):].tolist()
-        assert pld_draft(seq, stop) == expected, (trial, seq)
+    def _forward(self, ids: list[int], rows: list[int]):
+        import torch
+
+        return torch.randn(len(rows), 16)
+
+    def _truncate(self, length: int) -> None:
+        pass
+
+
+def test_prompt_lookup_drafter_is_transformers_lookup() -> None:
+    drafter = PromptLookupDrafter([5, 6, 7, 8, 9], {8})
+    assert drafter.propose([5, 6], 3) == [7]  # the leftmost earlier "5 6", cut before the end token
+    assert PromptLookupDrafter([5, 6, 7, 8, 9], set()).propose([5, 6], 3) == [7, 8, 9, 5, 6]  # not cut to the room
+    assert drafter.propose([4], 3) == []
+
+
+@pytest.mark.parametrize("drafter", ["none", "lookup", "input"])
+def test_teacher_forced_decode_walks_the_gold(drafter: str) -> None:
+    """Under a teacher the drafted loop appends exactly prompt + gold, whatever the logits say."""
+    prompt, gold = [1, 2, 3, 4, 5, 6, 7, 2, 3], [4, 5, 9, 9, 6, 7, 2, 3, 4, 5, 10]
+    session = _RandomSession()
+    source = {"none": None, "lookup": PromptLookupDrafter(prompt, {15}),
+              "input": InputDrafter([4, 5, 6, 7, 2, 3, 4, 5, 10])}[drafter]
+    decode = DraftedDecode(session, prompt, {15}, len(gold), source, teacher=Teacher(gold))
+    chunks = list(decode.chunks())
+    assert decode.out == gold and decode.stop_reason == "done"
+    assert [t for c in chunks for t in c.tokens] == gold and session.tokens == prompt + gold
+    assert decode.steps + decode.accepted == len(gold)
+    assert (decode.accepted + decode.rejected > 0) == (drafter != "none")
 
 
 # --- the pass@1 runner on real cases ------------------------------------------------------------
@@ -508,3 +530,47 @@ def test_forced_text_prompt_is_the_engines(default_engine) -> None:
     stream.close()
     assert isinstance(started, EditStarted)
     assert started.prompt_tokens == len(text_prompt_ids(default_engine.loaded.tokenizer, case))
+
+
+@pytest.mark.model
+def test_pld_mode_times_its_prefill_apart(default_engine) -> None:
+    """pld's generate() reads the prompt in its first forward (with the first draft it verifies):
+    that forward is the edit's prefill_s, the others its decode_s (as the other modes time theirs)."""
+    from engine.api import EditRequest
+
+    loaded = default_engine.model_for("pld")
+    default_engine.forget_prompts()
+    with loaded.runtime.meter() as meter:
+        result = default_engine.edit(EditRequest("def add(a, b):\n    return a - b\n", "Fix the bug", mode="pld",
+                                                 max_new_tokens=24))
+    breakdown, forwards = result.breakdown, meter.records
+    assert breakdown["prefill_forwards"] == breakdown["prefill_calls"] == 1
+    assert breakdown["verify_calls"] == len(forwards) - 1 and forwards[0].tokens >= result.prompt_tokens
+    # (this meter's hooks run around the engine's own: the times differ by the hooks' overhead)
+    assert result.timings["prefill_s"] == pytest.approx(forwards[0].seconds, abs=1e-3)
+    assert result.timings["decode_s"] == pytest.approx(meter.seconds(1), abs=1e-3)
+
+
+def test_bench_setting_flags_are_the_schemas() -> None:
+    """Every bench flag that is a setting reads the schema's help and choices (--mode: every edit
+    mode, the measurement ones too); its default is the schema's but where the bench declares its
+    own (--backend transformers, said in --help)."""
+    import argparse
+
+    from engine.cli import build_parser
+    from engine.commands.bench import BENCH_DEFAULTS
+    from engine.core.choices import MODES
+    from engine.settings import SPECS
+
+    bench = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices["bench"]
+    commands = next(a for a in bench._actions if isinstance(a, argparse._SubParsersAction)).choices
+    for name, parser in commands.items():
+        for action in parser._actions:
+            spec = SPECS.get(action.dest)
+            if spec is None or not action.option_strings:
+                continue
+            assert action.option_strings == [spec.flag] and action.help.startswith(spec.help), (name, action.dest)
+            allowed = MODES if action.dest == "mode" else spec.choices
+            assert set(action.choices or ()) <= set(allowed or ()), (name, action.dest)
+    backend = next(a for a in commands["edits"]._actions if a.dest == "backend")
+    assert backend.default == BENCH_DEFAULTS["backend"] == "transformers" and "not the product's auto" in backend.help

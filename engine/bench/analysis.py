@@ -329,14 +329,6 @@ def analyze_cases(cases: Sequence[EditCase], tokenizer: Any, tokenizer_name: str
     }
 
 
-def analyze_corpora(corpora: dict[str, Sequence[EditCase]], tokenizer: Any, tokenizer_name: str = "",
-                    **options: Any) -> dict[str, dict[str, Any]]:
-    """``{corpus: statistics}``; per-line token counts are shared across corpora."""
-    counter = LineTokenCounter(tokenizer)
-    return {name: analyze_cases(cases, tokenizer, tokenizer_name, counter=counter, **options)
-            for name, cases in corpora.items()}
-
-
 def paper_line_ops(source: str, gold: str) -> list[tuple[bool, str]]:
     """``(is_copy, text)`` per op under the paper convention: gold lines split on ``"\\n"``, joined with ``"\\n"``.
 

@@ -4,18 +4,18 @@ Families (the arms are defined in :mod:`engine.bench.arms`)
 --------
 ``forced``: every arm produces the gold, so only the mechanism's cost differs.
   * ``ar``: the gold's tokens after the text prompt, one forward each (teacher-forced greedy).
-  * ``pld``: prompt-lookup drafting as transformers does it (the leftmost earlier occurrence of the
-    last 2-gram, else 1-gram, in prompt + output; up to 10 draft tokens; drafts cut at an end
-    token), each draft verified in one forward with logits for every position and accepted while
-    it equals the gold.
+  * ``pld``: prompt-lookup drafting as transformers does it (its own candidate generator:
+    :mod:`engine.bench.lookup`), each draft verified in one forward with logits for every position
+    and accepted while it equals the gold.
   * ``speculative``: the engine's line-aligned drafting (:class:`engine.decoding.drafter.InputDrafter`,
     with its draft-size schedule and back-off), verified against the gold the same way.
   * ``program``: Copy-as-Decode through the engine's ``forced`` mode with the line-oracle program
     (``Engine.edit(EditRequest(mode="forced", program=line_oracle(input, gold), draft=False))``);
     its output must equal the gold. ``program-drafted``: the same with ``draft=True`` (drafts
     verified in the step's forward, accepted while they equal the teacher's choice).
-  The text arms run on the engine's own :class:`engine.runtime.session.Session` and text prompt, so
-  their forwards are timed by the same code as the engine's.
+  The text arms run the engine's own decode loop (:class:`engine.decoding.greedy.DraftedDecode`,
+  the gold as its teacher) on its :class:`engine.runtime.session.Session` and text prompt, so
+  their forwards are chosen and timed by the same code as the engine's.
 ``free``: the model decides. Text modes and program-mode variants (selector or base model,
   drafted or not, focus hint none / near / oracle: :mod:`engine.evaluation.focus`) through
   ``Engine.edit`` with the corpus instruction. Per arm: pass@1 (the corpus tests), exact match,
@@ -50,11 +50,13 @@ from engine.bench.bounds import (
     structure_cost,
 )
 from engine.bench.harness import first_difference, machine_info, median, ratio, rotate
+from engine.bench.lookup import PromptLookupDrafter
 from engine.bench.runner import DEFAULT_TIMEOUT_S, TestOutcome, run_tests
 from engine.core.lines import split_lines
 from engine.core.tokens import encode
 from engine.decoding import prompt
-from engine.decoding.drafter import InputDrafter
+from engine.decoding.drafter import Drafter, InputDrafter
+from engine.decoding.greedy import DraftedDecode, Teacher
 from engine.decoding.tables import tables_for
 from engine.evaluation.corpora import EditCase, load_corpus
 from engine.evaluation.focus import focus_for, near_offset, offset_histograms
@@ -70,11 +72,9 @@ from engine.evaluation.quality import (
 from engine.language.oracle import line_oracle
 from engine.training.synth import first_changed_line
 
-FAMILIES = ("forced", "free")
+FAMILIES = tuple(FAMILY_ARMS)  # forced, free
 ARMS = tuple(dict.fromkeys([*FAMILY_ARMS["forced"], *FAMILY_ARMS["free"]]))  # every arm name of either family
 LIMIT_STOPS = ("max_tokens", "loop")  # unfinished edits: the token limit, or a loop the guard stopped
-PLD_DRAFT_TOKENS = 10  # transformers: prompt_lookup_num_tokens=10 (the engine's pld mode)
-PLD_MAX_NGRAM = 2  # transformers' PromptLookupCandidateGenerator default
 
 RAW_HEAD_CHARS = 240  # free family: the start of each arm's raw reply is kept for diagnosis
 
@@ -101,79 +101,44 @@ class ArmRun:
     edit_s: float | None = None  # the whole edit as the user waits for it (engine arms: prompt, localizer, decode)
 
 
-def pld_draft(seq: Sequence[int], stop_ids: frozenset[int] | set[int] = frozenset(),
-              num_tokens: int = PLD_DRAFT_TOKENS, max_ngram: int = PLD_MAX_NGRAM) -> list[int]:
-    """transformers' prompt lookup (PromptLookupCandidateGenerator.get_candidates) on a list:
-    for n = max_ngram..1, the leftmost window equal to the last n tokens that has a continuation
-    gives up to ``num_tokens`` following tokens, cut before the first end token."""
-    length = len(seq)
-    for n in range(min(max_ngram, length - 1), 0, -1):
-        tail = list(seq[length - n:])
-        first = tail[0]
-        for idx in range(length - n + 1):
-            if seq[idx] == first and list(seq[idx:idx + n]) == tail:
-                start, end = idx + n, min(idx + n + num_tokens, length)
-                if start < end:
-                    draft = list(seq[start:end])
-                    for i, tok in enumerate(draft):
-                        if tok in stop_ids:
-                            return draft[:i]
-                    return draft
-    return []
+def forced_drafter(arm: str, cost: Any, prompt_ids: Sequence[int], src_ids: Sequence[int],
+                   stop_ids: frozenset[int]) -> Drafter | None:
+    """What a forced text arm drafts with: nothing (``ar``), transformers' prompt lookup (``pld``)
+    or the engine's drafter from the input (``speculative``)."""
+    if arm == "ar":
+        return None
+    if arm == "pld":
+        return PromptLookupDrafter(prompt_ids, stop_ids)
+    if arm == "speculative":
+        return InputDrafter(src_ids, cost=cost)
+    raise ValueError(f"unknown forced text arm {arm!r}")
 
 
 def teacher_forced(loaded: Any, arm: str, prompt_ids: Sequence[int], gold_ids: Sequence[int],
                    src_ids: Sequence[int], stop_ids: frozenset[int], verify: str = "auto") -> ArmRun:
-    """A text arm decoding the gold: ``ar`` one token per forward, ``pld``/``speculative`` drafts
-    verified in one forward each (all positions' logits, as a verifier needs) and accepted while
-    they equal the gold; the rejected tail is cropped from the cache as a real verifier does.
-    ``verify`` bounds ``speculative``'s drafts as the engine's (engine.runtime.session.Session.draft_room)."""
-    session = loaded.session()
+    """A text arm decoding the gold through the engine's own loop (:class:`DraftedDecode` with the
+    gold as its :class:`Teacher`): ``ar`` one token per forward; ``pld`` prompt lookup's drafts
+    (:class:`engine.bench.lookup.PromptLookupDrafter`), ``speculative`` the engine's
+    :class:`InputDrafter` and its schedule, each draft verified in one forward, kept while it equals
+    the gold and the rest cropped from the cache. ``verify`` bounds the drafts as the engine's
+    (engine.runtime.session.Session.draft_room)."""
     gold = list(gold_ids)
-    total = len(gold)
-    steps = accepted_total = drafted_total = 0
+    drafter = forced_drafter(arm, loaded.runtime.cost, prompt_ids, src_ids, stop_ids)
+    session = loaded.session()
+    decode = DraftedDecode(session, prompt_ids, stop_ids, len(gold), drafter, verify=verify, teacher=Teacher(gold))
     with loaded.runtime.meter() as meter:
-        session.append(list(prompt_ids), "prefill")
-        prefill_forwards = len(meter.records)  # the prompt's chunks
         start = time.perf_counter()
-        pos = 0
-        drafter = InputDrafter(src_ids, cost=session.cost)  # the engine's own drafter and schedule
-        prompt = list(prompt_ids)
-        while pos < total:
-            draft: list[int] = []
-            if arm == "pld":
-                draft = pld_draft(prompt + gold[:pos + 1], stop_ids)
-            elif arm == "speculative":
-                draft = drafter.propose(gold[:pos + 1], session.draft_room(total - pos - 1, verify))
-                if not draft:
-                    drafter.step_without_draft()
-            elif arm != "ar":
-                raise ValueError(f"unknown forced text arm {arm!r}")
-            steps += 1
-            if not draft:
-                session.append([gold[pos]], "step")
-                pos += 1
-                continue
-            base = session.length
-            session.append([gold[pos]] + draft, "verify", all_logits=True)
-            accepted = 0
-            while accepted < len(draft) and pos + 1 + accepted < total and draft[accepted] == gold[pos + 1 + accepted]:
-                accepted += 1
-            session.crop(base + 1 + accepted)
-            accepted_total += accepted
-            drafted_total += len(draft)
-            if arm == "speculative":
-                drafter.feedback(len(draft), accepted)
-            pos += 1 + accepted
-        wall = time.perf_counter() - start
+        for _ in decode.chunks():
+            pass
+        wall = time.perf_counter() - start - session.seconds["prefill"]
     session.close()
-    decode = sum(v for k, v in session.seconds.items() if k != "prefill")
     breakdown = session.breakdown()
-    if arm != "ar":
-        breakdown.update({"drafted_tokens": drafted_total, "draft_accepted": accepted_total})
-    return ArmRun(decode_s=decode, wall_s=wall, forward_sizes=meter.sizes(prefill_forwards), output_tokens=total,
-                  tokens={"generated": steps, "copied": accepted_total, "forced": 0},
-                  breakdown=breakdown, ok=True)
+    if drafter is not None:
+        breakdown.update({"drafted_tokens": decode.accepted + decode.rejected, "draft_accepted": decode.accepted})
+    return ArmRun(decode_s=sum(v for k, v in session.seconds.items() if k != "prefill"), wall_s=wall,
+                  forward_sizes=meter.sizes(session.prefill_forwards), output_tokens=len(gold),
+                  tokens={"generated": decode.steps, "copied": decode.accepted, "forced": 0},
+                  breakdown=breakdown, ok=decode.out == gold)
 
 
 def engine_arm(engine: Any, request: Any) -> tuple[ArmRun, Any]:
@@ -183,21 +148,10 @@ def engine_arm(engine: Any, request: Any) -> tuple[ArmRun, Any]:
     with loaded.runtime.meter() as meter:
         result = engine.edit(request)
     breakdown = dict(result.breakdown)
-    if request.mode == "pld":
-        # WORKAROUND (engine bug reported): the engine's pld timings put the prompt's prefill
-        # inside decode_s (generate() does its own prefill). Its first forward is that prefill:
-        # time the decode phase as the remaining forwards, like the other modes.
-        prefill = meter.records[0].seconds if meter.records else 0.0
-        decode = meter.seconds(1)
-        wall = result.timings["total_s"] - prefill
-        breakdown.update({"prefill_s": round(prefill, 6), "prefill_calls": 1,
-                          "verify_s": round(decode, 6), "verify_calls": max(0, len(meter.records) - 1)})
-    else:
-        decode = result.timings["decode_s"]
-        wall = result.timings["total_s"] - result.timings.get("prefill_s", 0.0)
-    # The forwards before the decode phase: the localizer's and the prompt's prefill chunks
-    # (generate() in pld prefills in one forward).
-    before = 1 if request.mode == "pld" else breakdown.get("localize_forwards", 0) + breakdown.get("prefill_forwards", 1)
+    decode = result.timings["decode_s"]
+    wall = result.timings["total_s"] - result.timings.get("prefill_s", 0.0)
+    # The forwards before the decode phase: the localizer's and the prompt's prefill chunks.
+    before = breakdown.get("localize_forwards", 0) + breakdown.get("prefill_forwards", 1)
     tokens = {"generated": result.tokens.generated, "copied": result.tokens.copied, "forced": result.tokens.forced}
     run = ArmRun(decode_s=decode, wall_s=wall, forward_sizes=meter.sizes(before),
                  output_tokens=len(encode(loaded.tokenizer, result.region_output)), tokens=tokens,

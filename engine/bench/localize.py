@@ -130,14 +130,6 @@ def run_localize(engine: Any, corpus: str, limit: int | None = None, offset: int
             "per_case": records}
 
 
-def resummarize(data: dict[str, Any]) -> dict[str, Any]:
-    """A stored results record with its summary recomputed from the per-case scores (no model)."""
-    cases = {c.id: c for c in load_corpus(data["corpus"])}
-    language = next(iter(cases.values())).language if cases else ""
-    data["summary"] = summarize(data["per_case"], {k: c.input for k, c in cases.items()}, language)
-    return data
-
-
 def localize_table(data: dict[str, Any]) -> list[tuple[str, ...]]:
     """Rows (model, ranking, top-1, top-3, top-1 any, top-3 any) of a results record."""
     rows = []

@@ -30,11 +30,11 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
 from typing import Any
 
 from engine.bench import harness
-from engine.bench.harness import command_line, get_engine, machine_info, rotate, write_json
+from engine.bench.harness import command_line, get_engine, machine_info, rotate
+from engine.bench.output import report, table_of
 from engine.core.tokens import encode
 from engine.decoding.prompt import PromptParts, text_messages
 from engine.decoding.tables import tables_for
@@ -234,8 +234,6 @@ TABLE_COLUMNS = ("corpus", "cases", "speed-up", "median", "in-proc.", "acc/rej",
 def run(args: Any) -> int:
     """The ``bench predicted`` command (arguments in engine/commands/bench.py)."""
     from rich.console import Console
-    from rich.table import Table
-
 
     console = Console(stderr=True)
 
@@ -257,12 +255,6 @@ def run(args: Any) -> int:
         data = measure_predicted(engine.loaded, url, cases, args.max_new_tokens, progress, args.verify)
     data.update({"model": args.model, "prefix_cache_tokens": 0, "verify": args.verify, "backend": engine.loaded.runtime.describe(),
                  "machine": machine_info(engine.loaded.device, engine.loaded.dtype), "command": command_line()})
-    table = Table(title=f"predicted outputs over HTTP, {data['backend']}", title_justify="left")
-    for col in TABLE_COLUMNS:
-        table.add_column(col, justify="right")
-    for row in table_rows(data):
-        table.add_row(*row)
-    Console().print(table)
-    if args.json:
-        console.print(f"wrote {write_json(Path(args.json), data)}")
+    report(console, table_of(f"predicted outputs over HTTP, {data['backend']}", TABLE_COLUMNS, table_rows(data)),
+           data, args.json)
     return 0

@@ -7,7 +7,7 @@
     copy-as-decode bench localize --corpus NAME [--limit N] [--base] [--json PATH]  # where is the bug?
     copy-as-decode bench merge PART.json... --json OUT   # case ranges run apart -> one result
     copy-as-decode bench report [--results DIR] [--into NOTES.md]
-    copy-as-decode bench predicted [--backend transformers|llamacpp] [--cases humanevalfix-python=10,canitedit=5]
+    copy-as-decode bench predicted [--backend auto|transformers|llamacpp] [--cases humanevalfix-python=10,canitedit=5]
 
 Arms (engine/bench/arms.py): forced family ar, pld, speculative, program (undrafted),
 program-drafted (default: all five); free family ar, pld, speculative, program (selector,
@@ -16,6 +16,12 @@ a focus hint near the bug: the first changed line moved by a seeded offset in -3
 editor's cursor sends), program-oracle (selector + the focus exactly on the first changed line: an
 upper bound; "program-focus" is read as this name) (default: ar, speculative, program,
 program-undrafted).
+
+The flags that are settings (--model, --device, --dtype, --backend, --threads, --selector,
+--verify, --flash-attention, --max-new-tokens, ...) take their help, choices and defaults from the
+settings schema, but where BENCH_DEFAULTS below or a subcommand says otherwise: --backend is
+transformers (every recorded result ran there; the product's auto would pick llama.cpp for the
+embedded model wherever it is installed).
 
 With --json, the file is rewritten after every case (``"complete": false`` until the run ends),
 so an interrupted run leaves its finished cases; merge ranges with ``bench merge``.
@@ -26,124 +32,137 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from engine.api import EditRequest, Engine
-from engine.bench.arms import ArmError, parse_arms
+from engine.bench.arms import FAMILY_ARMS, ArmError, parse_arms
 from engine.bench.concurrency import measure_concurrency
 from engine.bench.harness import command_line, get_engine, machine_info, write_json
 from engine.bench.kernel import DEFAULT_NS, kernel_table, measure_kernel, parse_ns
+from engine.bench.output import report, table_of
 from engine.bench.plot import plot_edits, plot_kernel
 from engine.bench.report import ReportError, edits_table, markdown_report, write_into
-from engine.commands.edit import add_flash_attention_argument, add_verify_argument
-from engine.core.choices import BACKENDS
+from engine.core.choices import BACKENDS, MODES
 from engine.evaluation.corpora import CorpusError, load_corpus
 from engine.runtime.backends import BackendOptions
 from engine.runtime.models import ModelLoadError
 from engine.runtime.threads import set_threads
+from engine.settings import SPECS
+
+# Where a bench flag's default differs from the product's, on purpose (every other settings flag
+# defaults as the settings schema says: --verify auto, --selector auto, ...); --help says so.
+BENCH_DEFAULTS: dict[str, Any] = {
+    # Every recorded result ran on transformers; the product's auto picks llama.cpp for the
+    # embedded model wherever llama-cpp-python is installed, so a recorded command would change.
+    "backend": "transformers",
+    "threads": None,  # torch's and llama.cpp's own choice unless a measurement pins it (--threads 1)
+    "server_url": None,  # no vLLM server unless one is named
+}
+
+# The bench's own flags (not settings), each declared once; a subcommand may give its own default.
+OWN_FLAGS: dict[str, dict[str, Any]] = {
+    "corpus": {"help": "humanevalfix-<python|js|...> or canitedit"},
+    "limit": {"type": int, "default": None, "help": "only N cases (after --offset)"},
+    "offset": {"type": int, "default": 0, "help": "skip the first K cases of the corpus"},
+    "json": {"type": Path, "metavar": "PATH", "help": "write the results here"},
+    "plot": {"type": Path, "metavar": "PATH", "help": "write the PNG here (default: next to --json)"},
+    "kernel_trials": {"type": int, "help": "trials per N of a kernel measured here"},
+    "ns": {"default": None, "help": "comma list of kernel sizes N"},
+}
+MODEL_FLAGS = ("model", "device", "dtype", "threads", "backend", "server_url", "flash_attention", "json", "plot")
+
+
+def flags(parser: argparse.ArgumentParser, *names: str, **own: dict[str, Any]) -> None:
+    """Add the named flags: a setting's from the settings schema (its help and choices, and its
+    default unless :data:`BENCH_DEFAULTS` has one), the bench's from :data:`OWN_FLAGS`. ``own``:
+    a flag's keywords for this subcommand (a default, ``required``; ``note``: more help)."""
+    for name in names:
+        spec = SPECS.get(name)
+        why = ""
+        if spec is not None:
+            kwargs: dict[str, Any] = {"default": BENCH_DEFAULTS.get(name, spec.default), "help": spec.help}
+            if kwargs["default"] not in (None, spec.default):
+                why = f"The bench's default is {kwargs['default']}, not the product's {spec.default}."
+            if spec.choices:
+                kwargs["choices"] = spec.choices
+            elif spec.kind == "integer":
+                kwargs["type"] = int
+        else:
+            kwargs = dict(OWN_FLAGS[name])
+        kwargs.update(own.get(name, {}))
+        note = f"{kwargs.pop('note', '')} {why}".strip()
+        default = kwargs.get("default")
+        suffix = f" (default {default})" if default not in (None, False, "") and not kwargs.get("required") else ""
+        kwargs["help"] = f"{kwargs['help']} {note}".strip() + suffix
+        parser.add_argument("--" + name.replace("_", "-"), dest=name, **kwargs)
 
 
 def add_parser(subparsers: Any) -> None:
     parser = subparsers.add_parser("bench", help="speed benchmarks: kernel curve s(N) and corpus edits",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="bench_command", required=True, metavar="BENCH")
-
-    def model_options(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--model", default="default", help="'default' (embedded SmolLM2-135M), a hub id, a folder or a .gguf")
-        p.add_argument("--device", default=None, help="cpu, cuda, ... (default: CUDA when present)")
-        p.add_argument("--dtype", default=None, help="float32, bfloat16, ... (default: bf16 on CUDA, fp32 on CPU)")
-        p.add_argument("--threads", type=int, default=None,
-                       help="torch intra-op threads, and llama.cpp's (default: the backend's choice; 1 is steadiest "
-                            "on a shared CPU)")
-        p.add_argument("--backend", default="transformers", choices=BACKENDS,
-                       help="what runs the model (default transformers, so recorded commands keep their meaning)")
-        p.add_argument("--server-url", default=None, help="the vLLM server (--backend vllm)")
-        add_flash_attention_argument(p, default="auto")
-        p.add_argument("--json", type=Path, metavar="PATH", help="write the results here")
-        p.add_argument("--plot", type=Path, metavar="PATH", help="write the PNG here (default: next to --json)")
+    threads = {"note": "Also torch's intra-op threads; default: the backend's choice (1 is steadiest on a shared CPU)."}
 
     kernel = sub.add_parser("kernel", help="s(N) = N one-token forwards / one N-token forward over a cached context")
-    model_options(kernel)
+    flags(kernel, *MODEL_FLAGS, "ns", threads=threads, ns={"note": "(default 1,2,4,...,512)"})
     kernel.add_argument("--context", type=int, default=1024, help="cached context tokens (default 1024)")
     kernel.add_argument("--trials", type=int, default=3, help="trials per N; medians are reported (default 3)")
     kernel.add_argument("--warmup", type=int, default=1, help="warm-up rounds before timing (default 1)")
-    kernel.add_argument("--ns", default=None, help="comma list of N (default 1,2,4,...,512)")
     kernel.set_defaults(func=run_kernel)
 
     edits = sub.add_parser("edits", help="every arm on corpus cases, side by side")
-    model_options(edits)
-    edits.add_argument("--corpus", required=True, help="humanevalfix-<python|js|...> or canitedit")
-    edits.add_argument("--family", required=True, choices=("forced", "free"),
+    flags(edits, *MODEL_FLAGS, "corpus", "limit", "offset", "selector", "kernel_trials", "max_new_tokens", "verify",
+          threads=threads, corpus={"required": True}, kernel_trials={"default": 2},
+          max_new_tokens={"default": None, "note": "Free family, per edit; default: 1.5 x input tokens + 64."})
+    edits.add_argument("--family", required=True, choices=tuple(FAMILY_ARMS),
                        help="forced: every arm decodes the gold (mechanism cost); free: the model decides")
     edits.add_argument("--arms", default=None,
                        help="comma list of arms (ar is required); forced: ar, pld, speculative, program, "
                             "program-drafted (default: all); free: ar, pld, speculative, program, program-undrafted, "
                             "program-base, program-near, program-cursor-on, program-oracle and their -keep, -guard, -hold policy "
                             "variants (default: ar,speculative,program,program-undrafted)")
-    edits.add_argument("--limit", type=int, default=None, help="only N cases (after --offset)")
-    edits.add_argument("--offset", type=int, default=0, help="skip the first K cases of the corpus")
-    edits.add_argument("--selector", default="auto",
-                       help="span selector for program mode: auto (shipped adapter), none (base model) or a folder")
     edits.add_argument("--kernel", type=Path, metavar="PATH",
                        help="kernel JSON for the bounds; forced family without it: measure the kernel first")
-    edits.add_argument("--kernel-trials", type=int, default=2, help="trials when the kernel is measured here")
-    edits.add_argument("--max-new-tokens", type=int, default=None,
-                       help="free family: new-token limit per edit (default: 1.5 x input tokens + 64)")
     edits.add_argument("--test-timeout", type=float, default=15.0, help="seconds per test run (free family)")
     edits.add_argument("--no-tests", action="store_true", help="free family: skip pass@1")
     edits.add_argument("--no-warmup", action="store_true", help="skip the warm-up (not for real measurements)")
-    add_verify_argument(edits, default="auto")
     edits.set_defaults(func=run_edits)
 
     backends = sub.add_parser("backends", help="backends side by side: ar tokens/s per case and s(N)")
-    backends.add_argument("--model", default="default", help="a .gguf (or the embedded default) every backend can run")
+    flags(backends, "model", "threads", "corpus", "limit", "ns", "kernel_trials", "json",
+          model={"note": "A .gguf (or the embedded default) every backend can run."},
+          threads={"note": "For every backend (torch and llama.cpp)."}, corpus={"default": "humanevalfix-python"},
+          limit={"default": 20}, ns={"default": "1,2,4,8,16,32,64,128"}, kernel_trials={"default": 3})
     backends.add_argument("--backends", default="transformers,llamacpp", help="comma list (the first is the baseline)")
-    backends.add_argument("--threads", type=int, default=None, help="threads for every backend (torch and llama.cpp)")
-    backends.add_argument("--corpus", default="humanevalfix-python")
-    backends.add_argument("--limit", type=int, default=20)
-    backends.add_argument("--ns", default="1,2,4,8,16,32,64,128", help="kernel N values")
-    backends.add_argument("--kernel-trials", type=int, default=3)
-    backends.add_argument("--json", type=Path, metavar="PATH", help="write the results here")
     backends.set_defaults(func=run_backends)
 
     conc = sub.add_parser("concurrency", help="a remote backend (vLLM): 1, 2, 4 edits in flight")
-    conc.add_argument("--server-url", required=True, help="the vLLM server")
-    conc.add_argument("--model", default="default", help="the local copy of what the server serves")
+    flags(conc, "server_url", "model", "corpus", "limit", "mode", "selector", "max_new_tokens", "json",
+          server_url={"required": True}, model={"note": "The local copy of what the server serves."},
+          corpus={"default": "humanevalfix-python"}, limit={"default": 8, "help": "edits per round (the first cases)"},
+          mode={"default": "ar", "choices": MODES}, max_new_tokens={"default": 128})
     conc.add_argument("--levels", default="1,2,4", help="edits in flight per round (comma list)")
     conc.add_argument("--rounds", type=int, default=3)
-    conc.add_argument("--corpus", default="humanevalfix-python")
-    conc.add_argument("--limit", type=int, default=8, help="edits per round (the first cases)")
-    conc.add_argument("--mode", default="ar", help="edit mode")
-    conc.add_argument("--selector", default="auto")
-    conc.add_argument("--max-new-tokens", type=int, default=128)
-    conc.add_argument("--json", type=Path, metavar="PATH")
     conc.set_defaults(func=run_concurrency)
 
     loc = sub.add_parser("localize", help="how often per-line surprise (and a near cursor) finds the line to fix")
-    model_options(loc)
-    loc.add_argument("--corpus", required=True, help="humanevalfix-<python|js> or canitedit")
-    loc.add_argument("--limit", type=int, default=None, help="only N cases (after --offset)")
-    loc.add_argument("--offset", type=int, default=0, help="skip the first K cases of the corpus")
-    loc.add_argument("--selector", default="auto", help="span selector: auto (shipped adapter), none or a folder")
+    flags(loc, *MODEL_FLAGS, "corpus", "limit", "offset", "selector", threads=threads, corpus={"required": True})
     loc.add_argument("--base", action="store_true", help="also score with the base model (one more forward per case)")
     loc.set_defaults(func=run_localize)
 
     predicted = sub.add_parser("predicted", help="OpenAI endpoint: the region as the prediction vs none, over HTTP "
                                "and in-process (engine/bench/predicted.py)")
-    predicted.add_argument("--model", default="default", help="'default' (embedded SmolLM2-135M), a hub id, a folder or a .gguf")
-    predicted.add_argument("--backend", default="transformers", choices=("auto", "transformers", "llamacpp"))
-    predicted.add_argument("--threads", type=int, default=None, help="threads of the server and of this process")
+    flags(predicted, "model", "backend", "threads", "max_new_tokens", "verify", "json",
+          backend={"choices": tuple(b for b in BACKENDS if b != "vllm")},  # the prediction drafts in-process
+          threads={"note": "Of the server and of this process."},
+          max_new_tokens={"default": None, "note": "Default: 1.5 x input tokens + 64."})
     predicted.add_argument("--cases", default="humanevalfix-python=10,canitedit=5", help="CORPUS=N[,CORPUS=N...]: the "
                            "first N cases of each (default humanevalfix-python=10,canitedit=5)")
-    predicted.add_argument("--max-new-tokens", type=int, default=None, help="default: 1.5 x input tokens + 64")
-    add_verify_argument(predicted, default="auto")
-    predicted.add_argument("--json", type=Path, metavar="PATH", help="write the results here")
     predicted.set_defaults(func=run_predicted)
 
     merge = sub.add_parser("merge", help="merge partial 'bench edits' results (disjoint case ranges)")
     merge.add_argument("parts", nargs="+", type=Path, metavar="PART.json", help="results files to merge")
-    merge.add_argument("--json", type=Path, metavar="PATH", required=True, help="write the merged results here")
-    merge.add_argument("--plot", type=Path, metavar="PATH", help="write the PNG here (default: next to --json)")
+    flags(merge, "json", "plot", json={"required": True, "help": "write the merged results here"})
     merge.set_defaults(func=run_merge)
 
     report = sub.add_parser("report", help="Markdown tables from results/bench_*.json")
@@ -154,14 +173,14 @@ def add_parser(subparsers: Any) -> None:
     report.set_defaults(func=run_report)
 
 
-def _plot_path(args: argparse.Namespace) -> Path | None:
-    if args.plot:
-        return args.plot
-    return args.json.with_suffix(".png") if args.json else None
+def _plot(args: argparse.Namespace, console: Any, draw: Callable[[Path], Path]) -> None:
+    """Draw the PNG at --plot, else next to --json (neither: no PNG)."""
+    path = args.plot or (args.json.with_suffix(".png") if args.json else None)
+    if path:
+        console.print(f"wrote {draw(path)}")
 
 
 def _load(args: argparse.Namespace, console: Any, reuse_prompts: bool = False) -> Any:
-
     set_threads(args.threads)
     # ``reuse_prompts`` (bench edits): prompt reuse stays on within an edit (the localizer's forward
     # stands in for the program prompt's prefill) and Engine.forget_prompts makes every measured
@@ -175,8 +194,6 @@ def _load(args: argparse.Namespace, console: Any, reuse_prompts: bool = False) -
 
 def run_kernel(args: argparse.Namespace) -> int:
     from rich.console import Console
-    from rich.table import Table
-
 
     console = Console(stderr=True)
     try:
@@ -191,23 +208,14 @@ def run_kernel(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     data = kernel_record(loaded, args.context, ns, args.trials, args.warmup, console, command_line())
-    table = Table(title=f"s(N), {loaded.name} on {loaded.device}, context {args.context}", title_justify="left")
-    for col in ("N", "N one-token forwards (ms)", "one N-token forward (ms)", "s(N)"):
-        table.add_column(col, justify="right")
-    for row in kernel_table(data):
-        table.add_row(*row)
-    Console().print(table)
-    if args.json:
-        console.print(f"wrote {write_json(args.json, data)}")
-    plot = _plot_path(args)
-    if plot:
-
-        console.print(f"wrote {plot_kernel([(f'{loaded.name} ({loaded.device})', data)], plot)}")
+    report(console, table_of(f"s(N), {loaded.name} on {loaded.device}, context {args.context}",
+                             ("N", "N one-token forwards (ms)", "one N-token forward (ms)", "s(N)"), kernel_table(data)),
+           data, args.json)
+    _plot(args, console, lambda path: plot_kernel([(f"{loaded.name} ({loaded.device})", data)], path))
     return 0
 
 
 def kernel_record(loaded: Any, context: int, ns: Any, trials: int, warmup: int, console: Any, command: str) -> dict:
-
     data = measure_kernel(loaded.runtime, loaded.device, context=context, ns=ns, trials=trials, warmup=warmup,
                           progress=lambda m: console.print(f"[dim]{m}[/dim]"))
     return {"model": loaded.name, "device": loaded.device, "backend": loaded.runtime.describe(), **data,
@@ -252,19 +260,13 @@ def run_edits(args: argparse.Namespace) -> int:
     if args.kernel is None and kernel is not None:
         data["kernel_points"] = record["points"]
     data["backend"] = engine.loaded.runtime.describe()
-    Console().print(edits_table(data))
-    if args.json:
-        console.print(f"wrote {write_json(args.json, data)}")
-    plot = _plot_path(args)
-    if plot:
-
-        console.print(f"wrote {plot_edits(data, plot)}")
+    report(console, edits_table(data), data, args.json)
+    _plot(args, console, lambda path: plot_edits(data, path))
     return 0
 
 
 def run_backends(args: argparse.Namespace) -> int:
     from rich.console import Console
-    from rich.table import Table
 
     from engine.bench.backends import backends_table, compare_backends  # lazy: loads torch
 
@@ -283,22 +285,14 @@ def run_backends(args: argparse.Namespace) -> int:
         engine.warm_up()
     data = compare_backends(engines, cases, ns, args.kernel_trials, command_line(),
                             progress=lambda m: console.print(f"[dim]{m}[/dim]"))
-    table = Table(title=f"backends, {args.model}, {len(cases)} {args.corpus} cases (ar, teacher-forced)",
-                  title_justify="left")
-    for col in ("backend", "ar tokens/s", f"vs {names[0]}", "s(8)", "s(32)", "s(128)"):
-        table.add_column(col, justify="right")
-    for row in backends_table(data):
-        table.add_row(*row)
-    Console().print(table)
-    if args.json:
-        console.print(f"wrote {write_json(args.json, data)}")
+    report(console, table_of(f"backends, {args.model}, {len(cases)} {args.corpus} cases (ar, teacher-forced)",
+                             ("backend", "ar tokens/s", f"vs {names[0]}", "s(8)", "s(32)", "s(128)"),
+                             backends_table(data)), data, args.json)
     return 0
 
 
 def run_concurrency(args: argparse.Namespace) -> int:
     from rich.console import Console
-    from rich.table import Table
-
 
     console = Console(stderr=True)
     try:
@@ -316,21 +310,16 @@ def run_concurrency(args: argparse.Namespace) -> int:
     data = measure_concurrency(engine, requests, levels, args.rounds, lambda m: console.print(f"[dim]{m}[/dim]"))
     data.update({"mode": args.mode, "corpus": args.corpus, "backend": engine.model_for(args.mode).runtime.describe(),
                  "machine": machine_info("cpu"), "command": command_line()})
-    table = Table(title=f"{len(requests)} {args.mode} edits on {data['backend']}", title_justify="left")
-    for col in ("in flight", "aggregate tokens/s", "vs 1", "first op s", "edit s", "same outputs"):
-        table.add_column(col, justify="right")
-    for row in data["summary"]:
-        table.add_row(str(row["concurrent"]), f"{row['tokens_per_s']:.1f}", f"{row['vs_one']:.2f}x",
-                      f"{row['first_op_s']:.2f}", f"{row['edit_s']:.2f}", "yes" if row["same_outputs"] else "NO")
-    Console().print(table)
-    if args.json:
-        console.print(f"wrote {write_json(args.json, data)}")
+    rows = [(str(row["concurrent"]), f"{row['tokens_per_s']:.1f}", f"{row['vs_one']:.2f}x", f"{row['first_op_s']:.2f}",
+             f"{row['edit_s']:.2f}", "yes" if row["same_outputs"] else "NO") for row in data["summary"]]
+    report(console, table_of(f"{len(requests)} {args.mode} edits on {data['backend']}",
+                             ("in flight", "aggregate tokens/s", "vs 1", "first op s", "edit s", "same outputs"), rows),
+           data, args.json)
     return 0
 
 
 def run_localize(args: argparse.Namespace) -> int:
     from rich.console import Console
-    from rich.table import Table
 
     from engine.bench.localize import localize_table  # lazy: loads torch
     from engine.bench.localize import run_localize as measure
@@ -353,18 +342,12 @@ def run_localize(args: argparse.Namespace) -> int:
     data = measure(engine, args.corpus, limit=args.limit, offset=args.offset, base=args.base, on_case=progress)
     data.update({"machine": machine_info(engine.loaded.device, engine.loaded.dtype), "command": command_line(),
                  "backend": engine.loaded.runtime.describe()})
-    table = Table(title=f"{args.corpus}: {data['cases']} cases, gold = the first line the gold changes "
-                        f"(any = any line it edits)", title_justify="left")
-    for col in ("model", "ranking", "top-1", "top-3", "top-1 any", "top-3 any"):
-        table.add_column(col, justify="left" if col in ("model", "ranking") else "right")
-    for row in localize_table(data):
-        table.add_row(*row)
-    Console().print(table)
-    for model, entry in data["summary"].items():
-        console.print(f"{model}: {entry['seconds_mean']:.3f} s per case for {entry['prompt_tokens_mean']:.0f} prompt "
-                      f"tokens ({entry['region_tokens_mean']:.0f} scored)")
-    if args.json:
-        console.print(f"wrote {write_json(args.json, data)}")
+    table = table_of(f"{args.corpus}: {data['cases']} cases, gold = the first line the gold changes "
+                     f"(any = any line it edits)", ("model", "ranking", "top-1", "top-3", "top-1 any", "top-3 any"),
+                     localize_table(data), left=("model", "ranking"))
+    notes = [f"{model}: {entry['seconds_mean']:.3f} s per case for {entry['prompt_tokens_mean']:.0f} prompt "
+             f"tokens ({entry['region_tokens_mean']:.0f} scored)" for model, entry in data["summary"].items()]
+    report(console, table, data, args.json, notes)
     return 0
 
 
@@ -385,17 +368,13 @@ def run_merge(args: argparse.Namespace) -> int:
     except MergeError as exc:
         print(f"copy-as-decode bench merge: {exc}", file=sys.stderr)
         return 2
-    Console().print(edits_table(data))
-    console.print(f"wrote {write_json(args.json, data)} ({data['cases']} cases from {len(data['parts'])} part(s))")
-    plot = _plot_path(args)
-    if plot:
-
-        console.print(f"wrote {plot_edits(data, plot)}")
+    report(console, edits_table(data), data, args.json,
+           written=f" ({data['cases']} cases from {len(data['parts'])} part(s))")
+    _plot(args, console, lambda path: plot_edits(data, path))
     return 0
 
 
 def run_report(args: argparse.Namespace) -> int:
-
     text = markdown_report(args.results)
     if args.into is None:
         print(text)

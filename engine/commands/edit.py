@@ -21,7 +21,6 @@ from engine.language.resolve import ResolveError
 from engine.runtime.models import ModelLoadError
 from engine.runtime.selector.adapter import resolve_selector
 from engine.settings import (
-    SPECS,
     Settings,
     add_setting_flags,
     engine_arguments,
@@ -150,20 +149,6 @@ def write_atomic(path: Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-
-
-def add_verify_argument(p: argparse.ArgumentParser, default: str | None = None) -> None:
-    """``--verify`` with the setting's choices and help, for commands that take it with a fixed
-    default (the benchmarks)."""
-    spec = SPECS["verify"]
-    p.add_argument("--verify", default=default, choices=spec.choices, help=f"{spec.help} (default {default})")
-
-
-def add_flash_attention_argument(p: argparse.ArgumentParser, default: str | None = None) -> None:
-    """``--flash-attention`` with the setting's choices and help, for commands that take it with
-    a fixed default (the benchmarks)."""
-    spec = SPECS["flash_attention"]
-    p.add_argument("--flash-attention", default=default, choices=spec.choices, help=f"{spec.help} (default {default})")
 
 
 def workspace_settings(path: Path) -> Settings:

@@ -26,7 +26,7 @@ would have chosen.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterator, Sequence, Union
+from typing import Iterator, Protocol, Sequence, Union
 
 from engine.runtime.cost import CostModel, best_draft_size
 from engine.runtime.prefix_cache import common_prefix
@@ -102,6 +102,17 @@ class DraftPolicy:
     def fade(self) -> None:
         self.accepted *= self.FADE
         self.proposed *= self.FADE
+
+
+class Drafter(Protocol):
+    """What :class:`engine.decoding.greedy.DraftedDecode` asks of a source of drafts over the
+    output so far (:class:`InputDrafter` is the engine's; a benchmark may bring its own)."""
+
+    def propose(self, context: Sequence[int], limit: int) -> list[int]: ...
+
+    def feedback(self, proposed: int, accepted: int) -> None: ...
+
+    def step_without_draft(self) -> None: ...
 
 
 class InputDrafter:

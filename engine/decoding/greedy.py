@@ -20,8 +20,10 @@ from dataclasses import dataclass
 
 import torch
 
-from engine.decoding.drafter import InputDrafter
+from engine.decoding.drafter import Drafter
 from engine.runtime.session import Session
+
+END = -1  # a teacher's choice past its last token: the decode stops there (no vocabulary id is negative)
 
 
 def argmax(logits: torch.Tensor) -> int:
@@ -45,6 +47,19 @@ class Chunk:
     stopped: bool = False
 
 
+class Teacher:
+    """Teacher forcing: the decode's choices are ``tokens`` whatever the logits say, then
+    :data:`END` (the benchmarks decode the gold through this loop: the same forwards, drafts,
+    verifies and crops as a real decode, with the gold in place of the model's choices)."""
+
+    def __init__(self, tokens: Sequence[int]):
+        self.tokens = list(tokens)
+
+    def choices(self, first: int, count: int) -> list[int]:
+        """The choices for output positions ``first`` .. ``first + count - 1``."""
+        return [self.tokens[i] if i < len(self.tokens) else END for i in range(first, first + count)]
+
+
 class DraftedDecode:
     """One decode over ``session`` after ``prompt_ids``, at most ``max_new_tokens`` new tokens.
 
@@ -52,18 +67,21 @@ class DraftedDecode:
     row of logits (greedy by default; any other choice needs ``drafter=None``); ``cancelled`` is
     polled before every step; ``blocked``: token ids never chosen (their logits are masked before
     every choice and every draft check: the tokenizer's special tokens in an edit's text); ``verify``:
-    how a verify accepts a draft (engine.runtime.backends.VERIFY_RULES). After iteration: ``out``
-    (the output ids), ``stop_reason``
-    ("done": a stop id; "max_tokens"; "cancelled"; None while running or when the caller stopped
-    early), ``steps`` (model-chosen tokens: one per step), ``accepted``/``rejected`` (draft tokens
+    how a verify accepts a draft (engine.runtime.backends.VERIFY_RULES); ``teacher``: choices that
+    replace the model's (:class:`Teacher`; its end stops the decode as "done"). After iteration:
+    ``out`` (the output ids), ``stop_reason`` ("done": a stop id; "max_tokens"; "cancelled"; None
+    while running or when the caller stopped early), ``steps`` (model-chosen tokens: one per step), ``accepted``/``rejected`` (draft tokens
     kept / verified and thrown away)."""
 
     def __init__(self, session: Session, prompt_ids: Sequence[int], stop_ids: frozenset[int] | set[int],
-                 max_new_tokens: int, drafter: InputDrafter | None = None,
+                 max_new_tokens: int, drafter: Drafter | None = None,
                  pick: Callable[[torch.Tensor], int] = argmax, cancelled: Callable[[], bool] = never, *,
-                 blocked: Sequence[int] = (), verify: str = "auto"):
+                 blocked: Sequence[int] = (), verify: str = "auto", teacher: Teacher | None = None):
         if drafter is not None and pick is not argmax:
             raise ValueError("drafts are verified greedily: a sampled decode takes no drafter")
+        if teacher is not None:
+            stop_ids = {*stop_ids, END}
+        self.teacher = teacher
         self.verify = session.verify_rule(verify)
         self.session, self.prompt_ids, self.stop_ids = session, list(prompt_ids), stop_ids
         self.max_new_tokens, self.drafter, self.pick, self.cancelled = max_new_tokens, drafter, pick, cancelled
@@ -80,10 +98,19 @@ class DraftedDecode:
             self.blocked = self.blocked.to(logits.device)
         return logits.index_fill(-1, self.blocked, float("-inf"))
 
+    def choose(self, logits: torch.Tensor, first: int) -> list[int]:
+        """The choices for output positions from ``first`` on: one per row of ``logits`` (a row
+        alone: one choice, by ``pick``), the teacher's when there is one."""
+        if self.teacher is not None:
+            return self.teacher.choices(first, 1 if logits.dim() == 1 else len(logits))
+        if logits.dim() == 1:
+            return [self.pick(self.mask(logits))]
+        return torch.argmax(self.mask(logits), dim=-1).tolist()
+
     def chunks(self) -> Iterator[Chunk]:
         """Run the decode, yielding each step's :class:`Chunk` (stop iterating to end it early)."""
         session, drafter = self.session, self.drafter
-        next_token = self.pick(self.mask(session.append(self.prompt_ids, "prefill")))
+        next_token = self.choose(session.append(self.prompt_ids, "prefill"), 0)[0]
         while True:
             if self.cancelled():
                 self.stop_reason = "cancelled"
@@ -100,8 +127,7 @@ class DraftedDecode:
                 drafter.step_without_draft()
             if draft:
                 base = session.length
-                rows = self.mask(session.append([next_token] + draft, "verify", all_logits=True))
-                preds = torch.argmax(rows, dim=-1).tolist()
+                preds = self.choose(session.append([next_token] + draft, "verify", all_logits=True), len(self.out) + 1)
                 kept = 0
                 while kept < len(draft) and preds[kept] == draft[kept]:
                     kept += 1
@@ -111,7 +137,7 @@ class DraftedDecode:
                 drafter.feedback(len(draft), kept)
             else:
                 new, kept = [next_token], 0
-                next_token = self.pick(self.mask(session.append([next_token], "step")))
+                next_token = self.choose(session.append([next_token], "step"), len(self.out) + 1)[0]
             self.steps += 1
             self.accepted += kept
             self.rejected += len(draft) - kept

@@ -139,13 +139,18 @@ def _decode_drafted(loaded: LoadedModel, tables: ModelTables, session: Session, 
 def _decode_pld(loaded: LoadedModel, tables: ModelTables, region: str, prompt_ids: Sequence[int],
                 max_new_tokens: int, started: float) -> Iterator[OpResolved | DecodeOutcome]:
     tokenizer = loaded.tokenizer
-    t = time.perf_counter()
-    out = loaded.runtime.prompt_lookup(list(prompt_ids), max_new_tokens, sorted(tables.stop_ids),
-                                       lambda ids: TEXT_FENCE_CLOSE in tokenizer.decode(ids), tokenizer.eos_token_id,
-                                       blocked=tables.text_blocked_ids())
-    gen_s = time.perf_counter() - t
+    # The backend's generate() reads the prompt in its first forward (with the first draft it
+    # verifies): that forward is the prefill (prefill_s), the others the decode (decode_s).
+    with loaded.runtime.meter() as meter:
+        out = loaded.runtime.prompt_lookup(list(prompt_ids), max_new_tokens, sorted(tables.stop_ids),
+                                           lambda ids: TEXT_FENCE_CLOSE in tokenizer.decode(ids),
+                                           tokenizer.eos_token_id, blocked=tables.text_blocked_ids())
     stop_at = next((i for i, tok in enumerate(out) if tok in tables.stop_ids), None)
     out = out[:stop_at] if stop_at is not None else out
+    prefill, decode = meter.records[:1], meter.records[1:]
+    breakdown = {"prefill_s": round(sum(f.seconds for f in prefill), 6), "prefill_calls": len(prefill),
+                 "prefill_forwards": len(prefill), "verify_s": round(sum(f.seconds for f in decode), 6),
+                 "verify_calls": len(decode), "output_tokens": len(out)}
     detok = IncrementalDetokenizer(tokenizer)
     detok.push(out)
     text = final_text(detok.text, region)
@@ -154,4 +159,4 @@ def _decode_pld(loaded: LoadedModel, tables: ModelTables, region: str, prompt_id
     yield from reporter.report(text, counts, final=True)
     yield DecodeOutcome(program=Program(merge_adjacent(reporter.ops)), region_output=text, raw_output=detok.text,
                         tokens=counts, stop_reason="done" if len(out) < max_new_tokens else "max_tokens",
-                        breakdown={"generate_s": round(gen_s, 6), "output_tokens": len(out)}, warnings=[])
+                        breakdown=breakdown, warnings=[])

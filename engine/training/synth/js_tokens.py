@@ -168,8 +168,3 @@ def _tokens(src: str, i: int = 0):
 def tokenize(src: str) -> list[Token]:
     """Every token of ``src``, whitespace and comments included; raises :class:`JsTokenizeError`."""
     return list(_tokens(src))
-
-
-def significant(tokens: list[Token]) -> list[Token]:
-    """The tokens that are neither whitespace nor comments."""
-    return [t for t in tokens if t.kind not in (WS, COMMENT)]
