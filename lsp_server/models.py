@@ -124,10 +124,6 @@ def _close(engine: Any) -> None:
         close()
 
 
-class Superseded(Exception):
-    """A queued edit was replaced by a newer request for the same document."""
-
-
 class EditQueue:
     """One edit at a time (FIFO); a newer request for a document cancels the older one."""
 
@@ -144,9 +140,6 @@ class EditQueue:
         self._cancel[ticket] = cancel
         if previous is not None and previous in self._cancel:
             self._cancel[previous]("superseded")
-
-    def is_latest(self, uri: str, ticket: object) -> bool:
-        return self._latest.get(uri) is ticket
 
     def release(self, uri: str, ticket: object) -> None:
         self._cancel.pop(ticket, None)
