@@ -170,7 +170,7 @@ class LiveEdit:
         """The engine's result (or its failure); each batch's latest op is shown as it comes."""
         region = f"lines {self.lines[0]}-{self.lines[1]}" if self.lines else "whole document"
         await self.progress.begin("AI edit", f"{engine.name} · {request.mode} · {region}", percentage=0)
-        events = BlockingStream(lambda: engine.stream(request, cancelled=self.cancelled))
+        events = BlockingStream(lambda: engine.stream(request, cancelled=self.cancelled), stop=self.cancel.set)
         result: EditResult | None = None
         ops = 0
         async for batch in events.batches():

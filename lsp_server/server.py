@@ -69,7 +69,7 @@ class CopyAsDecodeServer(LanguageServer):
         self.watcher: ConfigWatcher | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self.encoding = "utf-16"
-        self._init_warnings: list[str] = []
+        self.init_warnings: list[str] = []  # the initializationOptions' problems, shown once initialized
         self._shown: set[str] = set()  # settings problems already shown (once per change of their source)
         self.warmups = WarmUps(self)  # the AI fix read ahead while the buffer is idle (lsp_server/warmup.py)
 
@@ -217,11 +217,11 @@ class CopyAsDecodeServer(LanguageServer):
         try:
             args = EditArgs.parse(raw)
         except ValueError as exc:
-            return self._fail(str(exc))
+            return self.fail(str(exc))
         if self.documents.get(args.uri) is None:
-            return self._fail(NOT_OPEN.format(uri=args.uri))
+            return self.fail(NOT_OPEN.format(uri=args.uri))
         if not args.instruction:
-            return self._fail(NO_INSTRUCTION)
+            return self.fail(NO_INSTRUCTION)
         self.pending.pop(args.uri, None)  # a new request replaces an edit held for review
         return await EditSession(self, args).run()
 
@@ -231,15 +231,15 @@ class CopyAsDecodeServer(LanguageServer):
         try:
             uri = uri_argument(raw, COMMAND_APPLY_PENDING)
         except ValueError as exc:
-            return self._fail(str(exc))
+            return self.fail(str(exc))
         if uri is None and len(self.pending) == 1:
             uri = next(iter(self.pending))
         pending = self.pending.pop(uri, None) if uri else None
         if pending is None:
-            return self._fail(NOTHING_PENDING + (f" for {uri}" if uri else ""))
+            return self.fail(NOTHING_PENDING + (f" for {uri}" if uri else ""))
         doc = self.documents.get(pending.uri)
         if doc is None or doc.text != pending.before:
-            return self._fail(PENDING_DROPPED)
+            return self.fail(PENDING_DROPPED)
         replacement = minimal_replacement(doc.text, pending.after)
         if replacement is None:
             return self.report(Outcome("unchanged", NOTHING_TO_APPLY))
@@ -261,7 +261,8 @@ class CopyAsDecodeServer(LanguageServer):
         self.status("error" if outcome.status == "error" else "ready", outcome.message)
         return outcome.json()
 
-    def _fail(self, message: str) -> dict:
+    def fail(self, message: str) -> dict:
+        """A request refused before any edit: an error message, and the error as the answer."""
         return self.report(Outcome("error", message))
 
 
@@ -277,7 +278,7 @@ def create_server(pool: ModelPool | None = None) -> CopyAsDecodeServer:
         if not roots and params.root_uri and (root := path_of(params.root_uri)):
             roots = [root]
         ls.config = WorkspaceConfig(roots)
-        ls._init_warnings = ls.config.set_user(params.initialization_options)
+        ls.init_warnings = ls.config.set_user(params.initialization_options)
 
     @server.feature(types.INITIALIZED)
     async def initialized(ls: CopyAsDecodeServer, params: types.InitializedParams) -> None:
@@ -286,7 +287,7 @@ def create_server(pool: ModelPool | None = None) -> CopyAsDecodeServer:
         ls.watcher = ConfigWatcher(lambda path: loop.call_soon_threadsafe(ls.config_file_changed, path))
         for root in ls.config.roots:
             ls.watcher.watch(root)
-        ls.warn(ls._init_warnings)
+        ls.warn(ls.init_warnings)
         if ls.supports("workspace.did_change_configuration.dynamic_registration"):
             try:
                 await ls.client_register_capability_async(types.RegistrationParams(registrations=[
@@ -359,7 +360,7 @@ def create_server(pool: ModelPool | None = None) -> CopyAsDecodeServer:
         try:
             uri = uri_argument(args, COMMAND_CANCEL)
         except ValueError as exc:
-            return ls._fail(str(exc))
+            return ls.fail(str(exc))
         count = 0
         for edit in list(ls.running.values()):
             if uri is None or edit.uri == uri:
@@ -378,7 +379,7 @@ def create_server(pool: ModelPool | None = None) -> CopyAsDecodeServer:
         try:
             uri = uri_argument(args, COMMAND_SETTINGS)
         except ValueError as exc:
-            return ls._fail(str(exc))
+            return ls.fail(str(exc))
         effective, warnings = await ls.settings_for(uri) if uri else ls.config.settings_for(None)
         return {"settings": effective.lsp_dict(), "warnings": warnings, "loadedModels": ls.pool.names(),
                 "warmUps": ls.warmups.done[-5:]}

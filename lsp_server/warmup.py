@@ -157,7 +157,7 @@ class WarmUps:
         read = engine.read_ahead if settings.warm_up == "fix" else engine.warm_prompt
         loop = asyncio.get_running_loop()
         started = loop.time()
-        result = await run_blocking(lambda: read(request, stop.is_set, settings.warm_up_max_tokens))
+        result = await run_blocking(lambda: read(request, stop.is_set, settings.warm_up_max_tokens), stop=stop.set)
         self.count += 1
         entry = {"n": self.count, "uri": uri, "status": result.status, "promptTokens": result.prompt_tokens,
                  "forwarded": result.forwarded, "answered": result.answered, "reason": result.reason,

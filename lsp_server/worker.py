@@ -18,19 +18,26 @@ T = TypeVar("T")
 _END = object()  # the worker's last item: the iterator is exhausted (or raised: BlockingStream.error)
 
 
-async def run_blocking(work: Callable[[], T]) -> T:
-    """``work()`` in the loop's executor; its result (or its error) on the loop."""
-    return await asyncio.get_running_loop().run_in_executor(None, work)
+async def run_blocking(work: Callable[[], T], stop: Callable[[], None]) -> T:
+    """``work()`` in the loop's executor; its result (or its error) on the loop. When the waiting
+    task is cancelled (the server exits), ``stop()`` tells the work to end early."""
+    try:
+        return await asyncio.get_running_loop().run_in_executor(None, work)
+    except asyncio.CancelledError:
+        stop()
+        raise
 
 
 class BlockingStream(Generic[T]):
     """``produce()`` iterated in the loop's executor, its items handed to the loop in batches.
 
     ``error`` is what the iterator raised, once :meth:`batches` has ended (None when it finished):
-    the consumer reports it after the items that came before it."""
+    the consumer reports it after the items that came before it. When the consuming task is
+    cancelled (the server exits), ``stop()`` tells the iterator to end early."""
 
-    def __init__(self, produce: Callable[[], Iterable[T]]):
+    def __init__(self, produce: Callable[[], Iterable[T]], stop: Callable[[], None]):
         self._produce = produce
+        self._stop = stop
         self._items: queue.SimpleQueue[object] = queue.SimpleQueue()
         self.error: BaseException | None = None
 
@@ -59,20 +66,24 @@ class BlockingStream(Generic[T]):
                 wake()
 
         loop.run_in_executor(None, run)
-        while True:
-            arrived.clear()
-            batch: list[T] = []
+        try:
             while True:
-                try:
-                    item = self._items.get_nowait()
-                except queue.Empty:
-                    break
-                if item is _END:
-                    if batch:
-                        yield batch
-                    return
-                batch.append(cast(T, item))  # every item but the end is the iterator's
-            if batch:
-                yield batch
-            else:
-                await arrived.wait()
+                arrived.clear()
+                batch: list[T] = []
+                while True:
+                    try:
+                        item = self._items.get_nowait()
+                    except queue.Empty:
+                        break
+                    if item is _END:
+                        if batch:
+                            yield batch
+                        return
+                    batch.append(cast(T, item))  # every item but the end is the iterator's
+                if batch:
+                    yield batch
+                else:
+                    await arrived.wait()
+        except asyncio.CancelledError:
+            self._stop()
+            raise

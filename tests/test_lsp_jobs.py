@@ -226,6 +226,21 @@ async def test_typing_between_edits_cancels_decoding():
     assert editor.text == "# A\nb\nc\nd\n"
 
 
+async def test_a_cancelled_request_stops_decoding():
+    """The command's task cancelled (the server exits, the client cancels the request): the engine
+    stops within a step, so its executor thread does not hold the process."""
+    store, editor = setup("a\nb\nc\n")
+    edit = make_edit(editor, store, "utf-16")
+    task = asyncio.ensure_future(edit.run(FakeEngine([("A\n", 1), ("A\nB\n", 2), ("A\nB\nC\n", 3)], "A\nB\nC\n",
+                                                     delay=0.3)))
+    while not editor.edits:
+        await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert edit.cancelled()
+
+
 async def test_a_missing_echo_stops(monkeypatch):
     monkeypatch.setattr(writer, "ECHO_TIMEOUT_S", 0.5)
     store, editor = setup("a\nb\n", echo=False)
