@@ -29,11 +29,13 @@ from typing import Any, Iterable, Mapping, Sequence
 from lsprotocol import types
 
 from engine.core.lines import line_offsets, split_lines
+from engine.settings import DEFAULTS
 from lsp_server.positions import DEFAULT, Encoding, LineIndex
 
 COMMAND_EDIT = "copyAsDecode.server.edit"
 COMMAND_CANCEL = "copyAsDecode.server.cancel"
 COMMAND_SETTINGS = "copyAsDecode.server.settings"
+COMMAND_APPLY_PENDING = "copyAsDecode.server.applyPending"
 FIX_TITLE = "AI fix"
 EDIT_TITLE = "AI edit\u2026"
 DEFAULT_FIX_INSTRUCTION = "Fix the bug"
@@ -160,7 +162,7 @@ def block_around(lines: list[str], index: int) -> tuple[int, int]:
 
 
 def region_lines(text: str, selection: tuple[int, int] | None, anchors: Iterable[int] = (),
-                 whole_document_lines: int = 200) -> tuple[int, int] | None:
+                 whole_document_lines: int = DEFAULTS.whole_document_lines) -> tuple[int, int] | None:
     """Engine lines (1-based, inclusive) an edit covers, or None for the whole document.
 
     ``selection``: string offsets (start, end) of the client's range, None when there is none;
@@ -183,6 +185,14 @@ def region_lines(text: str, selection: tuple[int, int] | None, anchors: Iterable
     return min(s for s, _ in spans) + 1, max(e for _, e in spans) + 1
 
 
+def edit_region(text: str, args: EditArgs, encoding: Encoding, whole_document_lines: int) -> tuple[int, int] | None:
+    """The engine lines an edit request covers (:func:`region_lines` of its range), None for the
+    whole document."""
+    if args.range is None:
+        return None
+    return region_lines(text, LineIndex(text).offsets_of(args.range, encoding), (), whole_document_lines)
+
+
 def _kind_wanted(kind: str, only: Sequence[str] | None) -> bool:
     if not only:
         return True
@@ -190,7 +200,7 @@ def _kind_wanted(kind: str, only: Sequence[str] | None) -> bool:
 
 
 def code_actions(uri: str, text: str, params: types.CodeActionParams, encoding: Encoding = DEFAULT,
-                 whole_document_lines: int = 200) -> list[types.CodeAction]:
+                 whole_document_lines: int = DEFAULTS.whole_document_lines) -> list[types.CodeAction]:
     """"AI fix" (quickfix; for the diagnostics in the request, or the cursor/selection) and
     "AI edit…" (refactor.rewrite; the client asks the user for the instruction)."""
     only = [getattr(k, "value", k) for k in (params.context.only or [])]

@@ -1,11 +1,12 @@
 """Loaded models shared by every workspace, and the queue edits wait in.
 
 ModelPool: one ``Engine`` per distinct (model, device, dtype, trustRemoteCode, selector), loaded lazily on
-first use in a worker thread (the event loop keeps serving), shared by every workspace and
-document that names it. At most ``capacity`` engines stay loaded (least recently used is dropped
-first; an engine that an edit is still using stays alive until that edit ends). Concurrent
-requests for a model that is loading wait for the same load. A failed load is not cached: the
-next request retries (the user may have fixed the setting).
+first use in a daemon thread of its own (the event loop keeps serving; unlike an edit, a load cannot
+be stopped midway, so it is not run in the loop's executor, whose threads the server waits for at
+exit), shared by every workspace and document that names it. At most ``capacity`` engines stay
+loaded (least recently used is dropped first; an engine that an edit is still using stays alive
+until that edit ends). Concurrent requests for a model that is loading wait for the same load. A
+failed load is not cached: the next request retries (the user may have fixed the setting).
 
 EditQueue: edits run one at a time, first come first served (they share the CPU/GPU, and the
 engine itself serialises edits on one model); edits that go to a remote backend (vLLM) do not
@@ -124,10 +125,6 @@ def _close(engine: Any) -> None:
         close()
 
 
-class Superseded(Exception):
-    """A queued edit was replaced by a newer request for the same document."""
-
-
 class EditQueue:
     """One edit at a time (FIFO); a newer request for a document cancels the older one."""
 
@@ -144,9 +141,6 @@ class EditQueue:
         self._cancel[ticket] = cancel
         if previous is not None and previous in self._cancel:
             self._cancel[previous]("superseded")
-
-    def is_latest(self, uri: str, ticket: object) -> bool:
-        return self._latest.get(uri) is ticket
 
     def release(self, uri: str, ticket: object) -> None:
         self._cancel.pop(ticket, None)

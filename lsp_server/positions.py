@@ -79,11 +79,6 @@ class LineIndex:
         self._starts: Sequence[int] = starts
         self._content_ends: Sequence[int] = content_ends
 
-    @property
-    def line_count(self) -> int:
-        """Number of LSP lines; a text ending in a line break has an empty last line."""
-        return len(self._starts)
-
     def line_text(self, line: int) -> str:
         """Line ``line`` without its terminator."""
         return self.text[self._starts[line]:self._content_ends[line]]

@@ -1,4 +1,4 @@
-"""The language server: thin LSP handlers that delegate to config, actions, models and jobs.
+"""The language server: thin LSP handlers that delegate to config, actions, models and edit sessions.
 
 Features: "AI fix" / "AI edit…" code actions, the commands ``copyAsDecode.server.edit``
 (stream an edit into the document), ``copyAsDecode.server.cancel`` (``{"uri": str | null}``:
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -24,26 +23,38 @@ from pygls.lsp.server import LanguageServer
 from engine.settings import SECTION, Settings
 from lsp_server import __version__
 from lsp_server.actions import (
+    COMMAND_APPLY_PENDING,
     COMMAND_CANCEL,
     COMMAND_EDIT,
     COMMAND_SETTINGS,
     EditArgs,
     code_actions,
-    focus_line,
-    region_lines,
     uri_argument,
 )
-from lsp_server.documents import Document, DocumentStore, path_of
+from lsp_server.documents import DocumentStore, path_of
 from lsp_server.edits import minimal_replacement, text_edit, workspace_edit
-from lsp_server.jobs import APPLY_TIMEOUT_S, COMMAND_APPLY_PENDING, EditJob, JobContext, Outcome, PendingEdit
-from lsp_server.models import EditQueue, ModelKey, ModelPool, unless_stopped
-from lsp_server.positions import LineIndex, negotiate
-from lsp_server.request import document_request
+from lsp_server.jobs import LiveEdit
+from lsp_server.models import EditQueue, ModelKey, ModelPool
+from lsp_server.outcome import Outcome, PendingEdit
+from lsp_server.positions import negotiate
+from lsp_server.progress import WorkDoneProgress
+from lsp_server.session import EditSession
 from lsp_server.warmup import WarmUps
 from lsp_server.workspace_config import ConfigWatcher, WorkspaceConfig
+from lsp_server.writer import apply_edit
 
 log = logging.getLogger(__name__)
 STATUS = "copyAsDecode/status"
+
+NOT_OPEN = ("{uri} is not open in the editor; open it first (edits apply to the editor's buffer, not to the file "
+            "on disk)")
+NO_INSTRUCTION = ("an instruction is needed for \"AI edit\": pass it in the command's 'instruction' field "
+                  "(editors prompt for it)")
+NOTHING_PENDING = "no AI edit is waiting to be applied"
+PENDING_DROPPED = ("the document changed since the AI edit was computed, so it was dropped; run the AI edit "
+                   "again")
+NOTHING_TO_APPLY = "AI edit: nothing to apply"
+PENDING_APPLIED = "AI edit applied ({reason})"
 
 
 class CopyAsDecodeServer(LanguageServer):
@@ -54,14 +65,14 @@ class CopyAsDecodeServer(LanguageServer):
         self.config = WorkspaceConfig()
         self.pool = pool or ModelPool()
         self.queue = EditQueue()
-        self.running: dict[str, EditJob] = {}       # document URI -> its running edit
+        self.running: dict[str, LiveEdit] = {}      # document URI -> its running edit
         self.pending: dict[str, PendingEdit] = {}   # document URI -> the edit held for applyPending
         self.watcher: ConfigWatcher | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self.encoding = "utf-16"
-        self._init_warnings: list[str] = []
+        self.init_warnings: list[str] = []  # the initializationOptions' problems, shown once initialized
         self._shown: set[str] = set()  # settings problems already shown (once per change of their source)
-        self.warmups = WarmUps(self)  # the prompt read while the buffer is idle (lsp_server/warmup.py)
+        self.warmups = WarmUps(self)  # the AI fix read ahead while the buffer is idle (lsp_server/warmup.py)
 
     # -- client capabilities -----------------------------------------------------------------
     def supports(self, field: str) -> bool:
@@ -175,149 +186,45 @@ class CopyAsDecodeServer(LanguageServer):
 
     async def engine_for(self, key: ModelKey) -> Any:
         """The engine for ``key``; loads it with a progress bar and status notifications.
-        Raises engine.runtime.models.ModelLoadError (reported to the user here)."""
+        Raises engine.api.ModelLoadError (reported to the user here)."""
         if self.pool.loaded(key):
             return await self.pool.get(key)
         self.status("loading", f"loading {key.describe()}")
-        token = None
-        if self.supports("window.work_done_progress"):
-            token = f"copy-as-decode/load/{id(key)}-{asyncio.get_running_loop().time()}"
-            try:
-                await asyncio.wait_for(self.work_done_progress.create_async(token), 10)
-                self.work_done_progress.begin(token, types.WorkDoneProgressBegin(
-                    title="Loading model", message=key.describe(), cancellable=False))
-            except Exception:  # noqa: BLE001
-                token = None
+        progress = WorkDoneProgress(self if self.supports("window.work_done_progress") else None)
+        await progress.begin("Loading model", key.describe())
 
-        def progress(message: str) -> None:
+        def report(message: str) -> None:
             self.log_to_client(f"copy-as-decode: {message}")
-            if token is not None:
-                self.work_done_progress.report(token, types.WorkDoneProgressReport(message=message))
+            progress.report(message)
 
         try:
-            engine = await self.pool.get(key, progress)
+            engine = await self.pool.get(key, report)
         except Exception as exc:
             from engine.api import ModelLoadError
 
             message = str(exc) if isinstance(exc, ModelLoadError) else f"model {key.model!r}: {exc}"
-            if token is not None:
-                self.work_done_progress.end(token, types.WorkDoneProgressEnd(message=f"failed: {message}"))
+            progress.end(f"failed: {message}")
             self.status("error", message)
             self.show(f"cannot load the model: {message}. Fix copyAsDecode.model (the server keeps running).",
                       types.MessageType.Error)
             raise
-        if token is not None:
-            self.work_done_progress.end(token, types.WorkDoneProgressEnd(message="loaded"))
-            self.work_done_progress.tokens.pop(token, None)
+        progress.end("loaded")
         self.status("ready", f"{key.describe()} loaded")
         return engine
 
-    # -- the edit command --------------------------------------------------------------------
+    # -- the edit commands ------------------------------------------------------------------
     async def run_edit(self, raw: Any) -> dict:
+        """``copyAsDecode.server.edit``: a valid request runs as an :class:`EditSession`."""
         try:
             args = EditArgs.parse(raw)
         except ValueError as exc:
-            return self._fail(str(exc))
-        doc = self.documents.get(args.uri)
-        if doc is None:
-            return self._fail(f"{args.uri} is not open in the editor; open it first (edits apply to the "
-                              "editor's buffer, not to the file on disk)")
+            return self.fail(str(exc))
+        if self.documents.get(args.uri) is None:
+            return self.fail(NOT_OPEN.format(uri=args.uri))
         if not args.instruction:
-            return self._fail("an instruction is needed for \"AI edit\": pass it in the command's "
-                              "'instruction' field (editors prompt for it)")
+            return self.fail(NO_INSTRUCTION)
         self.pending.pop(args.uri, None)  # a new request replaces an edit held for review
-        stop = threading.Event()
-        stopped = asyncio.Event()  # the same, for the waits on the loop (the slot, the model's load)
-        ticket = object()
-        holder: dict[str, Any] = {"reason": "cancelled"}
-
-        def cancel(reason: str) -> None:
-            if not stop.is_set():
-                holder["reason"] = reason
-            job = holder.get("job")
-            if job is not None:
-                job.cancel(reason)
-            stop.set()
-            stopped.set()
-
-        def stopped_early() -> dict:
-            if holder["reason"] == "superseded":
-                return Outcome("superseded", "AI edit replaced by a newer request for this document").json()
-            return Outcome("cancelled", "AI edit cancelled before it started").json()
-
-        self.queue.claim(args.uri, ticket, cancel)
-        self.warmups.edit_began()  # no warm-up starts; the engine stops a running one, or the fix follows it
-        try:
-            settings, warnings = await self.settings_for(args.uri)
-            # Local backends share this machine's CPU/GPU: one edit at a time. A remote server
-            # batches concurrent requests itself, so edits that go to it do not wait for each other.
-            local = settings.backend != "vllm"
-            if local and self.queue.busy:
-                self.status("editing", "queued behind another AI edit")
-            # A cancel while queued (or while the model loads, below) ends the request at once.
-            if local and not (await unless_stopped(self.queue.slot().acquire(), stopped, abandon=True))[0]:
-                return stopped_early()
-            try:
-                if stop.is_set():
-                    return stopped_early()
-                for warning in warnings:
-                    self.log_to_client(f"copy-as-decode: {warning}", types.MessageType.Warning)
-                self.warn_once(warnings)
-                doc = self.documents.get(args.uri)
-                if doc is None:
-                    return self._fail("the document was closed before the edit started")
-                problem = self._check_request(doc, args, settings)
-                if problem:
-                    return self._fail(problem)
-                try:
-                    loaded, engine = await unless_stopped(self.engine_for(ModelKey.of(settings)), stopped)
-                except Exception as exc:  # noqa: BLE001 - reported by engine_for
-                    return Outcome("error", f"cannot load the model: {exc}").json()
-                if not loaded:
-                    return stopped_early()
-                self.warmups.edit_uses(engine)
-                doc = self.documents.get(args.uri)
-                if doc is None:
-                    return self._fail("the document was closed before the edit started")
-                if stop.is_set():
-                    return stopped_early()
-                lines = self._region(doc.text, args, settings)
-                ctx = JobContext(server=self, documents=self.documents, encoding=self.encoding,
-                                 document_changes=self.supports("workspace.workspace_edit.document_changes"),
-                                 progress=self.supports("window.work_done_progress"),
-                                 annotations=self.supports_review)
-                job = EditJob(ctx, args.uri, lines, args.instruction, settings, stop,
-                              focus_line=focus_line(doc.text, args.focus, self.encoding),
-                              focus_policy=args.focus_policy)
-                holder["job"] = job
-                if stop.is_set():
-                    return stopped_early()
-                self.status("editing", f"{args.kind}: {engine.resolve_mode(settings.mode)} with {engine.name}")
-                self.running[args.uri] = job
-                try:
-                    outcome = await job.run(engine)
-                finally:
-                    if self.running.get(args.uri) is job:
-                        del self.running[args.uri]
-            finally:
-                if local:
-                    self.queue.slot().release()
-            if outcome.review is not None:  # the edit slot is free while the user reviews
-                outcome = await self._review(outcome)
-        finally:
-            self.queue.release(args.uri, ticket)
-            self.warmups.edit_ended(args.uri)
-        if outcome.pending is not None:
-            self.pending[args.uri] = outcome.pending
-        return self._report(outcome)
-
-    async def _review(self, sent: Outcome) -> Outcome:
-        """Wait for the user's answer to a preview; the result keeps the edit's summary."""
-        self.status("ready", sent.message)
-        assert sent.review is not None
-        answer = await sent.review()
-        answer.summary, answer.damage, answer.total_s = sent.summary, sent.damage, sent.total_s
-        return answer
+        return await EditSession(self, args).run()
 
     async def apply_pending(self, raw: Any) -> dict:
         """``copyAsDecode.server.applyPending``: apply the edit held for review, if the document
@@ -325,32 +232,26 @@ class CopyAsDecodeServer(LanguageServer):
         try:
             uri = uri_argument(raw, COMMAND_APPLY_PENDING)
         except ValueError as exc:
-            return self._fail(str(exc))
+            return self.fail(str(exc))
         if uri is None and len(self.pending) == 1:
             uri = next(iter(self.pending))
         pending = self.pending.pop(uri, None) if uri else None
         if pending is None:
-            return self._fail("no AI edit is waiting to be applied" + (f" for {uri}" if uri else ""))
+            return self.fail(NOTHING_PENDING + (f" for {uri}" if uri else ""))
         doc = self.documents.get(pending.uri)
         if doc is None or doc.text != pending.before:
-            return self._fail("the document changed since the AI edit was computed, so it was dropped; "
-                              "run the AI edit again")
+            return self.fail(PENDING_DROPPED)
         replacement = minimal_replacement(doc.text, pending.after)
         if replacement is None:
-            return self._report(Outcome("unchanged", "AI edit: nothing to apply"))
+            return self.report(Outcome("unchanged", NOTHING_TO_APPLY))
         edit = workspace_edit(pending.uri, doc.version, text_edit(doc.text, replacement, self.encoding),
                               self.supports("workspace.workspace_edit.document_changes"))
-        try:
-            answer = await asyncio.wait_for(self.workspace_apply_edit_async(
-                types.ApplyWorkspaceEditParams(edit=edit, label="AI edit")), APPLY_TIMEOUT_S)
-        except Exception as exc:  # noqa: BLE001 - a timeout or an error response
-            return self._report(Outcome("rejected", f"the editor did not apply the AI edit: {exc or 'no answer'}"))
-        if answer is None or not answer.applied:
-            reason = (answer.failure_reason if answer is not None else None) or "no reason given"
-            return self._report(Outcome("rejected", f"the editor refused the AI edit: {reason}"))
-        return self._report(Outcome("done", f"AI edit applied ({pending.reason})", edits_applied=1))
+        answer = await apply_edit(self, edit, "AI edit")
+        if not answer.applied:
+            return self.report(Outcome("rejected", answer.problem))
+        return self.report(Outcome("done", PENDING_APPLIED.format(reason=pending.reason), edits_applied=1))
 
-    def _report(self, outcome: Outcome) -> dict:
+    def report(self, outcome: Outcome) -> dict:
         """Tell the user how an edit ended (a log line when it went well, a message otherwise)."""
         if outcome.status in ("done", "unchanged"):
             self.log_to_client(f"copy-as-decode: {outcome.message}", types.MessageType.Info)
@@ -361,28 +262,9 @@ class CopyAsDecodeServer(LanguageServer):
         self.status("error" if outcome.status == "error" else "ready", outcome.message)
         return outcome.json()
 
-    def _region(self, text: str, args: EditArgs, settings: Settings) -> tuple[int, int] | None:
-        if args.range is None:
-            return None
-        start, end = LineIndex(text).offsets_of(args.range, self.encoding)
-        return region_lines(text, (start, end), (), settings.whole_document_lines)
-
-    def _check_request(self, doc: Document, args: EditArgs, settings: Settings) -> str | None:
-        """Why the engine would refuse this request (size limits, range), before loading a model
-        (the job builds the same request again, with the loaded engine's mode, when it runs)."""
-        from engine.api import EditError
-
-        try:
-            document_request(doc, args.instruction or "", self._region(doc.text, args, settings), settings,
-                         focus_line=focus_line(doc.text, args.focus, self.encoding), focus_policy=args.focus_policy)
-        except EditError as exc:
-            return str(exc)
-        return None
-
-    def _fail(self, message: str) -> dict:
-        self.show(message, types.MessageType.Error)
-        self.status("error", message)
-        return Outcome("error", message).json()
+    def fail(self, message: str) -> dict:
+        """A request refused before any edit: an error message, and the error as the answer."""
+        return self.report(Outcome("error", message))
 
 
 def create_server(pool: ModelPool | None = None) -> CopyAsDecodeServer:
@@ -397,7 +279,7 @@ def create_server(pool: ModelPool | None = None) -> CopyAsDecodeServer:
         if not roots and params.root_uri and (root := path_of(params.root_uri)):
             roots = [root]
         ls.config = WorkspaceConfig(roots)
-        ls._init_warnings = ls.config.set_user(params.initialization_options)
+        ls.init_warnings = ls.config.set_user(params.initialization_options)
 
     @server.feature(types.INITIALIZED)
     async def initialized(ls: CopyAsDecodeServer, params: types.InitializedParams) -> None:
@@ -406,7 +288,7 @@ def create_server(pool: ModelPool | None = None) -> CopyAsDecodeServer:
         ls.watcher = ConfigWatcher(lambda path: loop.call_soon_threadsafe(ls.config_file_changed, path))
         for root in ls.config.roots:
             ls.watcher.watch(root)
-        ls.warn(ls._init_warnings)
+        ls.warn(ls.init_warnings)
         if ls.supports("workspace.did_change_configuration.dynamic_registration"):
             try:
                 await ls.client_register_capability_async(types.RegistrationParams(registrations=[
@@ -466,9 +348,9 @@ def create_server(pool: ModelPool | None = None) -> CopyAsDecodeServer:
 
     @server.feature(types.WINDOW_WORK_DONE_PROGRESS_CANCEL)
     def progress_cancel(ls: CopyAsDecodeServer, params: types.WorkDoneProgressCancelParams) -> None:
-        for job in list(ls.running.values()):
-            if job.token == params.token:
-                job.cancel("cancelled")
+        for edit in list(ls.running.values()):
+            if edit.token == params.token:
+                edit.cancel.set("cancelled")
 
     @server.command(COMMAND_EDIT)
     async def edit(ls: CopyAsDecodeServer, *args: Any) -> dict:
@@ -479,11 +361,11 @@ def create_server(pool: ModelPool | None = None) -> CopyAsDecodeServer:
         try:
             uri = uri_argument(args, COMMAND_CANCEL)
         except ValueError as exc:
-            return ls._fail(str(exc))
+            return ls.fail(str(exc))
         count = 0
-        for job in list(ls.running.values()):
-            if uri is None or job.uri == uri:
-                job.cancel("cancelled")
+        for edit in list(ls.running.values()):
+            if uri is None or edit.uri == uri:
+                edit.cancel.set("cancelled")
                 count += 1
         queued = ls.queue.cancel_all(uri)
         count = max(count, queued)
@@ -498,7 +380,7 @@ def create_server(pool: ModelPool | None = None) -> CopyAsDecodeServer:
         try:
             uri = uri_argument(args, COMMAND_SETTINGS)
         except ValueError as exc:
-            return ls._fail(str(exc))
+            return ls.fail(str(exc))
         effective, warnings = await ls.settings_for(uri) if uri else ls.config.settings_for(None)
         return {"settings": effective.lsp_dict(), "warnings": warnings, "loadedModels": ls.pool.names(),
                 "warmUps": ls.warmups.done[-5:]}
@@ -507,8 +389,8 @@ def create_server(pool: ModelPool | None = None) -> CopyAsDecodeServer:
     def shutdown(ls: CopyAsDecodeServer, *args: Any) -> None:
         ls.warmups.stop()
         ls.queue.cancel_all()
-        for job in list(ls.running.values()):
-            job.cancel("cancelled")
+        for edit in list(ls.running.values()):
+            edit.cancel.set("cancelled")
         if ls.watcher is not None:
             ls.watcher.stop()
         ls.pool.close_all()

@@ -29,10 +29,19 @@ from typing import Any
 
 from lsprotocol import types
 
-from lsp_server.actions import COMMAND_EDIT, DEFAULT_FIX_INSTRUCTION, FIX_TITLE, EditArgs, code_actions, focus_line
+from lsp_server.actions import (
+    COMMAND_EDIT,
+    DEFAULT_FIX_INSTRUCTION,
+    FIX_TITLE,
+    EditArgs,
+    code_actions,
+    edit_region,
+    focus_line,
+)
 from lsp_server.documents import path_of
 from lsp_server.models import ModelKey
 from lsp_server.request import document_request
+from lsp_server.worker import run_blocking
 
 log = logging.getLogger(__name__)
 
@@ -140,14 +149,15 @@ class WarmUps:
         args = self._fix_args(uri, doc.text, settings)
         if args is None or stop.is_set():
             return
-        request = document_request(doc, args.instruction or DEFAULT_FIX_INSTRUCTION, server._region(doc.text, args, settings),
-                               settings, mode=engine.resolve_mode(settings.mode),
+        lines = edit_region(doc.text, args, server.encoding, settings.whole_document_lines)
+        request = document_request(doc, args.instruction or DEFAULT_FIX_INSTRUCTION, lines, settings,
+                               mode=engine.resolve_mode(settings.mode),
                                focus_line=focus_line(doc.text, args.focus, server.encoding),
                                focus_policy=args.focus_policy)
         read = engine.read_ahead if settings.warm_up == "fix" else engine.warm_prompt
         loop = asyncio.get_running_loop()
         started = loop.time()
-        result = await loop.run_in_executor(None, lambda: read(request, stop.is_set, settings.warm_up_max_tokens))
+        result = await run_blocking(lambda: read(request, stop.is_set, settings.warm_up_max_tokens), stop=stop.set)
         self.count += 1
         entry = {"n": self.count, "uri": uri, "status": result.status, "promptTokens": result.prompt_tokens,
                  "forwarded": result.forwarded, "answered": result.answered, "reason": result.reason,

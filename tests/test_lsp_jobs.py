@@ -1,4 +1,4 @@
-"""The edit job (lsp_server/jobs.py) against a scripted engine and a simulated editor.
+"""The live edit (lsp_server/jobs.py, lsp_server/writer.py) against a scripted engine and a simulated editor.
 
 The end-to-end tests use the real model, which cannot be steered into every situation (it rarely
 edits right after an emoji, and it is never slow on purpose). Here the engine replays scripted
@@ -22,9 +22,11 @@ from engine.api import EditRequest
 from engine.decoding.events import EditFinished, EditResult, EditStarted, OpResolved, TokenCounts
 from engine.language.program import Gen, Program
 from engine.settings import Settings
-from lsp_server import jobs
+from lsp_server import writer
+from lsp_server.actions import COMMAND_APPLY_PENDING
 from lsp_server.documents import DocumentStore
-from lsp_server.jobs import EditJob, JobContext
+from lsp_server.jobs import LiveEdit
+from lsp_server.writer import EditContext
 
 EMOJI = "\U0001F600"
 URI = "file:///doc.py"
@@ -137,14 +139,14 @@ class FakeEditor:
         return types.ApplyWorkspaceEditResult(applied=True)
 
 
-def make_job(editor: FakeEditor, store: DocumentStore, encoding: str, apply_mode: str = "stream",
-             document_changes: bool = True, instruction: str = "Make it upper case", annotations: bool = False,
-             focus_line: int | None = None) -> EditJob:
-    """A job under test. The default instruction is not a fix, so the scripted rewrites of every
+def make_edit(editor: FakeEditor, store: DocumentStore, encoding: str, apply_mode: str = "stream",
+              document_changes: bool = True, instruction: str = "Make it upper case", annotations: bool = False,
+              focus_line: int | None = None) -> LiveEdit:
+    """An edit under test. The default instruction is not a fix, so the scripted rewrites of every
     line are not held back as destructive (the guard-rail tests below pass "Fix the bug")."""
-    ctx = JobContext(server=editor, documents=store, encoding=encoding, document_changes=document_changes,
-                     progress=True, annotations=annotations)
-    return EditJob(ctx, URI, None, instruction, Settings(mode="ar", apply_mode=apply_mode), focus_line=focus_line)
+    ctx = EditContext(server=editor, documents=store, encoding=encoding, document_changes=document_changes,
+                      progress=True, annotations=annotations)
+    return LiveEdit(ctx, URI, None, instruction, Settings(mode="ar", apply_mode=apply_mode), focus_line=focus_line)
 
 
 def setup(text: str, encoding: str = "utf-16", **editor_options):
@@ -161,7 +163,7 @@ async def test_edits_after_astral_characters_land_exactly(encoding, document_cha
     out_lines = output.splitlines(keepends=True)
     engine = FakeEngine([(out_lines[0], 1), (output, 2)], output)
     store, editor = setup(text, encoding)
-    outcome = await make_job(editor, store, encoding, document_changes=document_changes).run(engine)
+    outcome = await make_edit(editor, store, encoding, document_changes=document_changes).run(engine)
     assert outcome.status == "done", outcome
     assert editor.text == output and store.get(URI).text == output
     # the first edit starts after the emoji and the CJK character of line 0
@@ -174,7 +176,7 @@ async def test_a_slow_editor_gets_coalesced_edits():
     output = "".join(f"LINE {i}\n" for i in range(12))
     states = [("".join(f"LINE {i}\n" for i in range(k)), k) for k in range(1, 13)]
     store, editor = setup(text, answer_delay=0.05, echo_delay=0.05)
-    outcome = await make_job(editor, store, "utf-16").run(FakeEngine(states, output, delay=0.005))
+    outcome = await make_edit(editor, store, "utf-16").run(FakeEngine(states, output, delay=0.005))
     assert outcome.status == "done" and editor.text == output
     assert 1 <= len(editor.edits) < len(states), "events were not coalesced behind the slow editor"
     progress = editor.work_done_progress.values
@@ -190,7 +192,7 @@ async def test_echo_after_the_answer_is_waited_for():
     output = "A\nB\nC\n"
     states = [("A\n", 1), ("A\nB\n", 2)]
     store, editor = setup(text, echo_delay=0.15)
-    outcome = await make_job(editor, store, "utf-16", document_changes=False).run(FakeEngine(states, output))
+    outcome = await make_edit(editor, store, "utf-16", document_changes=False).run(FakeEngine(states, output))
     assert outcome.status == "done" and editor.text == output == store.get(URI).text
 
 
@@ -200,7 +202,7 @@ async def test_typing_while_an_edit_is_in_flight_stops_without_touching_the_text
     states = [("A\n", 1), ("A\nB\n", 2), ("A\nB\nC\n", 3)]
     store, editor = setup(text)
     editor.after_apply = lambda ed: ed.user_types(len(ed.text), "typed\n") if len(ed.edits) == 1 else None
-    outcome = await make_job(editor, store, "utf-16").run(FakeEngine(states, output, delay=0.05))
+    outcome = await make_edit(editor, store, "utf-16").run(FakeEngine(states, output, delay=0.05))
     assert outcome.status == "conflict" and "document changed" in outcome.message
     assert len(editor.edits) == 1
     assert editor.text == "A\nb\nc\nd\ntyped\n" == store.get(URI).text
@@ -211,30 +213,45 @@ async def test_typing_between_edits_cancels_decoding():
     states = [("A\n", 1), ("A\nB\n", 2), ("A\nB\nC\n", 3), ("A\nB\nC\nD\n", 4)]
     store, editor = setup(text)
     engine = FakeEngine(states, "A\nB\nC\nD\n", delay=0.3)
-    job = make_job(editor, store, "utf-16")
-    task = asyncio.ensure_future(job.run(engine))
+    edit = make_edit(editor, store, "utf-16")
+    task = asyncio.ensure_future(edit.run(engine))
     while not editor.edits:
         await asyncio.sleep(0.01)
     await asyncio.sleep(0.05)
     editor.user_types(0, "# ")
     outcome = await task
     assert outcome.status == "conflict"
-    assert job.cancelled(), "decoding was not cancelled"
+    assert edit.cancelled(), "decoding was not cancelled"
     assert outcome.summary["stop_reason"] == "cancelled"
     assert editor.text == "# A\nb\nc\nd\n"
 
 
+async def test_a_cancelled_request_stops_decoding():
+    """The command's task cancelled (the server exits, the client cancels the request): the engine
+    stops within a step, so its executor thread does not hold the process."""
+    store, editor = setup("a\nb\nc\n")
+    edit = make_edit(editor, store, "utf-16")
+    task = asyncio.ensure_future(edit.run(FakeEngine([("A\n", 1), ("A\nB\n", 2), ("A\nB\nC\n", 3)], "A\nB\nC\n",
+                                                     delay=0.3)))
+    while not editor.edits:
+        await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert edit.cancelled()
+
+
 async def test_a_missing_echo_stops(monkeypatch):
-    monkeypatch.setattr(jobs, "ECHO_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(writer, "ECHO_TIMEOUT_S", 0.5)
     store, editor = setup("a\nb\n", echo=False)
-    outcome = await make_job(editor, store, "utf-16").run(FakeEngine([("A\n", 1)], "A\nB\n"))
+    outcome = await make_edit(editor, store, "utf-16").run(FakeEngine([("A\n", 1)], "A\nB\n"))
     assert outcome.status == "conflict" and "did not report the applied edit back" in outcome.message
 
 
 async def test_version_mismatch_is_reported_as_a_conflict():
     store, editor = setup("a\nb\n")
     editor.version = 7  # the editor moved on without telling the server
-    outcome = await make_job(editor, store, "utf-16").run(FakeEngine([("A\n", 1)], "A\nB\n"))
+    outcome = await make_edit(editor, store, "utf-16").run(FakeEngine([("A\n", 1)], "A\nB\n"))
     assert outcome.status == "rejected" and "version mismatch" in outcome.message
     assert editor.text == "a\nb\n"
 
@@ -242,7 +259,7 @@ async def test_version_mismatch_is_reported_as_a_conflict():
 async def test_closing_the_document_stops():
     store, editor = setup("a\nb\nc\n")
     editor.after_apply = lambda ed: store.close(URI)
-    outcome = await make_job(editor, store, "utf-16").run(
+    outcome = await make_edit(editor, store, "utf-16").run(
         FakeEngine([("A\n", 1), ("A\nB\n", 2)], "A\nB\nC\n", delay=0.05))
     assert outcome.status == "closed"
 
@@ -251,29 +268,29 @@ async def test_cancel_restores_the_region_in_one_edit():
     text = "a\nb\nc\nd\n"
     states = [("A\n", 1), ("A\nB\n", 2), ("A\nB\nC\n", 3), ("A\nB\nC\nD\n", 4)]
     store, editor = setup(text)
-    job = make_job(editor, store, "utf-16")
-    editor.after_apply = lambda ed: job.cancel() if len(ed.edits) == 2 else None
-    outcome = await job.run(FakeEngine(states, "A\nB\nC\nD\n", delay=0.05))
+    edit = make_edit(editor, store, "utf-16")
+    editor.after_apply = lambda ed: edit.cancel.set() if len(ed.edits) == 2 else None
+    outcome = await edit.run(FakeEngine(states, "A\nB\nC\nD\n", delay=0.05))
     assert outcome.status == "cancelled" and "restored" in outcome.message
     assert editor.text == text and len(editor.edits) == 3
 
 
 async def test_progress_cancel_is_honoured():
     store, editor = setup("a\nb\nc\n")
-    job = make_job(editor, store, "utf-16")
+    edit = make_edit(editor, store, "utf-16")
 
     def cancel_from_the_progress_ui(ed):
-        ed.work_done_progress.tokens[job.token].cancel()  # what pygls does on window/workDoneProgress/cancel
+        ed.work_done_progress.tokens[edit.token].cancel()  # what pygls does on window/workDoneProgress/cancel
 
     editor.after_apply = lambda ed: cancel_from_the_progress_ui(ed) if len(ed.edits) == 1 else None
-    outcome = await job.run(FakeEngine([("A\n", 1), ("A\nB\n", 2), ("A\nB\nC\n", 3)], "A\nB\nC\n", delay=0.05))
+    outcome = await edit.run(FakeEngine([("A\n", 1), ("A\nB\n", 2), ("A\nB\nC\n", 3)], "A\nB\nC\n", delay=0.05))
     assert outcome.status == "cancelled" and editor.text == "a\nb\nc\n"
 
 
 @pytest.mark.parametrize("apply_mode", ["stream", "final"])
 async def test_max_tokens_leaves_the_document_unchanged(apply_mode):
     store, editor = setup("a\nb\n")
-    outcome = await make_job(editor, store, "utf-16", apply_mode).run(
+    outcome = await make_edit(editor, store, "utf-16", apply_mode).run(
         FakeEngine([("A\n", 1), ("A\nB\nB\nB\n", 2)], "A\nB\nB\nB\n", stop_reason="max_tokens"))
     assert outcome.status == "max_tokens" and "maxNewTokens" in outcome.message
     assert editor.text == "a\nb\n"
@@ -283,7 +300,7 @@ async def test_max_tokens_leaves_the_document_unchanged(apply_mode):
 
 async def test_engine_failure_restores_and_reports():
     store, editor = setup("a\nb\n")
-    outcome = await make_job(editor, store, "utf-16").run(
+    outcome = await make_edit(editor, store, "utf-16").run(
         FakeEngine([("A\n", 1), ("A\nB\n", 2)], "A\nB\n", fail_at=1))
     assert outcome.status == "error" and "the fake engine broke" in outcome.message
     assert editor.text == "a\nb\n"
@@ -291,7 +308,7 @@ async def test_engine_failure_restores_and_reports():
 
 async def test_final_mode_sends_one_edit():
     store, editor = setup("a\nb\nc\n")
-    outcome = await make_job(editor, store, "utf-16", "final").run(
+    outcome = await make_edit(editor, store, "utf-16", "final").run(
         FakeEngine([("A\n", 1), ("A\nB\n", 2)], "A\nB\nc\n"))
     assert outcome.status == "done" and len(editor.edits) == 1 and editor.text == "A\nB\nc\n"
 
@@ -307,7 +324,7 @@ async def test_the_engine_runs_off_the_event_loop():
             await asyncio.sleep(0.01)
 
     tick_task = asyncio.ensure_future(ticker())
-    outcome = await make_job(editor, store, "utf-16").run(FakeEngine([("A\n", 1)], "A\nB\n", delay=0.4))
+    outcome = await make_edit(editor, store, "utf-16").run(FakeEngine([("A\n", 1)], "A\nB\n", delay=0.4))
     tick_task.cancel()
     assert outcome.status == "done" and ticks >= 10, "the event loop was blocked while decoding"
     assert threading.active_count() >= 1
@@ -323,7 +340,7 @@ SMALL_FIX = FUNCTION.replace("y - 1", "y + 1")
 async def test_a_loop_stop_restores_the_region_with_the_guard_message():
     store, editor = setup("a\nb\n")
     why = "the output is repeating itself: 'B' 9 times in a row (a degenerate loop the input does not have); stopped early"
-    outcome = await make_job(editor, store, "utf-16").run(
+    outcome = await make_edit(editor, store, "utf-16").run(
         FakeEngine([("A\n", 1), ("A\nB\nB\nB\n", 2)], "A\nB\nB\nB\n", stop_reason="loop", warnings=[why]))
     assert outcome.status == "loop" and why in outcome.message and "left unchanged" in outcome.message
     assert editor.edits and editor.text == "a\nb\n" == store.get(URI).text
@@ -333,15 +350,15 @@ async def test_a_loop_stop_restores_the_region_with_the_guard_message():
 async def test_a_destructive_fix_is_held_back_and_never_applied_silently(annotations):
     store, editor = setup(FUNCTION)
     states = [("def f(x):\n    y = x + 2\n", 2), (GUTTED, 6)]  # a harmless step, then the damage
-    job = make_job(editor, store, "utf-16", instruction="Fix the bug", annotations=annotations)
-    outcome = await job.run(FakeEngine(states, GUTTED, delay=0.02))
+    edit = make_edit(editor, store, "utf-16", instruction="Fix the bug", annotations=annotations)
+    outcome = await edit.run(FakeEngine(states, GUTTED, delay=0.02))
     assert len(editor.edits) == 2 and editor.states[0] != FUNCTION, "the harmless step was not streamed"
     assert editor.text == FUNCTION == store.get(URI).text, "the destructive state reached the editor"
     assert outcome.damage["deleted"] == 4 and outcome.summary["stop_reason"] == "done"
     if not annotations:  # Neovim: a message and a pending edit for applyPending
         assert outcome.status == "pending" and outcome.review is None
         assert "would rewrite 1 and delete 4 of 6 lines for a fix" in outcome.message
-        assert jobs.COMMAND_APPLY_PENDING in outcome.message
+        assert COMMAND_APPLY_PENDING in outcome.message
         assert outcome.pending.before == FUNCTION and outcome.pending.after == GUTTED
         return
     assert outcome.status == "preview" and outcome.pending is None
@@ -357,7 +374,7 @@ async def test_a_destructive_fix_is_held_back_and_never_applied_silently(annotat
 
 async def test_a_declined_preview_leaves_the_document():
     store, editor = setup(FUNCTION)
-    outcome = await make_job(editor, store, "utf-16", "final", instruction="Fix the bug", annotations=True).run(
+    outcome = await make_edit(editor, store, "utf-16", "final", instruction="Fix the bug", annotations=True).run(
         FakeEngine([(GUTTED, 6)], GUTTED))
     editor.decline = True
     answer = await outcome.review()
@@ -367,7 +384,7 @@ async def test_a_declined_preview_leaves_the_document():
 async def test_a_transient_destructive_state_that_recovers_is_applied():
     store, editor = setup(FUNCTION)
     states = [("def f(x):\n", 5), (SMALL_FIX, 6)]  # live text "skips" lines 2-5 for a moment
-    outcome = await make_job(editor, store, "utf-16", instruction="Fix the bug").run(FakeEngine(states, SMALL_FIX))
+    outcome = await make_edit(editor, store, "utf-16", instruction="Fix the bug").run(FakeEngine(states, SMALL_FIX))
     assert outcome.status == "done" and editor.text == SMALL_FIX
     assert all(state.count("\n") >= 5 for state in editor.states), editor.states
 
@@ -375,10 +392,10 @@ async def test_a_transient_destructive_state_that_recovers_is_applied():
 @pytest.mark.parametrize("annotations", [True, False])
 async def test_apply_mode_preview_sends_even_a_small_fix_for_review(annotations):
     store, editor = setup(FUNCTION)
-    job = make_job(editor, store, "utf-16", "preview", instruction="Fix the bug", annotations=annotations,
+    edit = make_edit(editor, store, "utf-16", "preview", instruction="Fix the bug", annotations=annotations,
                    focus_line=3)
     engine = FakeEngine([("def f(x):\n", 1), (SMALL_FIX, 6)], SMALL_FIX)
-    outcome = await job.run(engine)
+    outcome = await edit.run(engine)
     assert engine.request.focus_line == 3
     assert not editor.edits and editor.text == FUNCTION, "preview mode streamed into the document"
     assert outcome.status == ("preview" if annotations else "pending") and "applyMode is preview" in outcome.message
@@ -396,8 +413,8 @@ UNINDENTED = FUNCTION.replace("    return v\n", "return v\n")
 @pytest.mark.parametrize("annotations", [True, False])
 async def test_an_edit_that_breaks_the_syntax_goes_to_review(annotations):
     store, editor = setup(FUNCTION)
-    job = make_job(editor, store, "utf-16", instruction="Fix the bug", annotations=annotations)
-    outcome = await job.run(FakeEngine([("def f(x):\n", 1), (UNINDENTED, 6)], UNINDENTED, delay=0.02))
+    edit = make_edit(editor, store, "utf-16", instruction="Fix the bug", annotations=annotations)
+    outcome = await edit.run(FakeEngine([("def f(x):\n", 1), (UNINDENTED, 6)], UNINDENTED, delay=0.02))
     assert editor.text == FUNCTION == store.get(URI).text, "a syntax-breaking edit reached the document"
     assert outcome.syntax["breaks"] is True and outcome.syntax["error"]["line"] == 6
     assert outcome.json()["syntax"] == outcome.syntax
@@ -416,7 +433,7 @@ async def test_an_edit_that_breaks_the_syntax_goes_to_review(annotations):
 
 async def test_an_edit_that_parses_is_applied_with_its_verdict():
     store, editor = setup(FUNCTION)
-    outcome = await make_job(editor, store, "utf-16", instruction="Fix the bug").run(
+    outcome = await make_edit(editor, store, "utf-16", instruction="Fix the bug").run(
         FakeEngine([(SMALL_FIX, 6)], SMALL_FIX))
     assert outcome.status == "done" and editor.text == SMALL_FIX
     assert outcome.syntax == {"language": "python", "parsed_before": True, "parses_after": True, "breaks": False,
@@ -427,18 +444,18 @@ async def test_a_document_that_did_not_parse_is_not_held_for_its_syntax():
     broken = FUNCTION.replace("def f(x):", "def f(x:")
     fixed = broken.replace("y - 1", "y + 1")
     store, editor = setup(broken)
-    outcome = await make_job(editor, store, "utf-16", instruction="Fix the bug").run(FakeEngine([(fixed, 6)], fixed))
+    outcome = await make_edit(editor, store, "utf-16", instruction="Fix the bug").run(FakeEngine([(fixed, 6)], fixed))
     assert outcome.status == "done" and editor.text == fixed
     assert outcome.syntax["parsed_before"] is False and outcome.syntax["breaks"] is False
 
 
-async def _request_sent(settings: Settings, **job: object) -> EditRequest:
-    """The EditRequest an edit job under ``settings`` gives the engine (a FakeEngine that upper-cases
-    a two-line document; the job must end done)."""
+async def _request_sent(settings: Settings, **options: object) -> EditRequest:
+    """The EditRequest a live edit under ``settings`` gives the engine (a FakeEngine that upper-cases
+    a two-line document; the edit must end done)."""
     store, editor = setup("a\nb\n")
-    ctx = JobContext(server=editor, documents=store, encoding="utf-16", document_changes=True, progress=True)
+    ctx = EditContext(server=editor, documents=store, encoding="utf-16", document_changes=True, progress=True)
     engine = FakeEngine([("A\nB\n", 2)], "A\nB\n")
-    outcome = await EditJob(ctx, URI, None, "Make it upper case", settings, **job).run(engine)
+    outcome = await LiveEdit(ctx, URI, None, "Make it upper case", settings, **options).run(engine)
     assert outcome.status == "done"
     return engine.request
 
@@ -480,7 +497,7 @@ async def test_a_diagnostic_focus_is_kept_and_a_cursor_gets_the_default_policy(s
 
 class RecordingEngine(FakeEngine):
     """A FakeEngine the CLI can load too; it records every request and leaves the text as it is
-    (so the job sends the editor nothing)."""
+    (so the edit sends the editor nothing)."""
 
     requests: list = []
 
@@ -534,9 +551,9 @@ async def test_the_request_is_the_clis_for_the_same_file(tmp_path, monkeypatch, 
     store.open(types.TextDocumentItem(uri=path.as_uri(), language_id=language_id, version=1, text=text))
     settings, warnings = load_workspace_settings(path)  # as the server reads the workspace's settings
     assert not warnings
-    ctx = JobContext(server=None, documents=store, encoding="utf-16", document_changes=True, progress=False)
+    ctx = EditContext(server=None, documents=store, encoding="utf-16", document_changes=True, progress=False)
     engine = RecordingEngine()
-    outcome = await EditJob(ctx, path.as_uri(), (2, 3), "Make it upper case", settings, focus_line=2).run(engine)
+    outcome = await LiveEdit(ctx, path.as_uri(), (2, 3), "Make it upper case", settings, focus_line=2).run(engine)
     assert outcome.status == "unchanged", outcome
     assert engine.requests[-1].language == language == cli_request.language
     assert engine.requests[-1] == cli_request
@@ -547,11 +564,11 @@ async def test_an_unsaved_buffer_takes_its_language_from_the_editor():
     prompt and for the syntax check of the result."""
     store = DocumentStore("utf-16")
     store.open(types.TextDocumentItem(uri="untitled:Untitled-1", language_id="python", version=1, text="x = 1\n"))
-    ctx = JobContext(server=None, documents=store, encoding="utf-16", document_changes=True, progress=False)
+    ctx = EditContext(server=None, documents=store, encoding="utf-16", document_changes=True, progress=False)
     engine = RecordingEngine()
-    job = EditJob(ctx, "untitled:Untitled-1", None, "Make it upper case", Settings(mode="ar"))
-    outcome = await job.run(engine)
-    assert outcome.status == "unchanged" and engine.requests[-1].language == job.language == "python"
+    edit = LiveEdit(ctx, "untitled:Untitled-1", None, "Make it upper case", Settings(mode="ar"))
+    outcome = await edit.run(engine)
+    assert outcome.status == "unchanged" and engine.requests[-1].language == edit.language == "python"
 
 
 def test_prompt_styles_are_the_engines():

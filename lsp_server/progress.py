@@ -1,0 +1,55 @@
+"""One work-done progress bar in the client (``window/workDoneProgress``): a model's load, an edit.
+
+A client without progress support, or one that does not answer the create request, gets none,
+and every call is then a no-op: no progress UI is not a reason to fail the work it shows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+from lsprotocol import types
+
+CREATE_TIMEOUT_S = 10.0  # a client that never answers window/workDoneProgress/create
+
+
+class WorkDoneProgress:
+    """A progress bar from :meth:`begin` to :meth:`end` (``server``: the language server, None
+    when the client has no progress support)."""
+
+    def __init__(self, server: Any | None, cancellable: bool = False):
+        self.server = server
+        self.cancellable = cancellable
+        self.token: str | None = None
+        self._future: Any = None  # pygls' future for the token: cancelled by a progress cancel
+
+    async def begin(self, title: str, message: str, percentage: int | None = None) -> None:
+        if self.server is None:
+            return
+        token = f"copy-as-decode/{uuid.uuid4().hex}"
+        progress = self.server.work_done_progress
+        try:
+            await asyncio.wait_for(progress.create_async(token), CREATE_TIMEOUT_S)
+        except Exception:  # noqa: BLE001 - no progress UI is not a reason to fail the work
+            return
+        self.token = token
+        self._future = progress.tokens.get(token)
+        progress.begin(token, types.WorkDoneProgressBegin(
+            title=title, message=message, cancellable=self.cancellable, percentage=percentage))
+
+    def report(self, message: str, percentage: int | None = None) -> None:
+        if self.token is not None:
+            self.server.work_done_progress.report(self.token, types.WorkDoneProgressReport(
+                message=message, percentage=percentage, cancellable=self.cancellable or None))
+
+    def end(self, message: str) -> None:
+        if self.token is not None:
+            progress = self.server.work_done_progress
+            progress.end(self.token, types.WorkDoneProgressEnd(message=message))
+            progress.tokens.pop(self.token, None)
+
+    def cancelled(self) -> bool:
+        """The user cancelled it from the progress UI (thread-safe: the engine polls it)."""
+        return self._future is not None and self._future.cancelled()

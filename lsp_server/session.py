@@ -1,0 +1,168 @@
+"""One edit request, from its arrival to its answer (the command ``copyAsDecode.server.edit``).
+
+A request claims its document in the edit queue (a newer request for the same document cancels
+it: ``superseded``), waits for the edit slot when its backend runs on this machine, loads its
+model, and plays its :class:`lsp_server.jobs.LiveEdit` into the document. A cancel while it
+waits (for the slot or for the model's load) ends it at once. An edit sent for review is
+awaited after the slot is given up, so other edits are not held up while the user reviews.
+"""
+
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, AsyncIterator
+
+from lsprotocol import types
+
+from engine.api import EditError
+from lsp_server.actions import EditArgs, edit_region, focus_line
+from lsp_server.documents import Document
+from lsp_server.jobs import SUPERSEDED, Cancel, LiveEdit
+from lsp_server.models import ModelKey, unless_stopped
+from lsp_server.outcome import Outcome
+from lsp_server.request import document_request
+from lsp_server.writer import EditContext
+
+if TYPE_CHECKING:
+    from engine.settings import Settings
+    from lsp_server.server import CopyAsDecodeServer
+
+CLOSED_BEFORE = "the document was closed before the edit started"
+CANCELLED_BEFORE = "AI edit cancelled before it started"
+QUEUED = "queued behind another AI edit"
+LOAD_FAILED = "cannot load the model: {error}"
+
+
+class _Ended(Exception):
+    """The request ends before its edit runs, answering ``outcome``; ``told``: the user has been
+    told already (or need not be), so the answer is not reported again."""
+
+    def __init__(self, outcome: Outcome, told: bool = False):
+        super().__init__(outcome.message)
+        self.outcome = outcome
+        self.told = told
+
+
+class EditSession:
+    """One edit request: its ticket in the edit queue, the edit slot it holds, its cancel."""
+
+    def __init__(self, server: "CopyAsDecodeServer", args: EditArgs):
+        self.server = server
+        self.args = args
+        self.ticket = object()
+        self.cancel = Cancel()
+
+    async def run(self) -> dict:
+        """The command's answer (JSON); the user is told how the edit ended."""
+        server, uri = self.server, self.args.uri
+        server.queue.claim(uri, self.ticket, self.cancel.set)
+        server.warmups.edit_began()  # no warm-up starts; the engine stops a running one, or the fix follows it
+        try:
+            outcome = await self._edit()
+        except _Ended as ended:
+            return ended.outcome.json() if ended.told else server.report(ended.outcome)
+        finally:
+            server.queue.release(uri, self.ticket)
+            server.warmups.edit_ended(uri)
+        if outcome.pending is not None:
+            server.pending[uri] = outcome.pending
+        return server.report(outcome)
+
+    async def _edit(self) -> Outcome:
+        settings, warnings = await self.server.settings_for(self.args.uri)
+        async with self._slot(settings):
+            outcome = await self._run(settings, warnings)
+        if outcome.review is not None:  # the edit slot is free while the user reviews
+            outcome = await self._review(outcome)
+        return outcome
+
+    @asynccontextmanager
+    async def _slot(self, settings: "Settings") -> AsyncIterator[None]:
+        """The edit slot, while the edit runs. Local backends share this machine's CPU/GPU: one
+        edit at a time. A remote server batches concurrent requests itself, so edits that go to
+        it do not wait for each other."""
+        queue = self.server.queue
+        local = settings.backend != "vllm"
+        if local and queue.busy:
+            self.server.status("editing", QUEUED)
+        # A cancel while queued (or while the model loads, below) ends the request at once.
+        if local and not (await unless_stopped(queue.slot().acquire(), self.cancel.waiter, abandon=True))[0]:
+            raise self._stopped_early()
+        try:
+            yield
+        finally:
+            if local:
+                queue.slot().release()
+
+    async def _run(self, settings: "Settings", warnings: list[str]) -> Outcome:
+        server, args = self.server, self.args
+        self._check_cancel()
+        for warning in warnings:
+            server.log_to_client(f"copy-as-decode: {warning}", types.MessageType.Warning)
+        server.warn_once(warnings)
+        problem = self._check_request(self._document(), settings)
+        if problem:
+            raise _Ended(Outcome("error", problem))
+        try:
+            loaded, engine = await unless_stopped(server.engine_for(ModelKey.of(settings)), self.cancel.waiter)
+        except Exception as exc:  # noqa: BLE001 - reported by engine_for
+            raise _Ended(Outcome("error", LOAD_FAILED.format(error=exc)), told=True) from None
+        if not loaded:
+            raise self._stopped_early()
+        server.warmups.edit_uses(engine)
+        doc = self._document()
+        self._check_cancel()
+        edit = LiveEdit(self._context(), args.uri, self._region(doc, settings), args.instruction or "", settings,
+                        self.cancel, focus_line=focus_line(doc.text, args.focus, server.encoding),
+                        focus_policy=args.focus_policy)
+        server.status("editing", f"{args.kind}: {engine.resolve_mode(settings.mode)} with {engine.name}")
+        server.running[args.uri] = edit
+        try:
+            return await edit.run(engine)
+        finally:
+            if server.running.get(args.uri) is edit:
+                del server.running[args.uri]
+
+    async def _review(self, sent: Outcome) -> Outcome:
+        """Wait for the user's answer to a preview; the result keeps the edit's summary."""
+        self.server.status("ready", sent.message)
+        assert sent.review is not None
+        answer = await sent.review()
+        answer.summary, answer.damage, answer.total_s = sent.summary, sent.damage, sent.total_s
+        return answer
+
+    def _context(self) -> EditContext:
+        server = self.server
+        return EditContext(server=server, documents=server.documents, encoding=server.encoding,
+                           document_changes=server.supports("workspace.workspace_edit.document_changes"),
+                           progress=server.supports("window.work_done_progress"),
+                           annotations=server.supports_review)
+
+    def _region(self, doc: Document, settings: "Settings") -> tuple[int, int] | None:
+        return edit_region(doc.text, self.args, self.server.encoding, settings.whole_document_lines)
+
+    def _check_request(self, doc: Document, settings: "Settings") -> str | None:
+        """Why the engine would refuse this request (size limits, range), before loading a model
+        (the edit builds the same request again, with the loaded engine's mode, when it runs)."""
+        try:
+            document_request(doc, self.args.instruction or "", self._region(doc, settings), settings,
+                         focus_line=focus_line(doc.text, self.args.focus, self.server.encoding),
+                         focus_policy=self.args.focus_policy)
+        except EditError as exc:
+            return str(exc)
+        return None
+
+    def _document(self) -> Document:
+        doc = self.server.documents.get(self.args.uri)
+        if doc is None:
+            raise _Ended(Outcome("error", CLOSED_BEFORE))
+        return doc
+
+    def _check_cancel(self) -> None:
+        if self.cancel.is_set():
+            raise self._stopped_early()
+
+    def _stopped_early(self) -> _Ended:
+        if self.cancel.reason == "superseded":
+            return _Ended(Outcome("superseded", f"AI edit {SUPERSEDED}"), told=True)
+        return _Ended(Outcome("cancelled", CANCELLED_BEFORE), told=True)
