@@ -44,9 +44,9 @@ def test_structure_from_a_ledger() -> None:
 
 def test_every_mode_has_a_strategy_on_both_kinds_of_runtime() -> None:
     assert set(STRATEGIES) == set(MODES) - {"auto"}
-    assert isinstance(STRATEGIES["forced"].remote, InProcessOnly)
-    assert isinstance(STRATEGIES["program"].remote, RemoteProgram)
-    assert all(isinstance(STRATEGIES[m].remote, RemoteText) for m in ("ar", "speculative", "pld"))
+    assert isinstance(STRATEGIES["forced"].on_server, InProcessOnly)
+    assert isinstance(STRATEGIES["program"].on_server, RemoteProgram)
+    assert all(isinstance(STRATEGIES[m].on_server, RemoteText) for m in ("ar", "speculative", "pld"))
 
 
 class _StubServer(StubServerRuntime):

@@ -36,9 +36,9 @@ from engine.bench.kernel import DEFAULT_NS, kernel_table, measure_kernel, parse_
 from engine.bench.plot import plot_edits, plot_kernel
 from engine.bench.report import ReportError, edits_table, markdown_report, write_into
 from engine.commands.edit import add_flash_attention_argument, add_verify_argument
+from engine.core.errors import ModelLoadError
 from engine.evaluation.corpora import CorpusError, load_corpus
 from engine.runtime.backends import BackendOptions
-from engine.runtime.models import ModelLoadError
 from engine.runtime.threads import set_threads
 from engine.settings import BACKENDS
 
@@ -280,7 +280,7 @@ def run_backends(args: argparse.Namespace) -> int:
         print(f"copy-as-decode bench backends: {exc}", file=sys.stderr)
         return 2
     for engine in engines.values():
-        engine.warm_up()
+        engine.prime()
     data = compare_backends(engines, cases, ns, args.kernel_trials, command_line(),
                             progress=lambda m: console.print(f"[dim]{m}[/dim]"))
     table = Table(title=f"backends, {args.model}, {len(cases)} {args.corpus} cases (ar, teacher-forced)",

@@ -49,8 +49,8 @@ DECODE_HEADER = "x-copy-as-decode-decode-seconds"  # prompt rendering excluded; 
 @dataclass
 class ServerConfig:
     """``model_id``: the name ``/v1/models`` lists and requests must use; ``api_key``: when set,
-    requests need ``Authorization: Bearer <key>``; ``edit_defaults``: the workspace settings the
-    edit endpoint applies (``max_new_tokens``, ``context_lines``); ``verify``: how a prediction's or
+    requests need ``Authorization: Bearer <key>``; ``max_new_tokens``, ``context_lines``: what the
+    edit endpoint applies where a body names none (the workspace's settings); ``verify``: how a prediction's or
     speculative edit's drafts are verified (engine.runtime.backends.VERIFY_RULES; an edit body may
     name its own)."""
 
@@ -67,7 +67,7 @@ def create_app(engine: Engine, config: ServerConfig) -> FastAPI:
     app = FastAPI(title="copy-as-decode", docs_url=None, redoc_url=None, openapi_url=None)
     loaded = engine.loaded
     tables = tables_for(loaded)
-    queue = DecodeQueue(config.max_waiting, concurrent=bool(getattr(loaded.runtime, "concurrent", False)))
+    queue = DecodeQueue(config.max_waiting, concurrent=loaded.runtime.concurrent)
     app.state.queue = queue
 
     @app.exception_handler(ApiError)

@@ -20,12 +20,9 @@ from typing import Any, Callable, Sequence
 
 import torch
 
+from engine.core.choices import never_cancelled
 from engine.core.errors import Cancelled
 from engine.runtime.backends import VERIFY_RULES
-
-
-def never_cancelled() -> bool:
-    return False
 
 
 @dataclass
