@@ -13,7 +13,6 @@ from engine.decoding.outcome import DecodeOutcome
 from engine.decoding.program_decoder import FeedRecorder
 from engine.decoding.prompt import PromptParts
 from engine.decoding.strategies import STRATEGIES, DecodeJob
-from engine.decoding.tables import tables_for
 from engine.runtime.models import LoadedModel
 
 
@@ -34,7 +33,7 @@ def prepared(loaded: LoadedModel, request, cancelled: Callable[[], bool],
     """An edit's job up to its prompt (planned: the localizer has run; ``job.prompt_ids`` set) and
     the strategy that decodes it: what :func:`run_edit` does before the first decode step."""
     parts = prompt_parts(request)
-    job = DecodeJob(loaded, request, tables_for(loaded), parts.region, parts, cancelled, recorder)
+    job = DecodeJob.start(loaded, request, parts, cancelled, recorder)
     strategy = STRATEGIES[request.mode].on(loaded)
     strategy.prepare(job)
     strategy.prompt(job)

@@ -59,6 +59,12 @@ class DecodeJob:
     prompt_ids: list[int] = field(default_factory=list)
     marks: list[int] = field(default_factory=list)  # where the prompt's prefill cuts its chunks too
 
+    @classmethod
+    def start(cls, loaded: LoadedModel, request: Any, parts: PromptParts, cancelled: Callable[[], bool],
+              recorder: FeedRecorder | None = None) -> "DecodeJob":
+        """A job with nothing filled in yet, on the model's decoding tables."""
+        return cls(loaded, request, tables_for(loaded), parts.region, parts, cancelled, recorder)
+
     @property
     def n_lines(self) -> int:
         return len(split_lines(self.region))
@@ -182,7 +188,7 @@ def _warm_on_server(strategy: Strategy, loaded: LoadedModel, request: Any, parts
     try:
         if cancelled():
             raise Cancelled("cancelled before the warm-up's requests")
-        job = DecodeJob(loaded, request, tables_for(loaded), parts.region, parts, cancelled)
+        job = DecodeJob.start(loaded, request, parts, cancelled)
         strategy.prepare(job)
         strategy.prompt(job)
         for _ids, finish in loaded.runtime.stream_completion(list(job.prompt_ids), 1, cancelled):
