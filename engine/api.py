@@ -28,8 +28,9 @@ from engine.decoding.request import EditRequest as EditRequest  # re-exported: t
 from engine.language.program import Gen, Op, Program
 from engine.read_ahead import ReadAhead
 from engine.runtime.models import DEFAULT_MODEL, LoadedModel, load_model
-from engine.runtime.models import ModelLoadError as ModelLoadError  # re-exported: Engine.load raises it
+from engine.core.errors import ModelLoadError as ModelLoadError  # re-exported: Engine.load raises it
 from engine.runtime.selector.adapter import load_selector
+from engine.settings import DEFAULTS
 
 LOCK_POLL_S = 0.05  # how often an edit waiting for the engine checks for a cancel or a read ahead
 
@@ -87,23 +88,23 @@ class Engine:
         """The base model and the selector's copy, each runtime once (they share it on vLLM)."""
         return list({id(m.runtime): m for m in (self.loaded, self.selector_model) if m is not None}.values())
 
-    def warm_up(self) -> None:
-        """Run a few small forwards and build the decoding tables (the vocabulary's grammar info:
-        about 1 s for a 49k vocabulary) so one-time costs (kernel selection, allocator growth)
-        do not land in the first timed edit, nor in an editor's first AI fix; side-by-side timings
-        and the language server's model loading call this."""
+    @property
+    def concurrent(self) -> bool:
+        """Whether program-mode edits may run side by side: its runtime batches them itself (a
+        server), so they need not queue for this engine."""
+        return self.model_for("program").runtime.concurrent
+
+    def prime(self) -> None:
+        """Build the decoding tables (the vocabulary's grammar info: about 1 s for a 49k
+        vocabulary) and let each runtime pay its one-time costs (kernel selection, allocator
+        growth: a few small forwards in process, nothing on a server), so they land in neither
+        the first timed edit nor an editor's first AI fix; side-by-side timings and the language
+        server's model loading call this."""
         from engine.decoding.tables import tables_for
 
         for loaded in self.models():
             tables_for(loaded)
-            if loaded.remote:
-                continue  # a remote server warms itself up
-            session = loaded.session()
-            session.append(list(range(10, 42)), "warmup")
-            for token in range(3):
-                session.append([100 + token], "warmup")
-            session.append(list(range(200, 216)), "warmup", all_logits=True)
-            session.close()
+            loaded.runtime.prime()
 
     def forget_prompts(self) -> None:
         """Drop the prompts' KV, the localizer's results and an answer read ahead, kept from
@@ -115,9 +116,7 @@ class Engine:
 
         self._ahead.clear()
         for loaded in self.models():
-            prefixes = getattr(loaded.runtime, "prefixes", None)
-            if prefixes is not None:
-                prefixes.clear()
+            loaded.runtime.forget_prompts()
             forget_surprises(loaded.runtime)
 
     @property
@@ -167,7 +166,7 @@ class Engine:
         from engine.decoding.run import run_edit
 
         loaded = self.model_for(request.mode)
-        if not hold_lock or getattr(loaded.runtime, "concurrent", False):  # a server batches edits itself
+        if not hold_lock or loaded.runtime.concurrent:  # a server batches edits itself
             yield from _until_cancelled(loaded, request, cancelled, run_edit)
             return
         # Waiting for the engine: a read ahead that began meanwhile is told to stop, and a cancel
@@ -200,7 +199,7 @@ class Engine:
             raise reading.error
 
     def read_ahead(self, request: EditRequest, cancelled: Callable[[], bool] = never_cancelled,
-                   max_tokens: int = 4096) -> Any:
+                   max_tokens: int = DEFAULTS.warm_up_max_tokens) -> Any:
         """Decode ``request``'s edit ahead of the request (an editor's idle buffer) and keep the
         answer (engine.read_ahead): :meth:`stream` of the same request then gives it at once. On a
         server (vLLM) only the prompt is read ahead (:meth:`warm_prompt`): decoding there would spend
@@ -210,7 +209,7 @@ class Engine:
 
         request = self._resolved(request)
         loaded = self.model_for(request.mode)
-        if loaded.remote:  # as Engine.warm_prompt on a server
+        if not loaded.runtime.read_ahead_answers:  # a shared server: as Engine.warm_prompt there
             return warm_prompt(loaded, request, cancelled, max_tokens)
         if request.is_empty():
             return WarmUp("skipped", reason="the region is empty")
@@ -242,7 +241,7 @@ class Engine:
             self._lock.release()
 
     def warm_prompt(self, request: EditRequest, cancelled: Callable[[], bool] = never_cancelled,
-                    max_tokens: int = 4096) -> Any:
+                    max_tokens: int = DEFAULTS.warm_up_max_tokens) -> Any:
         """Read the prompt ``request`` would read first, ahead of the edit (engine.decoding.warm):
         an editor's idle buffer. Never waits for the engine: skipped while an edit (or another
         warm-up) runs; an edit that arrives stops it within one prompt chunk. Returns an
@@ -251,7 +250,7 @@ class Engine:
 
         request = self._resolved(request)
         loaded = self.model_for(request.mode)
-        if loaded.remote:  # a server runs requests side by side: nothing here to wait for or stop
+        if loaded.runtime.concurrent:  # a server runs requests side by side: nothing here to wait for or stop
             return warm_prompt(loaded, request, cancelled, max_tokens)
         if not self._lock.acquire(blocking=False):
             return WarmUp("skipped", reason="an edit is running")

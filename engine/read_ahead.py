@@ -1,10 +1,10 @@
 """Answers read ahead: the AI fix of an editor's idle buffer, decoded before the user asks for it.
 
-Why: once the prompt is read ahead (engine.decoding.warm), a first fix on the 102-line function of
-the editor benchmark still waits for its first copy's splice and its gen, 4 of the cold fix's
-12 s (docs/benchmarks.md). Decoding the fix itself while the user looks at the buffer leaves
-nothing to wait for when the request is the one read ahead: the same request (document, region,
-focus, settings) on the same engine decodes to the same answer, so the kept one is given.
+Why: once the prompt is read ahead (engine.decoding.warm), a first fix still waits for its
+decode, its first copy's splice and its gen: a good part of a cold fix (docs/benchmarks.md, "In
+an editor"). Decoding the fix itself while the user looks at the buffer leaves nothing to wait
+for when the request is the one read ahead: the same request (document, region, focus, settings)
+on the same engine decodes to the same answer, so the kept one is given.
 
 One reading per engine at a time, and one kept answer. An edit for the request being read
 *follows* it (its events stream as the reader makes them, and the reader's own stop, a

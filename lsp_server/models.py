@@ -56,7 +56,7 @@ def _default_loader(key: ModelKey, progress: Callable[[str], None]) -> Any:
                          trust_remote_code=key.trust_remote_code, selector=key.selector, backend=key.backend,
                          options=key.options)
     progress("warming up")
-    engine.warm_up()  # one-time costs (decoding tables, first forwards) belong to loading, not the first fix
+    engine.prime()  # one-time costs (decoding tables, first forwards) belong to loading, not the first fix
     return engine
 
 

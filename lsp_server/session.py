@@ -24,6 +24,7 @@ from lsp_server.request import document_request
 from lsp_server.writer import EditContext
 
 if TYPE_CHECKING:
+    from engine.api import Engine
     from engine.settings import Settings
     from lsp_server.server import CopyAsDecodeServer
 
@@ -70,22 +71,23 @@ class EditSession:
 
     async def _edit(self) -> Outcome:
         settings, warnings = await self.server.settings_for(self.args.uri)
-        async with self._slot(settings):
-            outcome = await self._run(settings, warnings)
+        engine = await self._engine(settings, warnings)
+        async with self._slot(engine):
+            outcome = await self._run(engine, settings)
         if outcome.review is not None:  # the edit slot is free while the user reviews
             outcome = await self._review(outcome)
         return outcome
 
     @asynccontextmanager
-    async def _slot(self, settings: "Settings") -> AsyncIterator[None]:
-        """The edit slot, while the edit runs. Local backends share this machine's CPU/GPU: one
-        edit at a time. A remote server batches concurrent requests itself, so edits that go to
-        it do not wait for each other."""
+    async def _slot(self, engine: "Engine") -> AsyncIterator[None]:
+        """The edit slot, while the edit runs. In-process backends share this machine's CPU/GPU:
+        one edit at a time. A server batches concurrent requests itself (``Engine.concurrent``),
+        so edits that go to it do not wait for each other."""
         queue = self.server.queue
-        local = settings.backend != "vllm"
+        local = not engine.concurrent
         if local and queue.busy:
             self.server.status("editing", QUEUED)
-        # A cancel while queued (or while the model loads, below) ends the request at once.
+        # A cancel while queued ends the request at once.
         if local and not (await unless_stopped(queue.slot().acquire(), self.cancel.waiter, abandon=True))[0]:
             raise self._stopped_early()
         try:
@@ -94,8 +96,10 @@ class EditSession:
             if local:
                 queue.slot().release()
 
-    async def _run(self, settings: "Settings", warnings: list[str]) -> Outcome:
-        server, args = self.server, self.args
+    async def _engine(self, settings: "Settings", warnings: list[str]) -> "Engine":
+        """The engine for ``settings``, loaded (or the pool's), once the request is known to be one
+        it would take; the settings' problems are told first."""
+        server = self.server
         self._check_cancel()
         for warning in warnings:
             server.log_to_client(f"copy-as-decode: {warning}", types.MessageType.Warning)
@@ -109,6 +113,10 @@ class EditSession:
             raise _Ended(Outcome("error", LOAD_FAILED.format(error=exc)), told=True) from None
         if not loaded:
             raise self._stopped_early()
+        return engine
+
+    async def _run(self, engine: "Engine", settings: "Settings") -> Outcome:
+        server, args = self.server, self.args
         server.warmups.edit_uses(engine)
         doc = self._document()
         self._check_cancel()

@@ -77,7 +77,7 @@ def main() -> None:
 
         torch.set_num_threads(args.threads)
     engine = Engine.load("default", backend=args.backend, options=BackendOptions(threads=args.threads or None))
-    engine.warm_up()
+    engine.prime()
     arms = FORCED if args.family == "forced" else FREE
     cases = load_corpus(args.corpus)[:args.limit]
     totals: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))

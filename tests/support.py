@@ -8,6 +8,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from engine.runtime.kinds import ServerRuntime
+
 ADD = "def add(a, b):\n    return a - b\n"
 ADD_DOCUMENTED = 'def add(a, b):\n    """Return the sum of a and b."""\n    return a - b\n'
 ADD_AND_SUB = ADD_DOCUMENTED + "\n\ndef sub(a, b):\n    return a - b\n"
@@ -37,13 +39,12 @@ class StubClient:
     display = "stub"
 
 
-class StubServerRuntime:
+class StubServerRuntime(ServerRuntime):
     """The shape of a vLLM runtime with no HTTP and no server (a STUB for the client loop's own
     paths): subclasses say what ``stream_completion`` streams. The real server is exercised in
     tests/test_vllm_backend.py."""
 
     backend = "vllm"
-    concurrent = True
 
     def __init__(self, tokenizer):
         self.tokenizer = tokenizer

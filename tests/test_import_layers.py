@@ -89,12 +89,10 @@ def test_light_modules_import_in_any_order_without_torch(first, then):
 def test_reexports_keep_old_imports_working():
     from engine.api import EditError, language_for
     from engine.core.errors import EditError as BottomEditError
-    from engine.core.errors import ModelLoadError as BottomModelLoadError
     from engine.decoding.program_decoder import DecodeOutcome
     from engine.runtime.backends import BackendError
-    from engine.runtime.models import ModelLoadError
 
-    assert EditError is BottomEditError and ModelLoadError is BottomModelLoadError
+    assert EditError is BottomEditError
     assert issubclass(BackendError, EditError)
     assert DecodeOutcome.__module__ == "engine.decoding.outcome"
     assert language_for("a/b.PY") == "python" and language_for("Makefile") == ""

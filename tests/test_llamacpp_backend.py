@@ -16,6 +16,7 @@ from prefix_marks import BUGGY, marked_prompts_reuse_up_to_the_mark
 from support import long_function
 
 from engine.api import EditRequest, Engine
+from engine.core.errors import ModelLoadError
 from engine.core.lines import split_lines
 from engine.core.tokens import encode
 from engine.evaluation.corpora import load_corpus
@@ -24,7 +25,6 @@ from engine.language.program import parse
 from engine.language.resolve import resolve
 from engine.runtime.backends import BackendError, BackendOptions, llamacpp_available
 from engine.runtime.cost import CostModel
-from engine.runtime.models import ModelLoadError
 
 pytestmark = [pytest.mark.model]
 

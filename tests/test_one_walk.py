@@ -11,7 +11,7 @@ from typing import Any, Callable, Iterator
 import pytest
 from support import StubServerRuntime
 
-from engine.api import EditRequest
+from engine.api import EditRequest, Engine
 from engine.core.choices import MODES
 from engine.bench import bounds
 from engine.core.errors import EditError
@@ -45,9 +45,9 @@ def test_structure_from_a_ledger() -> None:
 
 def test_every_mode_has_a_strategy_on_both_kinds_of_runtime() -> None:
     assert set(STRATEGIES) == set(MODES) - {"auto"}
-    assert isinstance(STRATEGIES["forced"].remote, InProcessOnly)
-    assert isinstance(STRATEGIES["program"].remote, RemoteProgram)
-    assert all(isinstance(STRATEGIES[m].remote, RemoteText) for m in ("ar", "speculative", "pld"))
+    assert isinstance(STRATEGIES["forced"].on_server, InProcessOnly)
+    assert isinstance(STRATEGIES["program"].on_server, RemoteProgram)
+    assert all(isinstance(STRATEGIES[m].on_server, RemoteText) for m in ("ar", "speculative", "pld"))
 
 
 class _StubServer(StubServerRuntime):
@@ -76,3 +76,35 @@ def test_a_server_refuses_what_needs_logits(remote: LoadedModel, mode: str, toke
                           program=program)
     with pytest.raises(EditError, match="the stub server runs program.*need an in-process backend"):
         next(run_edit(remote, request, lambda: False))
+
+
+class _RecordingServer(StubServerRuntime):
+    """A remote runtime that records the completions it is asked for and answers each at once."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        super().__init__(tokenizer)
+        self.requests: list[tuple[int, int]] = []
+
+    def describe(self) -> str:
+        return "the recording stub"
+
+    def stream_completion(self, prompt_ids: list[int], max_tokens: int, cancelled: Callable[[], bool],
+                          **extra: Any) -> Iterator[tuple[list[int], str | None]]:
+        self.requests.append((len(prompt_ids), max_tokens))
+        yield [], "length"
+
+
+def test_on_a_server_the_warm_up_sends_the_edits_first_prompt_through_the_strategy_table() -> None:
+    """A server batches edits itself (Engine.concurrent) and answers are not read ahead there: the
+    mode's strategy sends the edit's own prompt as a one-token request; pld reads nothing ahead."""
+    tokenizer = load_tokenizer("default")
+    server = _RecordingServer(tokenizer)
+    engine = Engine(LoadedModel(name="default", model=None, tokenizer=tokenizer, device="remote", dtype="remote",
+                                runtime=server))
+    assert engine.concurrent
+    warm = engine.read_ahead(EditRequest(text="def add(a, b):\n    return a - b\n", instruction="Fix it", mode="ar"))
+    assert (warm.status, warm.answered) == ("done", False) and warm.prompt_tokens > 0
+    assert server.requests == [(warm.prompt_tokens, 1)] and warm.forwarded == warm.prompt_tokens
+    skipped = engine.warm_prompt(EditRequest(text="x = 1\n", instruction="keep", mode="pld"))
+    assert (skipped.status, skipped.reason) == ("skipped", "pld mode reads no prompt ahead")
+    assert len(server.requests) == 1

@@ -17,8 +17,8 @@ from fake_completions_server import FakeCompletionsServer
 from support import ADD as BUGGY
 
 from engine.api import EditRequest, Engine
+from engine.core.errors import ModelLoadError
 from engine.runtime.backends import BackendError, BackendOptions
-from engine.runtime.models import ModelLoadError
 
 KEY = "sk-test-secret-123"
 

@@ -68,6 +68,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from engine.core.errors import ModelLoadError
 from engine.core.lines import split_lines
 from engine.core.tokens import token_pieces
 from engine.evaluation.corpora import EditCase, shared_dir
@@ -83,7 +84,7 @@ from engine.language.program import (
     Program,
 )
 from engine.language.resolve import resolve
-from engine.runtime.models import ModelLoadError, load_tokenizer
+from engine.runtime.models import load_tokenizer
 
 PRODUCT, PAPER = "product", "paper"
 CONVENTIONS = (PRODUCT, PAPER)
@@ -120,7 +121,7 @@ class LineTokenCounter:
 def load_analysis_tokenizer(spec: str) -> tuple[Any, str]:
     """``(tokenizer, description)`` for ``default``, ``qwen2.5`` or a Hugging Face folder path.
 
-    Raises :class:`engine.runtime.models.ModelLoadError` (or :class:`engine.evaluation.corpora.CorpusError` when the
+    Raises :class:`engine.core.errors.ModelLoadError` (or :class:`engine.evaluation.corpora.CorpusError` when the
     shared folder itself is missing) with a message that says what to fix.
     """
     if spec == "default":

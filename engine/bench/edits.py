@@ -200,7 +200,7 @@ class EditBench:
         self.max_new_tokens = max_new_tokens
         self.test_timeout = test_timeout
         self.run_tests = run_tests_
-        self.verify = verify  # speculative's verify rule (engine.runtime.backends.VERIFY_RULES)
+        self.verify = verify  # speculative's verify rule (engine.core.choices.Verify)
 
     # -- one case -------------------------------------------------------------------------
     def cap(self, case: Any) -> int:

@@ -35,13 +35,13 @@ from typing import Any
 from engine.bench import harness
 from engine.bench.harness import command_line, get_engine, machine_info, rotate
 from engine.bench.output import report, table_of
+from engine.core.errors import ModelLoadError
 from engine.core.tokens import encode
 from engine.decoding.prompt import PromptParts, text_messages
 from engine.decoding.tables import tables_for
 from engine.evaluation.corpora import CorpusError, load_corpus
 from engine.openai_api.completion import ChatDecode, build_job
 from engine.runtime.backends import BackendOptions
-from engine.runtime.models import ModelLoadError
 from engine.runtime.threads import set_threads
 
 ARMS = ("http-plain", "http-predicted", "local-plain", "local-predicted")

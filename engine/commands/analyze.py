@@ -10,8 +10,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from engine.core.errors import ModelLoadError
 from engine.evaluation.corpora import CorpusError, body_only, load_corpora
-from engine.runtime.models import ModelLoadError
 
 
 def add_parser(subparsers: Any) -> None:

@@ -43,9 +43,9 @@ from engine.bench.output import report, table_of
 from engine.bench.plot import plot_edits, plot_kernel
 from engine.bench.report import ReportError, edits_table, markdown_report, write_into
 from engine.core.choices import BACKENDS, MODES
+from engine.core.errors import ModelLoadError
 from engine.evaluation.corpora import CorpusError, load_corpus
 from engine.runtime.backends import BackendOptions
-from engine.runtime.models import ModelLoadError
 from engine.runtime.threads import set_threads
 from engine.settings import SPECS
 
@@ -282,7 +282,7 @@ def run_backends(args: argparse.Namespace) -> int:
         print(f"copy-as-decode bench backends: {exc}", file=sys.stderr)
         return 2
     for engine in engines.values():
-        engine.warm_up()
+        engine.prime()
     data = compare_backends(engines, cases, ns, args.kernel_trials, command_line(),
                             progress=lambda m: console.print(f"[dim]{m}[/dim]"))
     report(console, table_of(f"backends, {args.model}, {len(cases)} {args.corpus} cases (ar, teacher-forced)",

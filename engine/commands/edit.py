@@ -15,10 +15,10 @@ from pathlib import Path
 
 from engine.api import EditError, EditRequest, Engine, language_for
 from engine.core.choices import DEFAULT_FOCUS_POLICY, FOCUS_POLICIES, MODES
+from engine.core.errors import ModelLoadError
 from engine.decoding.events import EditFinished, EditResult, EditStarted, OpResolved
 from engine.language.program import Gen
 from engine.language.resolve import ResolveError
-from engine.runtime.models import ModelLoadError
 from engine.runtime.selector.adapter import resolve_selector
 from engine.settings import (
     Settings,
@@ -28,7 +28,7 @@ from engine.settings import (
     load_workspace_settings,
     with_flags,
 )
-from engine.verdict import EXIT_BAD_REQUEST, EXIT_CANCELLED, check_focus, judge, json_summary
+from engine.verdict import EXIT_BAD_REQUEST, EXIT_CANCELLED, check_focus, json_summary, judge
 
 # The settings that choose and load the model, as flags of every command that loads one.
 ENGINE_FLAGS = ("model", "device", "dtype", "selector", "backend", "threads", "context_size", "batch_size",
@@ -184,7 +184,7 @@ def run(args: argparse.Namespace) -> int:
         err.print(f"[dim]backend: {engine.model_for(request.mode).runtime.describe()}[/dim]")
         others = [m.strip() for m in args.compare.split(",") if m.strip() and m.strip() != request.mode]
         if others:
-            engine.warm_up()  # so the first timed mode does not pay one-time costs
+            engine.prime()  # so the first timed mode does not pay one-time costs
             engine.forget_prompts()  # and each mode runs as a first edit: none reuses another's prompt
         result = _run_one(engine, request, out, quiet=args.json)
         compared = {}

@@ -70,8 +70,8 @@ def run(args: argparse.Namespace) -> int:
     import uvicorn
 
     from engine.api import EditError, Engine
+    from engine.core.errors import ModelLoadError
     from engine.openai_api.app import ServerConfig, create_app
-    from engine.runtime.models import ModelLoadError
     from engine.runtime.selector.adapter import resolve_selector
     from engine.runtime.threads import set_threads
 

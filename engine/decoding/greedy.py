@@ -5,7 +5,7 @@ continuation, appends the next token plus the draft in ONE forward and keeps the
 prefix the model itself would have chosen, plus the model's own token after it. With greedy
 choice the output is exactly plain greedy decoding's (lossless); only the number of forwards
 changes (under ``verify="exact"``; under "argmax" a verify accepts what the batched forward's
-argmax chooses, which can break a near-tie the other way: engine.runtime.backends.VERIFY_RULES).
+argmax chooses, which can break a near-tie the other way: engine.core.choices.Verify).
 Drafting is greedy-only: a sampled decode runs without drafts (verifying a draft under
 sampling needs rejection sampling, which this loop does not do).
 
@@ -67,7 +67,7 @@ class DraftedDecode:
     row of logits (greedy by default; any other choice needs ``drafter=None``); ``cancelled`` is
     polled before every step; ``blocked``: token ids never chosen (their logits are masked before
     every choice and every draft check: the tokenizer's special tokens in an edit's text); ``verify``:
-    how a verify accepts a draft (engine.runtime.backends.VERIFY_RULES); ``teacher``: choices that
+    how a verify accepts a draft (engine.core.choices.Verify); ``teacher``: choices that
     replace the model's (:class:`Teacher`; its end stops the decode as "done"). After iteration:
     ``out`` (the output ids), ``stop_reason`` ("done": a stop id; "max_tokens"; "cancelled"; None
     while running or when the caller stopped early), ``steps`` (model-chosen tokens: one per step), ``accepted``/``rejected`` (draft tokens

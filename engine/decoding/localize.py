@@ -33,9 +33,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-import torch
-
-from engine.core.errors import Cancelled
+from engine.core.choices import never_cancelled
 from engine.core.lines import split_lines
 from engine.core.tokens import encode
 from engine.core.choices import DEFAULT_FOCUS_POLICY, FOCUS_POLICIES
@@ -50,7 +48,6 @@ from engine.decoding.prompt import (
 )
 from engine.language.program import PROGRAM_OPENING
 from engine.runtime.selector.adapter import prompt_layout
-from engine.runtime.session import never_cancelled
 
 STATISTICS = ("mean", "max", "total")
 
@@ -143,11 +140,11 @@ def line_surprise(loaded: Any, parts: PromptParts, only: frozenset[int] | None =
         lines = [members if number in only else [] for number, members in enumerate(lines, start=1)]
     # An editor asks again on an unchanged buffer: the same prompt gives the same surprise (the
     # prefill is bit-identical, engine.runtime.session), and this forward's rows cannot come from a KV
-    # cache. Kept with the runtime's prompt caches, and off when they are (prefix_cache_tokens=0); on
-    # a server (which keeps its own prompt cache) always, so a warm-up's request spares the fix one.
-    prefixes = getattr(loaded.runtime, "prefixes", None)
-    kept = loaded.remote or (prefixes is not None and prefixes.enabled)
-    memo = _SURPRISES.setdefault(loaded.runtime, OrderedDict())
+    # cache. Kept while the runtime keeps prompts (in process, off with prefix_cache_tokens=0; a
+    # server keeps its own prompt cache, so a warm-up's request spares the fix one).
+    runtime = loaded.runtime
+    kept = runtime.keeps_prompts
+    memo = _SURPRISES.setdefault(runtime, OrderedDict())
     key = (tuple(ids), only)
     if not kept:
         memo.clear()
@@ -157,31 +154,12 @@ def line_surprise(loaded: Any, parts: PromptParts, only: frozenset[int] | None =
     positions = sorted(p for line in lines for p in line)
     start = time.perf_counter()
     nll: dict[int, float] = {}
-    logits = None
     forwards = 0
-    if loaded.remote and positions:  # a server returns the prompt tokens' log-probabilities, not logits
-        if cancelled():
-            raise Cancelled("cancelled before the localizer's request")
-        logprobs = loaded.runtime.prompt_logprobs(ids)
-        nll = {p: -float(logprobs[p]) for p in positions}
-        forwards = 1
-    elif positions:
+    if positions:
         # Cut where the hinted program prompt goes on differently: its prefill reuses all before.
         marks = [focus_free_prefix(loaded.tokenizer, parts, layout or HINT_AFTER)]
-        session = loaded.session()
-        session.cancelled = cancelled
-        try:  # the last row too: kept with the prompt's cache, the same prompt's prefill then runs nothing
-            logits = session.append(ids, "prefill", rows=[p - 1 for p in positions] + [len(ids) - 1],
-                                    marks=marks)[:-1]
-            forwards = session.prefill_forwards
-        finally:
-            session.close()
+        nll, forwards = runtime.prompt_nll(ids, positions, marks, cancelled)
     seconds = time.perf_counter() - start
-    if logits is not None:
-        logp = torch.log_softmax(logits.float(), dim=-1)
-        targets = torch.tensor([ids[p] for p in positions])
-        values = -logp[torch.arange(len(positions)), targets]
-        nll = dict(zip(positions, values.tolist()))
     out = []
     for number, members in enumerate(lines, start=1):
         values = [nll[p] for p in members]

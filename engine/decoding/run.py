@@ -12,8 +12,7 @@ from engine.decoding.events import EditFinished, EditResult, EditStarted, Event,
 from engine.decoding.outcome import DecodeOutcome
 from engine.decoding.program_decoder import FeedRecorder
 from engine.decoding.prompt import PromptParts
-from engine.decoding.strategies import STRATEGIES, EditJob
-from engine.decoding.tables import tables_for
+from engine.decoding.strategies import STRATEGIES, DecodeJob
 from engine.runtime.models import LoadedModel
 
 
@@ -30,11 +29,11 @@ def prompt_parts(request) -> PromptParts:
 
 
 def prepared(loaded: LoadedModel, request, cancelled: Callable[[], bool],
-             recorder: FeedRecorder | None = None) -> tuple[EditJob, Any]:
+             recorder: FeedRecorder | None = None) -> tuple[DecodeJob, Any]:
     """An edit's job up to its prompt (planned: the localizer has run; ``job.prompt_ids`` set) and
     the strategy that decodes it: what :func:`run_edit` does before the first decode step."""
     parts = prompt_parts(request)
-    job = EditJob(loaded, request, tables_for(loaded), parts.region, parts, cancelled, recorder)
+    job = DecodeJob.start(loaded, request, parts, cancelled, recorder)
     strategy = STRATEGIES[request.mode].on(loaded)
     strategy.prepare(job)
     strategy.prompt(job)

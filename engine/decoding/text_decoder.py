@@ -89,7 +89,7 @@ def decode_text(loaded: LoadedModel, tables: ModelTables, region: str, prompt_id
                 max_new_tokens: int, cancelled: Callable[[], bool], mode: str, verify: str = "auto",
                 ) -> Iterator[OpResolved | DecodeOutcome]:
     """Yield an :class:`OpResolved` per output line, then one :class:`DecodeOutcome` (``verify``:
-    how speculative mode's verifies accept a draft, engine.runtime.backends.VERIFY_RULES)."""
+    how speculative mode's verifies accept a draft, engine.core.choices.Verify)."""
     started = time.perf_counter()
     if mode == "pld":
         yield from _decode_pld(loaded, tables, region, prompt_ids, max_new_tokens, started)

@@ -16,11 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from engine.core.errors import Cancelled
-from engine.core.lines import split_lines
-from engine.decoding.localize import plan_focus, prompt_with_lines
-from engine.decoding.prompt import render, text_messages
-from engine.decoding.run import prepared, prompt_parts
+from engine.decoding.run import prompt_parts
+from engine.decoding.strategies import STRATEGIES
 from engine.runtime.models import LoadedModel
 
 
@@ -40,58 +37,23 @@ class WarmUp:
 
 def first_prompt(loaded: LoadedModel, request: Any) -> tuple[list[int], str]:
     """(ids, "") of the prompt ``request`` (mode resolved) reads first, or ([], why nothing is
-    read ahead): program mode with a span selector reads the localizer's prompt; a text mode, its
-    own; program mode where no localizer runs (no selector, one line) reads nothing ahead."""
-    parts = prompt_parts(request)
-    if request.mode == "program":
-        if not (request.localize and loaded.selector and len(split_lines(parts.region)) >= 2):
-            return [], "no localizer forward to read ahead"
-        return prompt_with_lines(loaded.tokenizer, parts)[0], ""
-    if request.mode in ("ar", "speculative"):
-        return render(loaded.tokenizer, text_messages(parts), assistant_prefix=parts.fence()), ""
-    return [], f"{request.mode} mode reads no prompt ahead"
+    read ahead), as the mode's strategy on this runtime says (engine.decoding.strategies): program
+    mode with a span selector reads the localizer's prompt; ar and speculative, their own."""
+    return STRATEGIES[request.mode].on(loaded).first_prompt(loaded, request, prompt_parts(request))
 
 
 def warm_prompt(loaded: LoadedModel, request: Any, cancelled: Callable[[], bool], max_tokens: int) -> WarmUp:
     """Read the prompt ``request`` (mode resolved) would read first (see :func:`first_prompt`), when
     it has at most ``max_tokens`` tokens. In process: program mode's localizer forward (plan_focus,
     as the edit calls it), a text mode's prefill. On a server (vLLM): the edit's own first prompt
-    as a one-token request, which leaves it in the server's prefix cache (program mode plans its
-    focus first: the localizer's request, whose surprise is kept here as in process)."""
-    ids, reason = first_prompt(loaded, request)
+    as a one-token request, which leaves it in the server's prefix cache."""
+    strategy = STRATEGIES[request.mode].on(loaded)
+    parts = prompt_parts(request)
+    ids, reason = strategy.first_prompt(loaded, request, parts)
     size = len(ids)
     if not size:
         return WarmUp("skipped", reason=reason)
     if size > max_tokens:
         return WarmUp("skipped", size, reason=f"the prompt has {size} tokens (warmUpMaxTokens {max_tokens})")
-    if loaded.remote:
-        return _warm_on_server(loaded, request, cancelled, size)
-    with loaded.runtime.meter() as log:
-        try:
-            if request.mode == "program":
-                plan_focus(loaded, prompt_parts(request), localize=request.localize, noop=request.noop_deviation,
-                           policy=request.focus_policy, cancelled=cancelled)
-            else:
-                session = loaded.session()
-                session.cancelled = cancelled
-                try:
-                    session.append(ids, "prefill")
-                finally:
-                    session.close()
-        except Cancelled:
-            return WarmUp("cancelled", size, sum(log.sizes()))
-    return WarmUp("done", size, sum(log.sizes()))
-
-
-def _warm_on_server(loaded: LoadedModel, request: Any, cancelled: Callable[[], bool], size: int) -> WarmUp:
-    """The edit's first prompt sent ahead as a one-token completion (``forwarded``: its tokens)."""
-    try:
-        if cancelled():
-            raise Cancelled("cancelled before the warm-up's requests")
-        job, _ = prepared(loaded, request, cancelled)
-        for _ids, finish in loaded.runtime.stream_completion(list(job.prompt_ids), 1, cancelled):
-            if finish is not None:
-                break
-    except Cancelled:
-        return WarmUp("cancelled", size)
-    return WarmUp("cancelled" if cancelled() else "done", size, len(job.prompt_ids))
+    warmed = strategy.warm(loaded, request, parts, ids, cancelled)
+    return WarmUp("cancelled" if warmed.cancelled else "done", size, warmed.forwarded)

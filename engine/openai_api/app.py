@@ -64,7 +64,7 @@ def create_app(engine: Engine, config: ServerConfig) -> FastAPI:
     app = FastAPI(title="copy-as-decode", docs_url=None, redoc_url=None, openapi_url=None)
     loaded = engine.loaded
     tables = tables_for(loaded)
-    queue = DecodeQueue(config.max_waiting, concurrent=bool(getattr(loaded.runtime, "concurrent", False)))
+    queue = DecodeQueue(config.max_waiting, concurrent=loaded.runtime.concurrent)
     app.state.queue = queue
 
     @app.exception_handler(ApiError)

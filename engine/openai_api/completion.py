@@ -33,6 +33,7 @@ from engine.decoding.prompt import render
 from engine.decoding.tables import ModelTables
 from engine.openai_api.errors import ApiError
 from engine.runtime.models import LoadedModel
+from engine.runtime.protocol import is_local
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,7 @@ class ChatJob:
     top_p: float = 1.0
     seed: int = 0
     prediction: str | None = None
-    verify: str = "auto"  # how the prediction's drafts are verified (engine.core.choices.VERIFY_RULES)
+    verify: str = "auto"  # how the prediction's drafts are verified (engine.core.choices.Verify)
 
 
 def chat_messages(messages: list[Any]) -> list[dict[str, str]]:
@@ -57,24 +58,12 @@ def chat_messages(messages: list[Any]) -> list[dict[str, str]]:
             for m in messages]
 
 
-def context_limit(loaded: LoadedModel) -> int | None:
-    """Tokens the model can attend to (prompt + completion), or None when unknown."""
-    runtime = loaded.runtime
-    for attr in ("context", "max_model_len"):  # llama.cpp's context; the vLLM server's limit
-        value = getattr(runtime, attr, None)
-        if isinstance(value, int) and value > 0:
-            return value
-    config = getattr(loaded.model, "config", None)
-    value = getattr(config, "max_position_embeddings", None)
-    return int(value) if isinstance(value, int) and value > 0 else None
-
-
 def build_job(loaded: LoadedModel, messages: list[dict[str, str]], max_tokens: int | None, stop: tuple[str, ...],
               temperature: float, top_p: float, seed: int | None, prediction: str | None,
               verify: str = "auto") -> ChatJob:
     """Render the prompt and check it against the context (400 ``context_length_exceeded``)."""
     prompt_ids = render(loaded.tokenizer, messages)
-    limit = context_limit(loaded)
+    limit = loaded.runtime.context_limit()
     if limit is not None:
         wanted = len(prompt_ids) + (max_tokens or 1)
         if wanted > limit:
@@ -123,7 +112,7 @@ class ChatDecode:
         hold = max((len(s) for s in stops), default=1) - 1
         detok = IncrementalDetokenizer(self.loaded.tokenizer)
         sent = 0
-        source = self._remote_tokens() if self.loaded.remote else self._local_tokens()
+        source = self._local_tokens() if is_local(self.loaded.runtime) else self._remote_tokens()
         try:
             for tokens in source:
                 self.completion_tokens += len(tokens)

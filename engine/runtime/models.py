@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from engine.core import environment
-from engine.core.errors import ModelLoadError as ModelLoadError  # re-exported: older code imports it from here
+from engine.core.errors import ModelLoadError
 from engine.runtime.backends import BackendOptions, resolve_backend
 from engine.runtime.protocol import AnyRuntime, is_local
 
@@ -57,7 +57,8 @@ class LoadedModel:
 
     @property
     def remote(self) -> bool:
-        """A server that returns tokens, not logits (no sessions): see engine.runtime.protocol."""
+        """A server that returns tokens, not logits (no sessions): see engine.runtime.protocol. The
+        benchmark commands refuse such a model; the engine asks the runtime itself (its protocol)."""
         return not is_local(self.runtime)
 
     @property
@@ -75,9 +76,7 @@ class LoadedModel:
     def close(self) -> None:
         """Give back what the runtime holds beyond the weights (kept prompt caches, llama.cpp
         contexts and adapters) and save its learned costs."""
-        close = getattr(self.runtime, "close", None)
-        if close is not None:
-            close()
+        self.runtime.close()
 
 
 def cache_dir() -> Path:

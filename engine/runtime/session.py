@@ -20,12 +20,8 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from engine.core.choices import VERIFY_RULES
+from engine.core.choices import VERIFY_RULES, never_cancelled
 from engine.core.errors import Cancelled
-
-
-def never_cancelled() -> bool:
-    return False
 
 
 @dataclass

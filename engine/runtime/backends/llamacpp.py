@@ -13,8 +13,9 @@ contexts, batches and adapter (the model's weights go with the last reference to
 
 Program mode runs on the span selector merged into the weights (a GGUF written once beside the
 de-quantized model, see :mod:`engine.runtime.selector.gguf_merge`): as a runtime LoRA every layer runs
-seven extra matrix products, which made a program-mode step 46% dearer than an ar step.
-:meth:`LlamaCppRuntime.with_adapter` still runs any llama.cpp LoRA at run time.
+seven extra matrix products, which made a program-mode step dearer than an ar step
+(docs/backends.md, "llama.cpp: the figures behind the code"). A runtime LoRA
+(``LlamaCppRuntime(model, adapter)``) stays for measuring the two side by side.
 """
 
 from __future__ import annotations
@@ -34,8 +35,10 @@ import torch
 from engine.core.errors import ModelLoadError
 from engine.runtime.backends import BackendError, BackendOptions
 from engine.runtime.cost import CostModel, cost_path
+from engine.runtime.kinds import InProcessRuntime
 from engine.runtime.models import COMPLETE_MARKER, DEFAULT_MODEL, LoadedModel, cache_dir, gguf_file_of
 from engine.runtime.prefix_cache import PrefixStore, Taken
+from engine.runtime.selector.gguf_merge import merged_gguf_for
 from engine.runtime.session import Forward, ForwardLog, Session
 
 
@@ -67,8 +70,8 @@ def _silence(lib: Any) -> None:
 @functools.cache
 def _cpu_has_amx() -> bool:
     """Does this CPU have AMX tiles (Intel Sapphire Rapids and later)? There llama.cpp 0.3.36 puts
-    the weights in its AMX buffer type, and its AMX matmul crashed the first forward (SIGSEGV in
-    ggml_backend_amx_mul_mat, 2026-12-02), so the extra CPU buffer types (AMX, weight repacking: a
+    the weights in its AMX buffer type, and its AMX matmul crashes the first forward (SIGSEGV in
+    ggml_backend_amx_mul_mat; docs/backends.md), so the extra CPU buffer types (AMX, weight repacking: a
     speed option, not a numerics one) are turned off on such a CPU and left as they were elsewhere.
     Read once per process: every model load (and the pld arm's) asks."""
     try:
@@ -136,13 +139,12 @@ FLASH_PREFILL_ALIGN = 64  # with flash attention on: below 64 rows its CPU kerne
 # The most rows a CPU forward may have while each row gets exactly a one-token step's logits (None:
 # any number); a speculative verify stays within it (tests/test_llamacpp_backend.py checks it).
 # - Flash attention on: 63. llama.cpp's CPU kernel takes each query row alone below 64 rows, as a
-#   step does, and tiles them from 64 on, which rounds differently (up to 1.6 in a logit here:
-#   enough to flip a greedy choice, as it did in 1 of 40 HumanEvalFix-Python edits).
+#   step does, and tiles them from 64 on, which rounds differently: enough to flip a greedy choice
+#   (docs/backends.md, "llama.cpp: the figures behind the code").
 # - Off, with llamafile's sgemm in the build (llama.cpp's default on x86): 1. sgemm takes every
 #   matrix product of two rows or more (the attention scores of an f16 cache among them) and sums
-#   in another order than the dot products a step's single row gets: 0.4-1.4 in a logit from 2-4
-#   rows on (docs/backends.md). So no verify is exact, and speculative decoding
-#   decodes like ar.
+#   in another order than the dot products a step's single row gets, from 2-4 rows on
+#   (docs/backends.md). So no verify is exact, and speculative decoding decodes like ar.
 # - Off, built without it (``-DGGML_LLAMAFILE=OFF``): every product is the same dot product
 #   whatever the number of rows, so every row equals a step at any size (docs/backends.md).
 def exact_rows(flash_attention: bool, llamafile_sgemm: bool) -> int | None:
@@ -152,13 +154,11 @@ def exact_rows(flash_attention: bool, llamafile_sgemm: bool) -> int | None:
     return 1 if llamafile_sgemm else None
 
 
-# What a request's verify "auto" means here (engine.core.choices.VERIFY_RULES): "exact", so an
-# answer never depends on how it was drafted. "argmax" pays (embedded model, 1 thread, flash attention
-# off, results/predicted/verify/): speculative 1.91x ar on the forced family, 1.58x on the free family's
-# decode, predicted outputs 1.34x on HumanEvalFix-Python; but 3 of 8 free and 4 of 11 predicted outputs
-# left ar's, each at a near-tie (0.01-0.15 in a logit, under the verify's rounding of 0.4-1.4). Which
-# near-ties flip depends on the draft sizes the cost model picks from timings, so the same request came
-# out differently in two processes and in two runs (one ran a CanItEdit rewrite on to 629 tokens, not 82).
+# What a request's verify "auto" means here (engine.core.choices.Verify): "exact", so an
+# answer never depends on how it was drafted. "argmax" is faster, but some outputs leave ar's, each at
+# a near-tie under the verify's rounding; which near-ties flip depends on the draft sizes the cost
+# model picks from timings, so the same request can come out differently in two processes or two runs
+# (docs/benchmarks.md, "Verify: exact or argmax").
 DEFAULT_VERIFY = "exact"
 
 
@@ -169,8 +169,8 @@ def _has_llamafile_sgemm(lib: Any) -> bool:
 
 def available_cpus() -> int:
     """The threads llama.cpp runs when none are set: the CPUs this process may use. llama.cpp's own
-    default is 4 whatever the machine (llama-cpp-python's ``Llama``: half the CPUs); on a 2-core CPU
-    4 threads made a step 1.6x dearer than 2 (31.5 vs 20.0 ms, measured on a 2-core CPU)."""
+    default is 4 whatever the machine (llama-cpp-python's ``Llama``: half the CPUs), and more threads
+    than CPUs make a step dearer (docs/backends.md, "llama.cpp: the figures behind the code")."""
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not Linux
@@ -180,8 +180,8 @@ def available_cpus() -> int:
 def flash_attention(options: BackendOptions) -> bool | None:
     """Whether llama.cpp contexts run flash attention (None: llama.cpp decides, as with GPU layers).
     "auto" turns it off on the CPU: there its kernel handles fewer than 64 query rows one at a
-    time, which made a one-token step 1.2-1.5x and a 32-row forward 2-4x dearer than plain
-    attention at 200-900 tokens of context (docs/backends.md)."""
+    time, which makes one-token steps and short forwards dearer than plain attention
+    (docs/backends.md, "Flash attention and exact verifies")."""
     if options.flash_attention == "auto":
         return None if options.gpu_layers else False
     return options.flash_attention == "on"
@@ -205,7 +205,7 @@ class _Slot:
             self.ctx = None
 
 
-class LlamaCppRuntime:
+class LlamaCppRuntime(InProcessRuntime):
     """A GGUF model (optionally with a LoRA adapter), a pool of llama.cpp contexts, the KV of
     recent prompts (``prefixes``) and what its forwards cost (``cost``)."""
 
@@ -217,12 +217,10 @@ class LlamaCppRuntime:
         self.batch = max(1, min(model.options.batch, self.context))
         # Prefills run in chunks ending at multiples of this (engine.runtime.session.Session._prefill), so a
         # reused prompt prefix is bit-identical to a fresh prefill, and a cancel stops a prefill
-        # between two chunks: 32 tokens are about 0.45 s of work on a 2-core CPU (SmolLM2-135M, one
-        # thread: 1,440 prompt tokens took 19.6 s), and cost what 64-token chunks do per token
-        # (640 tokens, median of 3 on a loaded 2-core box: 27.2 s vs 26.3 s). With flash attention
-        # on, 64 (its kernel is dear below 64 rows). A shorter chunk may run padded where the cost
-        # table says a larger one is cheaper (``_padded``: with flash attention on this CPU, 64 rows
-        # cost half a token of 63; docs/backends.md).
+        # between two chunks: 32 tokens are a fraction of a second of work on a small CPU, and cost
+        # about what 64-token chunks do per token (docs/backends.md, "llama.cpp: the figures behind
+        # the code"). With flash attention on, 64 (its kernel is dear below 64 rows). A shorter chunk
+        # may run padded where the cost table says a larger one is cheaper (``_padded``; docs/backends.md).
         self.flash_attention = flash_attention(model.options)
         self.align = min(FLASH_PREFILL_ALIGN if self.flash_attention is not False else PREFILL_ALIGN, self.batch)
         self.adapter_path = adapter
@@ -269,13 +267,16 @@ class LlamaCppRuntime:
                 ids.add(tok)
         return ids
 
-    def with_adapter(self, adapter: Path) -> "LlamaCppRuntime":
-        """The same weights with a LoRA adapter on top, applied at run time."""
-        return LlamaCppRuntime(self.model, adapter)
+    def context_limit(self) -> int:
+        return self.context
 
-    def with_weights(self, path: Path) -> "LlamaCppRuntime":
-        """Another GGUF (say, the span selector merged into these weights) with the same settings."""
-        return LlamaCppRuntime(_model(path, self.options))
+    def with_selector(self, loaded: LoadedModel, folder: Path, progress: Callable[[str], None] | None
+                      ) -> LoadedModel:
+        """The adapter merged into these weights (Q8_0), not a runtime LoRA: a program-mode step
+        then costs what a base step costs (engine.runtime.selector.gguf_merge says why)."""
+        runtime = LlamaCppRuntime(_model(merged_gguf_for(folder, self.model.path, progress=progress), self.options))
+        return LoadedModel(name=loaded.name, model=None, tokenizer=loaded.tokenizer, device=loaded.device,
+                           dtype=loaded.dtype, selector=str(folder), runtime=runtime)
 
     def close(self) -> None:
         """Free the contexts, their batches, the adapter and llama-cpp-python's pld model, and save

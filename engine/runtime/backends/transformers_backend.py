@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import contextlib
 import time
+from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
 from engine.core.defaults import PREFIX_CACHE_TOKENS
 from engine.runtime.cost import CostModel, cost_path
+from engine.runtime.kinds import InProcessRuntime
+from engine.runtime.models import LoadedModel
 from engine.runtime.prefix_cache import PrefixStore
+from engine.runtime.selector.adapter import merged_model
 from engine.runtime.session import Forward, ForwardLog, Session
 
 # Prefills run in chunks ending at multiples of this, so a reused prompt prefix is bit-identical to
@@ -106,7 +110,7 @@ def _crop_to(cache: Any, length: int) -> None:
         cache.crop(length - held)
 
 
-class TransformersRuntime:
+class TransformersRuntime(InProcessRuntime):
     """A causal LM module plus where it runs, the KV of its last prompts (``prefixes``; a budget
     of ``prefix_tokens`` tokens, 0 turns reuse off) and what its forwards cost (``cost``)."""
 
@@ -125,6 +129,21 @@ class TransformersRuntime:
 
     def describe(self) -> str:
         return f"transformers on {self.device}"
+
+    def context_limit(self) -> int | None:
+        value = getattr(getattr(self.model, "config", None), "max_position_embeddings", None)
+        return int(value) if isinstance(value, int) and value > 0 else None
+
+    def with_selector(self, loaded: LoadedModel, folder: Path, progress: Callable[[str], None] | None
+                      ) -> LoadedModel:
+        """The adapter merged into a copy of the model (engine.runtime.selector.adapter.merged_model),
+        on a runtime with this one's prompt-cache budget."""
+        if progress is not None:
+            progress(f"merging the span-selector adapter {folder} into a copy of the model for program mode...")
+        model = merged_model(self.model, folder)
+        return LoadedModel(name=loaded.name, model=model, tokenizer=loaded.tokenizer, device=loaded.device,
+                           dtype=loaded.dtype, selector=str(folder),
+                           runtime=TransformersRuntime(model, self.device, self.prefixes.max_tokens))
 
     def eos_ids(self) -> set[int]:
         gen_eos = getattr(self.model.generation_config, "eos_token_id", None)

@@ -14,7 +14,6 @@ the local copy of what the server serves); at connect time it is checked against
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 from pathlib import Path
@@ -24,17 +23,16 @@ from engine.core.errors import ModelLoadError
 from engine.core.tokens import encode
 from engine.runtime.backends import BackendError, BackendOptions
 from engine.runtime.backends.http_client import CompletionsClient, RemoteError
+from engine.runtime.kinds import ServerRuntime
 from engine.runtime.models import LoadedModel, load_tokenizer
-from engine.runtime.session import ForwardLog
 
 _PROBE = "def probe(x):\n    return x + 1  # <copy lines=\"1-2\"/> é\n"
 
 
-class VllmRuntime:
+class VllmRuntime(ServerRuntime):
     """One served model on one server. Requests are independent, so edits may run concurrently."""
 
     backend = "vllm"
-    concurrent = True
 
     def __init__(self, client: CompletionsClient, served_model: str, tokenizer: Any, max_model_len: int | None,
                  lora: str | None = None):
@@ -56,11 +54,11 @@ class VllmRuntime:
     def eos_ids(self) -> set[int]:
         return set()  # the tokenizer's own end tokens (engine.decoding.tables) are the stop ids
 
-    @contextlib.contextmanager
-    def meter(self) -> Iterator[ForwardLog]:
-        yield ForwardLog()  # forwards run on the server: the benchmarks time requests instead
+    def context_limit(self) -> int | None:
+        return self.max_model_len if self.max_model_len and self.max_model_len > 0 else None
 
-    def with_selector(self, loaded: Any, folder: Path) -> Any:
+    def with_selector(self, loaded: LoadedModel, folder: Path, progress: Callable[[str], None] | None
+                      ) -> LoadedModel | None:
         """The program-mode model: the server's LoRA module named ``selector`` (serve it with
         ``--enable-lora --lora-modules selector=FOLDER``), else None (the base model)."""
         if "selector" not in served_names(self.client):
@@ -142,7 +140,7 @@ def _max_model_len(client: CompletionsClient, served: str) -> int | None:
 def load_vllm(name: str, options: BackendOptions, progress: Callable[[str], None] | None,
               trust_remote_code: bool = False) -> Any:
     """Connect to the server, pick the served model, load the local tokenizer and check that it
-    matches the server's. Raises :class:`engine.runtime.models.ModelLoadError` with one clear message."""
+    matches the server's. Raises :class:`engine.core.errors.ModelLoadError` with one clear message."""
     if not options.server_url:
         raise ModelLoadError("backend 'vllm' needs the server's URL: set copyAsDecode.serverUrl in your user "
                              "settings (or --server-url), e.g. http://127.0.0.1:8000")

@@ -23,7 +23,7 @@ from engine.runtime.selector.files import ADAPTER_CONFIG, ADAPTER_WEIGHTS, Selec
 
 SHIPPED_ADAPTER_DIR = Path(__file__).resolve().parent / "smollm2-135m"
 SELECTOR_INFO = "selector.json"  # {"prompt_layout": ...}: which selector prompt the adapter was trained on
-MAX_ADAPTER_BYTES = 10_000_000  # the issue's limit: the adapter is committed to the repository
+MAX_ADAPTER_BYTES = 10_000_000  # the adapter is committed to the repository, so it must stay small
 _PEFT_PREFIX = "base_model.model."
 
 # Where the selector prompt shows the focus hint; an adapter is trained on one layout and must be
@@ -192,26 +192,10 @@ def _module_of(key: str) -> str:
 
 
 def load_selector(loaded: LoadedModel, selector: str | None = "auto", progress: Any = None) -> LoadedModel | None:
-    """The program-mode model for a ``selector`` setting: ``loaded`` with the adapter merged into
-    a copy (``LoadedModel.selector`` = the adapter folder), or None when the base model is used."""
+    """The program-mode model for a ``selector`` setting: ``loaded`` with the adapter in a copy
+    (``LoadedModel.selector`` = the adapter folder), as its runtime gives one (merged into a copy of
+    the weights in process, the server's LoRA module on vLLM), or None when the base model is used."""
     folder = resolve_selector(selector, loaded.name)
     if folder is None:
         return None
-    if loaded.backend == "llamacpp":
-        # Merged into the weights (Q8_0), not a runtime LoRA: a program-mode step then costs what
-        # a base step costs (engine.runtime.selector.gguf_merge says why).
-        from engine.runtime.selector.gguf_merge import merged_gguf_for
-
-        runtime = loaded.runtime.with_weights(merged_gguf_for(folder, loaded.runtime.model.path, progress=progress))
-        return LoadedModel(name=loaded.name, model=None, tokenizer=loaded.tokenizer, device=loaded.device,
-                           dtype=loaded.dtype, selector=str(folder), runtime=runtime)
-    if loaded.backend == "vllm":
-        return loaded.runtime.with_selector(loaded, folder)
-    if progress is not None:
-        progress(f"merging the span-selector adapter {folder} into a copy of the model for program mode...")
-    from engine.runtime.backends.transformers_backend import TransformersRuntime
-
-    model = merged_model(loaded.model, folder)
-    runtime = TransformersRuntime(model, loaded.device, getattr(loaded.runtime.prefixes, "max_tokens", 0))
-    return LoadedModel(name=loaded.name, model=model, tokenizer=loaded.tokenizer, device=loaded.device,
-                       dtype=loaded.dtype, selector=str(folder), runtime=runtime)
+    return loaded.runtime.with_selector(loaded, folder, progress)

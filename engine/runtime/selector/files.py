@@ -3,7 +3,7 @@ package, which both the adapter loader and the GGUF writers import."""
 
 from __future__ import annotations
 
-from engine.runtime.models import ModelLoadError
+from engine.core.errors import ModelLoadError
 
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
 ADAPTER_CONFIG = "adapter_config.json"

@@ -2,7 +2,7 @@
 
 Program mode on llama.cpp runs the selector merged into the weights instead
 (:mod:`engine.runtime.selector.gguf_merge`: a runtime LoRA made each step 17-36% dearer); this file stays
-for ``LlamaCppRuntime.with_adapter`` and for measuring the two side by side.
+for measuring the two side by side (``LlamaCppRuntime(model, adapter)``, scripts/measure_selector_step.py).
 
 llama.cpp reads LoRA adapters in its own GGUF layout (what llama.cpp's ``convert_lora_to_gguf``
 writes): ``general.type = "adapter"``, ``adapter.type = "lora"``, ``adapter.lora.alpha``, and per
