@@ -18,9 +18,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
 from engine.decoding.events import Event
+from engine.decoding.request import EditRequest
 
 
 @dataclass
@@ -29,7 +29,7 @@ class Reading:
     can follow it); ``events``: what the decode yielded so far; ``answered``: it ended with the
     edit's answer (not cancelled, no error)."""
 
-    request: Any
+    request: EditRequest
     answer: bool
     events: list[Event] = field(default_factory=list)
     done: bool = False
@@ -47,12 +47,12 @@ class ReadAhead:
         self._cond = threading.Condition()
         self._reading: Reading | None = None
 
-    def begin(self, request: Any, answer: bool) -> Reading:
+    def begin(self, request: EditRequest, answer: bool) -> Reading:
         with self._cond:
             self._reading = Reading(request, answer)
             return self._reading
 
-    def holds(self, request: Any) -> bool:
+    def holds(self, request: EditRequest) -> bool:
         """Is ``request``'s answer kept, or being read?"""
         with self._cond:
             r = self._reading
@@ -78,7 +78,7 @@ class ReadAhead:
                 self._reading = None
             self._cond.notify_all()
 
-    def follow(self, request: Any) -> Reading | None:
+    def follow(self, request: EditRequest) -> Reading | None:
         """The reading an edit of ``request`` follows: its kept answer, or its running decode. Any
         other unfinished reading nobody follows is told to stop (the edit waits for the engine)."""
         with self._cond:

@@ -1,11 +1,12 @@
 """The LSP inputs of an edit (the open document, the region, the user's settings) -> the engine's
 :class:`engine.api.EditRequest`, built and validated in this one place.
 
-The server builds it once before loading a model (so a request the engine would refuse fails
-fast) and the job builds it again when it runs (the document may have changed while the model
-loaded, and the mode ``auto`` is resolved by the loaded engine); both go through
-:func:`document_request`, so the editor sends what the CLI sends for the same file: the same fields,
-and the same ``language`` (the code fences of the prompt, and the syntax check of the result).
+The edit session builds it once before loading a model (so a request the engine would refuse
+fails fast) and the live edit builds it again when it runs (the document may have changed while
+the model loaded, and the mode ``auto`` is resolved by the loaded engine); both go through
+:func:`document_request`, which takes every request-level setting through
+:meth:`EditRequest.from_settings` as the CLI and the HTTP endpoint do, and the same ``language``
+the CLI derives for the same file (the code fences of the prompt, and the syntax check of the result).
 """
 
 from __future__ import annotations

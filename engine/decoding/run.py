@@ -14,9 +14,10 @@ from engine.decoding.program_decoder import FeedRecorder
 from engine.decoding.prompt import PromptParts
 from engine.decoding.strategies import STRATEGIES, DecodeJob
 from engine.runtime.models import LoadedModel
+from engine.decoding.request import EditRequest
 
 
-def prompt_parts(request) -> PromptParts:
+def prompt_parts(request: EditRequest) -> PromptParts:
     """The prompt's parts for ``request``: its region, the read-only context on each side, and the
     focus in region lines."""
     lines = split_lines(request.text)
@@ -28,7 +29,7 @@ def prompt_parts(request) -> PromptParts:
                        language=request.language, focus_line=focus)
 
 
-def prepared(loaded: LoadedModel, request, cancelled: Callable[[], bool],
+def prepared(loaded: LoadedModel, request: EditRequest, cancelled: Callable[[], bool],
              recorder: FeedRecorder | None = None) -> tuple[DecodeJob, Any]:
     """An edit's job up to its prompt (planned: the localizer has run; ``job.prompt_ids`` set) and
     the strategy that decodes it: what :func:`run_edit` does before the first decode step."""
@@ -40,7 +41,7 @@ def prepared(loaded: LoadedModel, request, cancelled: Callable[[], bool],
     return job, strategy
 
 
-def run_edit(loaded: LoadedModel, request, cancelled: Callable[[], bool],
+def run_edit(loaded: LoadedModel, request: EditRequest, cancelled: Callable[[], bool],
              recorder: FeedRecorder | None = None) -> Iterator[Event]:
     """Events of one edit (``request`` is an :class:`engine.api.EditRequest`, already validated).
     ``recorder`` (program and forced modes) sees every token fed to the model (training data)."""

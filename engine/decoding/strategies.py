@@ -14,7 +14,7 @@ forced mode and token copies need logits and are refused.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Iterator, NamedTuple, Protocol
+from typing import Callable, Iterator, NamedTuple, Protocol
 
 from engine.core.errors import Cancelled, EditError
 from engine.core.lines import split_lines
@@ -38,6 +38,7 @@ from engine.language.program import CopyTokens
 from engine.runtime.models import LoadedModel
 from engine.runtime.protocol import is_local
 from engine.runtime.selector.adapter import prompt_layout
+from engine.decoding.request import EditRequest
 
 Decoded = Iterator[OpResolved | DecodeOutcome]
 
@@ -48,7 +49,7 @@ class DecodeJob:
     ``parts`` is the prompt's content; the strategy's steps fill in the rest."""
 
     loaded: LoadedModel
-    request: Any
+    request: EditRequest
     tables: ModelTables
     region: str
     parts: PromptParts
@@ -60,7 +61,7 @@ class DecodeJob:
     marks: list[int] = field(default_factory=list)  # where the prompt's prefill cuts its chunks too
 
     @classmethod
-    def start(cls, loaded: LoadedModel, request: Any, parts: PromptParts, cancelled: Callable[[], bool],
+    def start(cls, loaded: LoadedModel, request: EditRequest, parts: PromptParts, cancelled: Callable[[], bool],
               recorder: FeedRecorder | None = None) -> "DecodeJob":
         """A job with nothing filled in yet, on the model's decoding tables."""
         return cls(loaded, request, tables_for(loaded), parts.region, parts, cancelled, recorder)
@@ -81,10 +82,10 @@ class Warmed(NamedTuple):
 class Strategy(Protocol):
     """One mode on one kind of runtime."""
 
-    def first_prompt(self, loaded: LoadedModel, request: Any, parts: PromptParts) -> tuple[list[int], str]:
+    def first_prompt(self, loaded: LoadedModel, request: EditRequest, parts: PromptParts) -> tuple[list[int], str]:
         """(ids, "") of the prompt the edit reads first, or ([], why nothing is read ahead)."""
 
-    def warm(self, loaded: LoadedModel, request: Any, parts: PromptParts, ids: list[int],
+    def warm(self, loaded: LoadedModel, request: EditRequest, parts: PromptParts, ids: list[int],
              cancelled: Callable[[], bool]) -> Warmed:
         """Read ``ids`` (:meth:`first_prompt`'s) ahead of the edit, so that the edit finds them read."""
 
@@ -108,7 +109,7 @@ class ModeStrategies(NamedTuple):
         return self.in_process if is_local(loaded.runtime) else self.on_server
 
 
-def _sampling(request: Any) -> dict:
+def _sampling(request: EditRequest) -> dict:
     return {"temperature": request.temperature, "seed": request.seed} if request.temperature > 0 else {}
 
 
@@ -155,7 +156,7 @@ def _text_ids(loaded: LoadedModel, parts: PromptParts) -> list[int]:
     return render(loaded.tokenizer, text_messages(parts), assistant_prefix=parts.fence())
 
 
-def _localizer_prompt(loaded: LoadedModel, request: Any, parts: PromptParts) -> tuple[list[int], str]:
+def _localizer_prompt(loaded: LoadedModel, request: EditRequest, parts: PromptParts) -> tuple[list[int], str]:
     """Program mode reads the localizer's prompt first; where no localizer runs (no selector, one
     line, or ``localize`` off) nothing is read ahead."""
     if not (request.localize and loaded.selector and len(split_lines(parts.region)) >= 2):
@@ -180,7 +181,7 @@ def _warm_in_process(loaded: LoadedModel, read: Callable[[], None]) -> Warmed:
     return Warmed(False, sum(log.sizes()))
 
 
-def _warm_on_server(strategy: Strategy, loaded: LoadedModel, request: Any, parts: PromptParts,
+def _warm_on_server(strategy: Strategy, loaded: LoadedModel, request: EditRequest, parts: PromptParts,
                     cancelled: Callable[[], bool]) -> Warmed:
     """The edit's own first prompt sent ahead as a one-token completion, which leaves it in the
     server's prefix cache (program mode plans its focus first: the localizer's request, whose
@@ -212,10 +213,10 @@ def _program_decoder(job: DecodeJob, teacher: bool) -> Decoded:
 class LocalProgram:
     """Program mode in process: the model's program under the grammar, drafted and spliced."""
 
-    def first_prompt(self, loaded: LoadedModel, request: Any, parts: PromptParts) -> tuple[list[int], str]:
+    def first_prompt(self, loaded: LoadedModel, request: EditRequest, parts: PromptParts) -> tuple[list[int], str]:
         return _localizer_prompt(loaded, request, parts)
 
-    def warm(self, loaded: LoadedModel, request: Any, parts: PromptParts, ids: list[int],
+    def warm(self, loaded: LoadedModel, request: EditRequest, parts: PromptParts, ids: list[int],
              cancelled: Callable[[], bool]) -> Warmed:
         """The localizer's forward, as the edit runs it: its KV and its surprise are kept."""
         return _warm_in_process(loaded, lambda: plan_focus(
@@ -238,10 +239,10 @@ class LocalProgram:
 class ReadsNothingAhead:
     """A mode whose edit reads no prompt worth reading ahead."""
 
-    def first_prompt(self, loaded: LoadedModel, request: Any, parts: PromptParts) -> tuple[list[int], str]:
+    def first_prompt(self, loaded: LoadedModel, request: EditRequest, parts: PromptParts) -> tuple[list[int], str]:
         return [], f"{request.mode} mode reads no prompt ahead"
 
-    def warm(self, loaded: LoadedModel, request: Any, parts: PromptParts, ids: list[int],
+    def warm(self, loaded: LoadedModel, request: EditRequest, parts: PromptParts, ids: list[int],
              cancelled: Callable[[], bool]) -> Warmed:
         raise AssertionError("nothing to read ahead")
 
@@ -266,10 +267,10 @@ class Forced(ReadsNothingAhead):
 class RemoteProgram:
     """Program mode on a server: one grammar-constrained request per segment."""
 
-    def first_prompt(self, loaded: LoadedModel, request: Any, parts: PromptParts) -> tuple[list[int], str]:
+    def first_prompt(self, loaded: LoadedModel, request: EditRequest, parts: PromptParts) -> tuple[list[int], str]:
         return _localizer_prompt(loaded, request, parts)
 
-    def warm(self, loaded: LoadedModel, request: Any, parts: PromptParts, ids: list[int],
+    def warm(self, loaded: LoadedModel, request: EditRequest, parts: PromptParts, ids: list[int],
              cancelled: Callable[[], bool]) -> Warmed:
         return _warm_on_server(self, loaded, request, parts, cancelled)
 
@@ -293,10 +294,10 @@ class LocalText:
 
     mode: str
 
-    def first_prompt(self, loaded: LoadedModel, request: Any, parts: PromptParts) -> tuple[list[int], str]:
+    def first_prompt(self, loaded: LoadedModel, request: EditRequest, parts: PromptParts) -> tuple[list[int], str]:
         return _text_first_prompt(self.mode, loaded, parts)
 
-    def warm(self, loaded: LoadedModel, request: Any, parts: PromptParts, ids: list[int],
+    def warm(self, loaded: LoadedModel, request: EditRequest, parts: PromptParts, ids: list[int],
              cancelled: Callable[[], bool]) -> Warmed:
         """The prompt's prefill: its KV is kept for the edit."""
         def prefill() -> None:
@@ -326,10 +327,10 @@ class RemoteText:
 
     mode: str
 
-    def first_prompt(self, loaded: LoadedModel, request: Any, parts: PromptParts) -> tuple[list[int], str]:
+    def first_prompt(self, loaded: LoadedModel, request: EditRequest, parts: PromptParts) -> tuple[list[int], str]:
         return _text_first_prompt(self.mode, loaded, parts)
 
-    def warm(self, loaded: LoadedModel, request: Any, parts: PromptParts, ids: list[int],
+    def warm(self, loaded: LoadedModel, request: EditRequest, parts: PromptParts, ids: list[int],
              cancelled: Callable[[], bool]) -> Warmed:
         return _warm_on_server(self, loaded, request, parts, cancelled)
 

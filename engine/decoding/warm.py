@@ -14,11 +14,12 @@ the server's prefix cache. Decoding the whole answer ahead is engine.read_ahead'
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Callable
 
 from engine.decoding.run import prompt_parts
 from engine.decoding.strategies import STRATEGIES
 from engine.runtime.models import LoadedModel
+from engine.decoding.request import EditRequest
 
 
 @dataclass(frozen=True)
@@ -35,14 +36,14 @@ class WarmUp:
     answered: bool = False
 
 
-def first_prompt(loaded: LoadedModel, request: Any) -> tuple[list[int], str]:
+def first_prompt(loaded: LoadedModel, request: EditRequest) -> tuple[list[int], str]:
     """(ids, "") of the prompt ``request`` (mode resolved) reads first, or ([], why nothing is
     read ahead), as the mode's strategy on this runtime says (engine.decoding.strategies): program
     mode with a span selector reads the localizer's prompt; ar and speculative, their own."""
     return STRATEGIES[request.mode].on(loaded).first_prompt(loaded, request, prompt_parts(request))
 
 
-def warm_prompt(loaded: LoadedModel, request: Any, cancelled: Callable[[], bool], max_tokens: int) -> WarmUp:
+def warm_prompt(loaded: LoadedModel, request: EditRequest, cancelled: Callable[[], bool], max_tokens: int) -> WarmUp:
     """Read the prompt ``request`` (mode resolved) would read first (see :func:`first_prompt`), when
     it has at most ``max_tokens`` tokens. In process: program mode's localizer forward (plan_focus,
     as the edit calls it), a text mode's prefill. On a server (vLLM): the edit's own first prompt

@@ -47,13 +47,3 @@ def _protocol_stdout():
     sys.stdout = sys.stderr
     return os.fdopen(protocol_fd, "wb")
 
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m lsp_server")
-    sub = parser.add_subparsers(dest="command")
-    add_parser(sub)
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0].startswith("-"):
-        argv = ["serve", *argv]
-    args = parser.parse_args(argv)
-    return int(args.func(args) or 0)
