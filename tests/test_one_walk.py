@@ -70,7 +70,7 @@ def remote() -> LoadedModel:
 
 @pytest.mark.parametrize("mode, token_copies", [("forced", False), ("program", True), ("ar", True)])
 def test_a_server_refuses_what_needs_logits(remote: LoadedModel, mode: str, token_copies: bool) -> None:
-    assert remote.remote and not is_local(remote.runtime)
+    assert not is_local(remote.runtime)
     program = Program((CopyLines(1, 1),)) if mode == "forced" else None
     request = EditRequest(text="x = 1\n", instruction="keep", mode=mode, token_copies=token_copies,
                           program=program)

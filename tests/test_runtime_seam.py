@@ -1,13 +1,13 @@
 """Local or remote is the runtime's own business (engine.runtime.protocol): outside engine/runtime/
 no code asks a model whether it is remote, reaches for a runtime's attributes by name, or compares
-a backend's name. (The benchmarks and training may refuse a server outright: they are left out.)"""
+a backend's name."""
 
 import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SCANNED = ("engine", "lsp_server")
-LEFT_OUT = ("engine/runtime/", "engine/bench/", "engine/training/", "engine/commands/bench.py")
+LEFT_OUT = ("engine/runtime/",)
 FORBIDDEN = re.compile(
     r"\.remote\b"                                                   # LoadedModel.remote
     r"|\b(?:get|has)attr\((?:\w+\.)?runtime\b"                      # getattr(runtime, ...), hasattr(loaded.runtime, ...)

@@ -15,6 +15,7 @@ from typing import Any, Sequence
 
 from engine.api import Engine
 from engine.runtime.prefix_cache import common_prefix
+from engine.runtime.protocol import is_local
 
 
 def cpu_name() -> str:
@@ -127,3 +128,12 @@ def get_engine(model: str = "default", device: str | None = None, dtype: str | N
         _ENGINES[key] = Engine.load(model, device=device, dtype=dtype, progress=progress, selector=selector,
                                     backend=backend, options=options)
     return _ENGINES[key]
+
+
+def refuses_server(engine: Engine, command: str, why: str) -> bool:
+    """True, after saying so on stderr, when ``engine`` runs on a server: benchmark ``command``
+    needs an in-process runtime (``why``)."""
+    if is_local(engine.loaded.runtime):
+        return False
+    print(f"copy-as-decode bench {command}: {why}", file=sys.stderr)
+    return True

@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from engine.bench import harness
-from engine.bench.harness import command_line, get_engine, machine_info, rotate
+from engine.bench.harness import command_line, get_engine, machine_info, refuses_server, rotate
 from engine.bench.output import report, table_of
 from engine.core.errors import ModelLoadError
 from engine.core.tokens import encode
@@ -248,8 +248,7 @@ def run(args: Any) -> int:
     except (CorpusError, ModelLoadError, ValueError) as exc:
         print(f"copy-as-decode bench predicted: {exc}", file=sys.stderr)
         return 2
-    if engine.loaded.remote:
-        print("copy-as-decode bench predicted: the prediction drafts on in-process backends only", file=sys.stderr)
+    if refuses_server(engine, "predicted", "the prediction drafts on in-process backends only"):
         return 2
     with serve(args.model, args.backend, args.threads, progress, args.verify) as url:
         data = measure_predicted(engine.loaded, url, cases, args.max_new_tokens, progress, args.verify)

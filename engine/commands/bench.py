@@ -37,15 +37,15 @@ from typing import Any, Callable
 from engine.api import EditRequest, Engine
 from engine.bench.arms import FAMILY_ARMS, ArmError, parse_arms
 from engine.bench.concurrency import measure_concurrency
-from engine.bench.harness import command_line, get_engine, machine_info, write_json
+from engine.bench.harness import command_line, get_engine, machine_info, refuses_server, write_json
 from engine.bench.kernel import DEFAULT_NS, kernel_table, measure_kernel, parse_ns
 from engine.bench.output import report, table_of
 from engine.bench.plot import plot_edits, plot_kernel
 from engine.bench.report import ReportError, edits_table, markdown_report, write_into
-from engine.core.choices import BACKENDS, MODES
+from engine.core.choices import MODES
 from engine.core.errors import ModelLoadError
 from engine.evaluation.corpora import CorpusError, load_corpus
-from engine.runtime.backends import BackendOptions
+from engine.runtime.backends import IN_PROCESS_BACKENDS, BackendOptions
 from engine.runtime.threads import set_threads
 from engine.settings import SPECS
 
@@ -153,7 +153,7 @@ def add_parser(subparsers: Any) -> None:
     predicted = sub.add_parser("predicted", help="OpenAI endpoint: the region as the prediction vs none, over HTTP "
                                "and in-process (engine/bench/predicted.py)")
     flags(predicted, "model", "backend", "threads", "max_new_tokens", "verify", "json",
-          backend={"choices": tuple(b for b in BACKENDS if b != "vllm")},  # the prediction drafts in-process
+          backend={"choices": IN_PROCESS_BACKENDS},  # the prediction drafts in-process
           threads={"note": "Of the server and of this process."},
           max_new_tokens={"default": None, "note": "Default: 1.5 x input tokens + 64."})
     predicted.add_argument("--cases", default="humanevalfix-python=10,canitedit=5", help="CORPUS=N[,CORPUS=N...]: the "
@@ -203,9 +203,7 @@ def run_kernel(args: argparse.Namespace) -> int:
         print(f"copy-as-decode bench kernel: {exc}", file=sys.stderr)
         return 2
     loaded = engine.loaded
-    if loaded.remote:
-        print("copy-as-decode bench kernel: a remote backend returns no logits per forward; measure it in-process",
-              file=sys.stderr)
+    if refuses_server(engine, "kernel", "a remote backend returns no logits per forward; measure it in-process"):
         return 2
     data = kernel_record(loaded, args.context, ns, args.trials, args.warmup, console, command_line())
     report(console, table_of(f"s(N), {loaded.name} on {loaded.device}, context {args.context}",
@@ -331,8 +329,7 @@ def run_localize(args: argparse.Namespace) -> int:
     except (CorpusError, ModelLoadError, ValueError) as exc:
         print(f"copy-as-decode bench localize: {exc}", file=sys.stderr)
         return 2
-    if engine.loaded.remote:
-        print("copy-as-decode bench localize: a remote backend returns no logits; measure it in-process", file=sys.stderr)
+    if refuses_server(engine, "localize", "a remote backend returns no logits; measure it in-process"):
         return 2
 
     def progress(done: int, total: int) -> None:

@@ -56,12 +56,6 @@ class LoadedModel:
         return str(self.runtime.backend)
 
     @property
-    def remote(self) -> bool:
-        """A server that returns tokens, not logits (no sessions): see engine.runtime.protocol. The
-        benchmark commands refuse such a model; the engine asks the runtime itself (its protocol)."""
-        return not is_local(self.runtime)
-
-    @property
     def vocab_size(self) -> int:
         return int(self.runtime.vocab_size)
 

@@ -28,6 +28,9 @@ from engine.core import defaults
 from engine.core.choices import BACKENDS, FLASH_ATTENTION, FlashAttention
 from engine.core.errors import EditError
 
+# The backends that run in this process (sessions with logits); the others are servers.
+IN_PROCESS_BACKENDS: tuple[str, ...] = ("auto", "transformers", "llamacpp")
+
 
 @dataclass(frozen=True)
 class BackendOptions:
