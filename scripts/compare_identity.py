@@ -48,6 +48,8 @@ def main(argv: list[str]) -> int:
         if not twin.exists():
             continue
         before, after = json.loads(path.read_text()), json.loads(twin.read_text())
+        if "per_case" not in before:  # not a bench edits record
+            continue
         cases, found = differences(before, after)
         report.append({"file": path.name, "corpus": after.get("corpus"), "family": after.get("family"),
                        "cases": cases, "arms": list(after["per_case"][0]["arms"]) if after["per_case"] else [],

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from engine.core.choices import never_cancelled
 from engine.bench.analysis import tokens_per_op
 from engine.core.lines import split_lines
 from engine.core.tokens import encode, token_pieces
@@ -248,7 +249,7 @@ def _forced_walk(loaded: Any, tables: Any, region: str, program: Any, draft: boo
             return super().verify(marks)
 
     token_copies = any(isinstance(op, CopyTokens) for op in program.ops)
-    decoder = Walk(loaded, tables, region, [0], 1 << 16, lambda: False, token_copies=token_copies,
+    decoder = Walk(loaded, tables, region, [0], 1 << 16, never_cancelled, token_copies=token_copies,
                    teacher_program=program, monotonic=False, draft=draft,
                    session=session if session is not None else _CountingSession(), ledger=ledger)
     for _ in decoder.run():

@@ -32,6 +32,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from engine.core.choices import never_cancelled
 from engine.bench import harness
 from engine.bench.harness import command_line, get_engine, machine_info, refuses_server, rotate
 from engine.bench.output import report, table_of
@@ -129,7 +130,7 @@ def _local(loaded: Any, messages: list[dict[str, str]], max_tokens: int, predict
 
     start = time.perf_counter()
     job = build_job(loaded, messages, max_tokens, STOP, 0.0, 1.0, None, prediction, verify)
-    decode = ChatDecode(loaded, tables_for(loaded), job, lambda: False)
+    decode = ChatDecode(loaded, tables_for(loaded), job, never_cancelled)
     text = "".join(decode.deltas())
     wall = time.perf_counter() - start
     ids = list(decode._decode.out) if decode._decode is not None else []

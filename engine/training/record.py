@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from engine.core.choices import never_cancelled
 from engine.api import EditRequest
 from engine.decoding.events import EditFinished
 from engine.decoding.program_decoder import FeedRecorder
@@ -35,7 +36,7 @@ def record_fed_sequence(loaded: LoadedModel, request: EditRequest) -> FedSequenc
     request.validate()
     recorder = FeedRecorder()
     output = None
-    for event in run_edit(loaded, request, lambda: False, recorder=recorder):
+    for event in run_edit(loaded, request, never_cancelled, recorder=recorder):
         if isinstance(event, EditFinished):
             output = event.result.output_text
             if event.result.stop_reason != "done":

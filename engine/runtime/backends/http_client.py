@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 from urllib.parse import urlsplit
 
+from engine.core.choices import never_cancelled
 from engine.runtime.backends import BackendError
 
 MAX_BODY_BYTES = 64 * 1024 * 1024
@@ -62,7 +63,7 @@ class CompletionsClient:
     def get_text(self, path: str) -> str:
         return self._request("GET", path, None).decode("utf-8", errors="replace")
 
-    def stream(self, path: str, body: dict, cancelled: Callable[[], bool] = lambda: False) -> Iterator[dict]:
+    def stream(self, path: str, body: dict, cancelled: Callable[[], bool] = never_cancelled) -> Iterator[dict]:
         """Server-sent events of a ``"stream": true`` request, parsed; stops at ``[DONE]``. A stream
         that ends without ``[DONE]`` is truncated: a RemoteError."""
         conn, response = self._open("POST", path, {**body, "stream": True})
