@@ -47,7 +47,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "settings apply (default: the current folder)")
     p.add_argument("--served-name", default=None, help="the model id clients send and /v1/models lists "
                    "(default: the --model value)")
-    add_setting_flags(p, (*ENGINE_FLAGS, "verify"), extra_help={"threads": "Also torch's intra-op threads."})
+    add_setting_flags(p, (*ENGINE_FLAGS, "verify", "chat_max_tokens"),
+                      extra_help={"threads": "Also torch's intra-op threads."})
     p.add_argument("--max-waiting", type=int, default=8, help="requests that may wait while one decodes "
                    "(in-process backends; one more is answered 429; default 8)")
     p.add_argument("--max-body-kb", type=int, default=4096, help="largest request body (default 4096 KiB; larger: 413)")

@@ -37,6 +37,7 @@ from engine.openai_api.schemas import (
     completion_id,
     completion_json,
     content_text,
+    stop_extension,
     usage_json,
 )
 from engine.settings import DEFAULTS, Settings
@@ -44,14 +45,16 @@ from engine.settings import DEFAULTS, Settings
 M = TypeVar("M", bound=BaseModel)
 DISCONNECT_POLL_S = 0.05
 DECODE_HEADER = "x-copy-as-decode-decode-seconds"  # prompt rendering excluded; the HTTP overhead is the rest
+STOP_HEADER = "x-copy-as-decode-stop-reason"  # only when the engine ended the completion itself ("loop")
 
 
 @dataclass
 class ServerConfig:
     """``model_id``: the name ``/v1/models`` lists and requests must use; ``api_key``: when set,
     requests need ``Authorization: Bearer <key>``; ``settings``: the server's settings, whose
-    request-level ones (engine.decoding.request.REQUEST_SETTINGS) an edit body may override and
-    whose ``verify`` rule a prediction's drafts follow."""
+    request-level ones (engine.decoding.request.REQUEST_SETTINGS) an edit body may override,
+    whose ``verify`` rule a prediction's drafts follow and whose ``chat_max_tokens`` a chat
+    completion without ``max_tokens`` gets."""
 
     model_id: str
     max_waiting: int = 8
@@ -129,7 +132,8 @@ def create_app(engine: Engine, config: ServerConfig) -> FastAPI:
         check_supported(req)
         prediction = content_text(req.prediction.content) if req.prediction is not None else None
         job = build_job(loaded, chat_messages(req.messages), req.token_limit(), req.stop_strings(), req.temperature,
-                        req.top_p, req.seed, prediction or None, config.settings.verify)
+                        req.top_p, req.seed, prediction or None, config.settings.verify,
+                        config.settings.chat_max_tokens)
         ticket = queue.admit()
 
         def work(cancelled: Callable[[], bool]) -> Iterator[str | ChatDecode]:
@@ -148,8 +152,12 @@ def create_app(engine: Engine, config: ServerConfig) -> FastAPI:
         decode = items[-1]
         assert isinstance(decode, ChatDecode)
         usage = usage_json(len(job.prompt_ids), decode.completion_tokens, decode.accepted, decode.rejected)
-        return JSONResponse(completion_json(cid, config.model_id, decode.text, decode.finish_reason, usage),
-                            headers={DECODE_HEADER: f"{decode.seconds:.6f}"})
+        headers = {DECODE_HEADER: f"{decode.seconds:.6f}"}
+        if decode.stop_reason:
+            headers[STOP_HEADER] = decode.stop_reason
+        return JSONResponse(completion_json(cid, config.model_id, decode.text, decode.finish_reason, usage,
+                                            stop_extension(decode.stop_reason, decode.stop_detail)),
+                            headers=headers)
 
     @app.post("/v1/edits/copy-as-decode")
     async def edits(request: Request) -> Response:
@@ -224,7 +232,8 @@ async def _chat_events(queue: DecodeQueue, ticket: Ticket, work: Callable[[Calla
         yield sse(error_body(503, str(exc), "backend_error"))
         return
     assert decode is not None
-    yield sse(chunk_json(cid, model, created, {}, decode.finish_reason))
+    yield sse(chunk_json(cid, model, created, {}, decode.finish_reason,
+                         extension=stop_extension(decode.stop_reason, decode.stop_detail)))
     if usage_wanted:
         yield sse(chunk_json(cid, model, created, {}, None,
                              usage_json(prompt_tokens, decode.completion_tokens, decode.accepted, decode.rejected)))

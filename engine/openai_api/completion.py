@@ -12,8 +12,12 @@ is not used and both counts are 0.
 On the vLLM backend the rendered prompt goes to the server as one streamed completion (the
 server decodes; it has no per-request drafting, so the prediction is not used there either).
 
-Stop strings and the token limit are applied here, the same way for every backend; text is
-released only when it cannot be the start of a stop string.
+Stop strings, the token limit and the loop guard are applied here, the same way for every backend;
+text is released only when it cannot be the start of a stop string. A request without
+``max_tokens`` gets the server's ``chatMaxTokens`` (at most what the context leaves). The loop
+guard (:class:`engine.checks.guards.LoopGuard`, the edit decoders' own) ends an output that keeps
+repeating a unit the messages do not have: ``finish_reason`` "length" (the run was cut short, as
+OpenAI's clients know it) with ``stop_reason`` "loop" and the guard's message in ``stop_detail``.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from typing import Any
 
 import torch
 
+from engine.checks.guards import LoopGuard
 from engine.core.errors import Cancelled
 from engine.core.tokens import IncrementalDetokenizer, encode
 from engine.decoding.drafter import InputDrafter
@@ -34,6 +39,7 @@ from engine.decoding.tables import ModelTables
 from engine.openai_api.errors import ApiError
 from engine.runtime.models import LoadedModel
 from engine.runtime.protocol import is_local
+from engine.settings import DEFAULTS
 
 
 @dataclass(frozen=True)
@@ -48,6 +54,7 @@ class ChatJob:
     seed: int = 0
     prediction: str | None = None
     verify: str = "auto"  # how the prediction's drafts are verified (engine.core.choices.Verify)
+    guarded: str = ""  # what the output may repeat without looping: the messages and the prediction
 
 
 def chat_messages(messages: list[Any]) -> list[dict[str, str]]:
@@ -60,8 +67,9 @@ def chat_messages(messages: list[Any]) -> list[dict[str, str]]:
 
 def build_job(loaded: LoadedModel, messages: list[dict[str, str]], max_tokens: int | None, stop: tuple[str, ...],
               temperature: float, top_p: float, seed: int | None, prediction: str | None,
-              verify: str = "auto") -> ChatJob:
-    """Render the prompt and check it against the context (400 ``context_length_exceeded``)."""
+              verify: str = "auto", default_max_tokens: int = DEFAULTS.chat_max_tokens) -> ChatJob:
+    """Render the prompt and check it against the context (400 ``context_length_exceeded``); no
+    ``max_tokens``: ``default_max_tokens``, cut to what the context leaves."""
     prompt_ids = render(loaded.tokenizer, messages)
     limit = loaded.runtime.context_limit()
     if limit is not None:
@@ -71,9 +79,11 @@ def build_job(loaded: LoadedModel, messages: list[dict[str, str]], max_tokens: i
                                 f"{wanted} tokens ({len(prompt_ids)} in the messages, {max_tokens or 1} in the "
                                 "completion). Please reduce the length of the messages or completion.",
                            "context_length_exceeded", "messages")
-        max_tokens = max_tokens or limit - len(prompt_ids)
-    return ChatJob(prompt_ids, max_tokens or 4096, stop, temperature, top_p,
-                   seed if seed is not None else 0, prediction, verify)
+    if max_tokens is None:
+        max_tokens = default_max_tokens if limit is None else min(default_max_tokens, limit - len(prompt_ids))
+    guarded = "\n".join([*(m["content"] for m in messages), prediction or ""])
+    return ChatJob(prompt_ids, max_tokens, stop, temperature, top_p, seed if seed is not None else 0, prediction,
+                   verify, guarded)
 
 
 class Sampler:
@@ -95,7 +105,8 @@ class Sampler:
 class ChatDecode:
     """Decode one :class:`ChatJob`. Iterate :meth:`deltas` for the text; afterwards
     ``finish_reason`` ("stop", "length" or "cancelled"), ``completion_tokens``, ``accepted``,
-    ``rejected`` and ``seconds`` (prefill + decode) describe the run."""
+    ``rejected`` and ``seconds`` (prefill + decode) describe the run; ``stop_reason`` is "loop"
+    (and ``stop_detail`` the loop guard's message) when the guard ended it, else None."""
 
     def __init__(self, loaded: LoadedModel, tables: ModelTables, job: ChatJob, cancelled: Callable[[], bool]):
         self.loaded, self.tables, self.job, self.cancelled = loaded, tables, job, cancelled
@@ -103,6 +114,8 @@ class ChatDecode:
         self.completion_tokens = self.accepted = self.rejected = 0
         self.seconds = 0.0
         self.text = ""
+        self.stop_reason: str | None = None
+        self.stop_detail = ""
         self._decode: DraftedDecode | None = None
 
     def deltas(self) -> Iterator[str]:
@@ -111,6 +124,7 @@ class ChatDecode:
         stops = self.job.stop
         hold = max((len(s) for s in stops), default=1) - 1
         detok = IncrementalDetokenizer(self.loaded.tokenizer)
+        guard = LoopGuard(self.job.guarded)
         sent = 0
         source = self._local_tokens() if is_local(self.loaded.runtime) else self._remote_tokens()
         try:
@@ -125,6 +139,10 @@ class ChatDecode:
                         yield text[sent:cut]
                     self.finish_reason = "stop"
                     return
+                loop = guard.check_when_due(text)
+                if loop is not None:
+                    self.finish_reason, self.stop_reason, self.stop_detail = "length", "loop", loop
+                    break
                 safe = len(text) - hold
                 if safe > sent:
                     yield text[sent:safe]

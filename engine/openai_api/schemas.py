@@ -17,6 +17,7 @@ from engine.core.choices import Verify
 from engine.openai_api.errors import ApiError
 
 MAX_STOP = 32
+EXTENSION = "copy_as_decode"  # the key of the engine's own fields in a completion (stop_extension)
 
 
 class TextPart(BaseModel):
@@ -136,15 +137,23 @@ def usage_json(prompt_tokens: int, completion_tokens: int, accepted: int, reject
                                           "rejected_prediction_tokens": rejected, "reasoning_tokens": 0}}
 
 
-def completion_json(cid: str, model: str, text: str, finish_reason: str, usage: dict[str, Any]) -> dict[str, Any]:
+def stop_extension(stop_reason: str | None, detail: str) -> dict[str, Any]:
+    """The extension field of a completion (and a stream's final chunk) the engine ended itself:
+    ``{"copy_as_decode": {"stop_reason": "loop", "detail": ...}}``; empty otherwise, so other
+    completions keep OpenAI's exact shape."""
+    return {EXTENSION: {"stop_reason": stop_reason, "detail": detail}} if stop_reason else {}
+
+
+def completion_json(cid: str, model: str, text: str, finish_reason: str, usage: dict[str, Any],
+                    extension: dict[str, Any] | None = None) -> dict[str, Any]:
     return {"id": cid, "object": "chat.completion", "created": int(time.time()), "model": model,
             "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": None,
                          "finish_reason": finish_reason}],
-            "usage": usage}
+            "usage": usage, **(extension or {})}
 
 
 def chunk_json(cid: str, model: str, created: int, delta: dict[str, Any], finish_reason: str | None,
-               usage: dict[str, Any] | None = None) -> dict[str, Any]:
+               usage: dict[str, Any] | None = None, extension: dict[str, Any] | None = None) -> dict[str, Any]:
     """One ``chat.completion.chunk``; the usage chunk (``stream_options.include_usage``) has no choices."""
     choices = [] if usage is not None else [{"index": 0, "delta": delta, "logprobs": None,
                                              "finish_reason": finish_reason}]
@@ -152,4 +161,4 @@ def chunk_json(cid: str, model: str, created: int, delta: dict[str, Any], finish
                            "choices": choices}
     if usage is not None:
         out["usage"] = usage
-    return out
+    return {**out, **(extension or {})}

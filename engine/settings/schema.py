@@ -75,6 +75,9 @@ class Settings(BaseModel):
         "stream", "When an edit reaches the document: as it is decoded, once at the end, or after you confirm "
         "it in a preview.")
     max_new_tokens: int = setting(1024, "Most tokens the model may generate for one edit.", low=1, high=65536)
+    chat_max_tokens: int = setting(1024, "Most tokens a chat completion to serve-openai generates when the request "
+                                   "sets no max_tokens (as many as maxNewTokens allows one edit; at most what the "
+                                   "context leaves).", low=1, high=65536)
     context_lines: int = setting(20, "Read-only lines shown to the model on each side of a selected region.",
                                  low=0, high=10000)
     prompt_style: PromptStyle = setting(

@@ -25,6 +25,7 @@ export const SERVER_KEYS = [
   "mode",
   "applyMode",
   "maxNewTokens",
+  "chatMaxTokens",
   "contextLines",
   "promptStyle",
   "verify",
