@@ -54,7 +54,7 @@ class ChatJob:
     seed: int = 0
     prediction: str | None = None
     verify: str = "auto"  # how the prediction's drafts are verified (engine.core.choices.Verify)
-    guarded: str = ""  # what the output may repeat without looping: the messages and the prediction
+    guard_input: str = ""  # what the loop guard compares the output with: the messages and the prediction
 
 
 def chat_messages(messages: list[Any]) -> list[dict[str, str]]:
@@ -81,9 +81,9 @@ def build_job(loaded: LoadedModel, messages: list[dict[str, str]], max_tokens: i
                            "context_length_exceeded", "messages")
     if max_tokens is None:
         max_tokens = default_max_tokens if limit is None else min(default_max_tokens, limit - len(prompt_ids))
-    guarded = "\n".join([*(m["content"] for m in messages), prediction or ""])
+    guard_input = "\n".join([*(m["content"] for m in messages), prediction or ""])
     return ChatJob(prompt_ids, max_tokens, stop, temperature, top_p, seed if seed is not None else 0, prediction,
-                   verify, guarded)
+                   verify, guard_input)
 
 
 class Sampler:
@@ -124,7 +124,7 @@ class ChatDecode:
         stops = self.job.stop
         hold = max((len(s) for s in stops), default=1) - 1
         detok = IncrementalDetokenizer(self.loaded.tokenizer)
-        guard = LoopGuard(self.job.guarded)
+        guard = LoopGuard(self.job.guard_input)
         sent = 0
         source = self._local_tokens() if is_local(self.loaded.runtime) else self._remote_tokens()
         try:
