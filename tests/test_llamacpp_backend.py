@@ -323,7 +323,7 @@ def test_default_threads_are_chosen_at_load_and_say_why():
     try:
         assert 1 <= runtime.threads <= physical_cores()
         assert runtime.thread_choice.reason.startswith(("measured: 1 thread", "not measured: "))
-        assert f"{runtime.threads} threads ({runtime.thread_choice.reason})" in runtime.describe()
+        assert f"thread{'s' if runtime.threads > 1 else ''} ({runtime.thread_choice.reason})" in runtime.describe()
         session = runtime.session()
         session.append(list(range(10, 20)), "prefill")
         assert runtime.lib.llama_n_threads(session.slot.ctx) == runtime.threads

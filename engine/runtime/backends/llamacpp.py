@@ -342,11 +342,17 @@ class LlamaCppRuntime(InProcessRuntime):
         return self.model.thread_choice
 
     def describe(self) -> str:
-        threads = f"{self.threads} threads" + ("" if self.options.threads else f" ({self.thread_choice.reason})")
+        threads = f"{self.threads} thread{'s' if self.threads > 1 else ''}" + ("" if self.options.threads else f" ({self.thread_choice.reason})")
         attention = {None: "llama.cpp's choice", True: "on", False: "off"}[self.flash_attention]
         sgemm = "" if self.llamafile_sgemm else ", without llamafile sgemm"
         return (f"llama.cpp ({self.model.path.name}, {threads}, context {self.context}, "
                 f"flash attention {attention}{sgemm})")
+
+    def facts(self) -> dict[str, str]:
+        attention = {None: "llama.cpp's choice (layers on the GPU)", True: "on", False: "off"}[self.flash_attention]
+        return {"weights": str(self.model.path.resolve()),
+                "threads": f"{self.threads} ({self.thread_choice.reason})",
+                "flash attention": attention + ("" if self.options.flash_attention != "auto" else " (auto)")}
 
     def eos_ids(self) -> set[int]:
         ids = set()
