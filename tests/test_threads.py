@@ -29,6 +29,8 @@ def test_the_fastest_mix_wins_and_fewer_threads_win_a_near_tie():
     assert choose(near).threads == 1 and choose(near).reason.endswith("ms/chunk")
     contended = [ThreadTiming(1, 0.016, 0.34), ThreadTiming(2, 0.024, 0.68)]
     assert choose(contended).threads == 1
+    skipped = choose([ThreadTiming(1, 0.014, 0.30), ThreadTiming(2, 0.099, float("inf"))])
+    assert skipped.threads == 1 and "2 threads 99 ms/token (chunk not timed)" in skipped.reason
     with pytest.raises(ValueError):
         choose([])
 

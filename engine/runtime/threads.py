@@ -69,7 +69,8 @@ def candidate_counts(cores: int, load: float | None) -> list[int]:
 
 @dataclass(frozen=True)
 class ThreadTiming:
-    """One count's measured seconds: a one-token step and a batched prompt chunk."""
+    """One count's measured seconds: a one-token step and a batched prompt chunk (infinite: not
+    timed, its steps were already far too slow)."""
 
     threads: int
     step_s: float
@@ -95,7 +96,8 @@ def choose(timings: Sequence[ThreadTiming], load: float | None = None, cores: in
     best = min(t.score for t in timings)
     chosen = min((t for t in timings if t.score <= best * (1 + TOLERANCE)), key=lambda t: t.threads)
     measured = ", ".join(f"{t.threads} thread{'s' if t.threads > 1 else ''} {t.step_s * 1000:.0f} ms/token "
-                         f"{t.chunk_s * 1000:.0f} ms/chunk" for t in sorted(timings, key=lambda t: t.threads))
+                         + (f"{t.chunk_s * 1000:.0f} ms/chunk" if t.chunk_s != float("inf") else "(chunk not timed)")
+                         for t in sorted(timings, key=lambda t: t.threads))
     context = "; ".join(part for part in (f"{cores} cores" if cores else "",
                                           f"load {load:.1f}" if load is not None else "") if part)
     return ThreadChoice(chosen.threads, f"measured: {measured}" + (f"; {context}" if context else ""))

@@ -234,12 +234,16 @@ def decode(slot: _Slot, chunk: list[int], pos0: int, keep: list[int]) -> None:
 MEASURED_STEPS = 2  # one-token steps timed per count and round (the fastest counts)
 MEASURED_ROUNDS = 2  # rounds over the counts at most, the second in reverse order (neither goes first always)
 MEASURE_BUDGET_S = 0.6  # no round starts after this: a measurement stays within about a second
+# A count whose step is this many times the fastest step seen is not given its chunk: threads that
+# spin against other work made one chunk take 3-10 s on a busy 2-core machine.
+SLOW_STEP = 2.0
 
 
 def measure_threads(lib: Any, slot: _Slot, chunk: int, token: int) -> ThreadChoice:
     """The thread count this machine runs this model fastest with now: each count
-    :func:`engine.runtime.threads.candidate_counts` allows times a ``chunk``-token prompt chunk and a
-    few one-token steps of ``token`` on ``slot`` (``llama_set_n_threads`` between them), after one
+    :func:`engine.runtime.threads.candidate_counts` allows times a few one-token steps of ``token``
+    and then, unless its steps are far slower than the fastest (:data:`SLOW_STEP`), a
+    ``chunk``-token prompt chunk on ``slot`` (``llama_set_n_threads`` between them), after one
     untimed step on one thread (the first forward touches every weight). Under a second for the
     embedded model on 2 cores; none when the load leaves one core."""
     cores, load = physical_cores(), load_average()
@@ -256,15 +260,21 @@ def measure_threads(lib: Any, slot: _Slot, chunk: int, token: int) -> ThreadChoi
         if round_ and time.perf_counter() - began > MEASURE_BUDGET_S:
             break
         for n in counts if round_ % 2 == 0 else reversed(counts):
+            if round_ and best[n][1] == float("inf"):
+                continue  # too slow in the first round
             lib.llama_set_n_threads(slot.ctx, n, n)
             slot.clear()
-            start = time.perf_counter()
-            decode(slot, tokens, 0, [chunk - 1])
-            best[n][1] = min(best[n][1], time.perf_counter() - start)
             for i in range(MEASURED_STEPS):
                 start = time.perf_counter()
-                decode(slot, tokens[:1], chunk + i, [0])
+                decode(slot, tokens[:1], i, [0])
                 best[n][0] = min(best[n][0], time.perf_counter() - start)
+                if best[n][0] > SLOW_STEP * min(step for step, _ in best.values()):
+                    break  # contended: more forwards could take seconds each, and it cannot win
+            if best[n][0] > SLOW_STEP * min(step for step, _ in best.values()):
+                continue
+            start = time.perf_counter()
+            decode(slot, tokens, MEASURED_STEPS, [chunk - 1])
+            best[n][1] = min(best[n][1], time.perf_counter() - start)
     slot.clear()
     return choose([ThreadTiming(n, step, prefill) for n, (step, prefill) in best.items()], load, cores)
 
