@@ -105,12 +105,14 @@ def diagnose(engine: Engine, settings: Settings) -> tuple[dict[str, Line], dict[
         "device": Line(engine.loaded.device, f"{settings.device} asked", "device"),
         "threads": Line(facts["threads"].split(" ", 1)[0], facts["threads"].partition(" ")[2].strip("()"),
                         "threads"),
-        "context": Line(f"{runtime.context_limit() or 'unknown'} tokens", "prompt plus generated text",
+        "context": Line(f"{runtime.context_limit() or 'unknown'} tokens",
+                        "prompt plus generated text (the setting is llama.cpp's; elsewhere the model's own limit)",
                         "context_size"),
     }
     if "flash attention" in facts:
-        lines["flash attention"] = Line(facts["flash attention"], "off on the CPU under auto: its kernel takes "
-                                        "fewer than 64 rows one at a time", "flash_attention")
+        why = ("auto: off on the CPU, where its kernel takes fewer than 64 rows one at a time"
+               if settings.flash_attention == "auto" else f"{settings.flash_attention} asked")
+        lines["flash attention"] = Line(facts["flash attention"], why, "flash_attention")
     found = engine.selector
     lines["selector"] = Line(found or "none", (f"found, so mode {settings.mode} runs {mode}, on {facts['weights']}"
                                                if found else
@@ -146,7 +148,8 @@ def _verify(engine: Engine, settings: Settings) -> Line:
                   "steps, so an exact verify holds one row and decodes like ar (verify argmax drafts, but its output may "
                   "differ from ar's)")
     else:
-        drafts = f"speculative drafts up to {room} tokens a verify"
+        drafts = ("speculative drafts: a verify of any size gives exactly what its steps would" if room >= DRAFT_ASK
+                  else f"speculative drafts up to {room} tokens a verify (the most rows that round as steps do)")
     return Line(means, drafts, "verify")
 
 

@@ -134,7 +134,7 @@ class TransformersRuntime(InProcessRuntime):
         """torch's threads as they are: the process's setting (torch's default, or a benchmark's
         pin), not measured at load."""
         source = str(getattr(getattr(self.model, "config", None), "_name_or_path", "") or type(self.model).__name__)
-        return {"weights": source, "threads": f"{torch.get_num_threads()} (torch's own count; not chosen here)"}
+        return {"weights": source, "threads": f"{torch.get_num_threads()} (torch's own count: the threads setting is llama.cpp's)"}
 
     def context_limit(self) -> int | None:
         value = getattr(getattr(self.model, "config", None), "max_position_embeddings", None)
