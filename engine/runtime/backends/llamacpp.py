@@ -352,7 +352,9 @@ class LlamaCppRuntime(InProcessRuntime):
         return self.model.thread_choice
 
     def describe(self) -> str:
-        threads = f"{self.threads} thread{'s' if self.threads > 1 else ''}" + ("" if self.options.threads else f" ({self.thread_choice.reason})")
+        threads = f"{self.threads} thread{'s' if self.threads > 1 else ''}"
+        if not self.options.threads:
+            threads += f" ({self.thread_choice.reason})"
         attention = {None: "llama.cpp's choice", True: "on", False: "off"}[self.flash_attention]
         sgemm = "" if self.llamafile_sgemm else ", without llamafile sgemm"
         return (f"llama.cpp ({self.model.path.name}, {threads}, context {self.context}, "
