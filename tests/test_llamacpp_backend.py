@@ -311,19 +311,22 @@ def test_flash_attention_is_off_on_the_cpu_unless_asked_for(llama: Engine):
                                        else "flash attention off, without llamafile sgemm)")
 
 
-def test_default_threads_are_the_cpus_available():
-    """No thread count set: the CPUs this process may use (llama.cpp's own default is 4 whatever
-    the machine, llama-cpp-python's half the CPUs), for the contexts and the pld arm alike."""
-    from engine.runtime.backends.llamacpp import LlamaCppRuntime, _model, available_cpus
+def test_default_threads_are_chosen_at_load_and_say_why():
+    """No thread count set: a count from 1 to the physical cores, measured at load unless the
+    load leaves one core (llama.cpp's own default is 4 whatever the machine, llama-cpp-python's
+    half the CPUs); the contexts run it, and describe() says why."""
+    from engine.runtime.backends.llamacpp import LlamaCppRuntime, _model
     from engine.runtime.models import default_gguf_path
+    from engine.runtime.threads import physical_cores
 
     runtime = LlamaCppRuntime(_model(default_gguf_path(), BackendOptions(context=512)))
     try:
-        assert runtime.threads == available_cpus() >= 1
-        assert f"{available_cpus()} (default) threads" in runtime.describe()
+        assert 1 <= runtime.threads <= physical_cores()
+        assert runtime.thread_choice.reason.startswith(("measured: 1 thread", "not measured: "))
+        assert f"thread{'s' if runtime.threads > 1 else ''} ({runtime.thread_choice.reason})" in runtime.describe()
         session = runtime.session()
         session.append(list(range(10, 20)), "prefill")
-        assert runtime.lib.llama_n_threads(session.slot.ctx) == available_cpus()
+        assert runtime.lib.llama_n_threads(session.slot.ctx) == runtime.threads
         session.close()
     finally:
         runtime.close()

@@ -56,3 +56,16 @@ def test_a_real_edit_loads_no_bench_training_or_evaluation_module() -> None:
                            "--focus", "3", "--max-new-tokens", "48", "--threads", "1")
     assert code in (0, 3, 4, 5) and "engine.decoding.run" in modules
     assert off_limits(modules) == []
+
+
+def test_doctor_loads_no_bench_training_or_evaluation_module(tmp_path: Path) -> None:
+    code, modules = loaded("doctor", str(tmp_path), "--model", str(tmp_path / "missing.gguf"))
+    assert code == 2 and "engine.commands.doctor" in modules
+    assert off_limits(modules) == []
+
+
+@pytest.mark.model
+def test_a_real_doctor_loads_no_bench_training_or_evaluation_module(tmp_path: Path) -> None:
+    code, modules = loaded("doctor", str(tmp_path))
+    assert code == 0 and "engine.runtime.probe" in modules
+    assert off_limits(modules) == []

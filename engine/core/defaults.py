@@ -11,7 +11,7 @@ from __future__ import annotations
 from engine.core import environment
 from engine.core.choices import FlashAttention
 
-THREADS = 0  # llama.cpp CPU threads; 0: the CPUs available
+THREADS = 0  # llama.cpp CPU threads; 0: chosen at load (engine.runtime.threads)
 CONTEXT_TOKENS = 4096  # llama.cpp context size (prompt plus generated text)
 BATCH_TOKENS = 512  # llama.cpp tokens per decode call
 GPU_LAYERS = 0  # layers llama.cpp offloads to a GPU; -1: all

@@ -56,6 +56,10 @@ class Runtime(Protocol):
     def describe(self) -> str:
         """The runtime in words, for messages and benchmark records."""
 
+    def facts(self) -> dict[str, str]:
+        """What ``copy-as-decode doctor`` shows of this runtime, each with why: ``weights`` (where
+        they were read from), ``threads`` and, where the backend has it, ``flash attention``."""
+
     def context_limit(self) -> int | None:
         """Tokens a prompt and its completion may hold together (None: unknown)."""
 

@@ -99,7 +99,8 @@ class Settings(BaseModel):
     backend: Backend = setting(
         "auto", "What runs the model: auto (llama.cpp for a `.gguf` when installed, else transformers), "
         "transformers, llamacpp or vllm (the server at serverUrl).")
-    threads: int = setting(defaults.THREADS, "llama.cpp CPU threads; 0: the CPUs available.", low=0, high=512)
+    threads: int = setting(defaults.THREADS, "llama.cpp CPU threads; 0 (auto): chosen at load from a short measurement "
+                          "(1 up to the physical cores the load leaves free; `copy-as-decode doctor` shows it).", low=0, high=512)
     context_size: int = setting(defaults.CONTEXT_TOKENS, "llama.cpp context size in tokens (prompt plus generated text).",
                                 low=256, high=1 << 20)
     batch_size: int = setting(defaults.BATCH_TOKENS, "llama.cpp batch size: tokens per decode call.", low=1, high=1 << 16)

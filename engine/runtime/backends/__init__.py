@@ -36,7 +36,8 @@ IN_PROCESS_BACKENDS: tuple[str, ...] = ("auto", "transformers", "llamacpp")
 class BackendOptions:
     """Backend settings (user-level: the server URL and key never come from a workspace).
 
-    ``threads``/``context``/``batch``: llama.cpp's CPU threads (0 or None: the CPUs available), context
+    ``threads``/``context``/``batch``: llama.cpp's CPU threads (0 or None: chosen at load
+    from a short measurement, :mod:`engine.runtime.threads`), context
     size and batch size. ``server_url``: the vLLM server (``http://127.0.0.1:8000``);
     ``served_model``: the model name the server serves (None: the only one it serves);
     ``api_key_env``: the environment variable holding the server's API key (never logged);

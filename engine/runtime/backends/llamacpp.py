@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import functools
-import os
 import threading
 import time
 from pathlib import Path
@@ -40,6 +39,15 @@ from engine.runtime.models import COMPLETE_MARKER, DEFAULT_MODEL, LoadedModel, c
 from engine.runtime.prefix_cache import PrefixStore, Taken
 from engine.runtime.selector.gguf_merge import merged_gguf_for
 from engine.runtime.session import Forward, ForwardLog, Session
+from engine.runtime.threads import (
+    ThreadChoice,
+    ThreadTiming,
+    allowed_cpus,
+    candidate_counts,
+    choose,
+    load_average,
+    physical_cores,
+)
 
 
 def _lib() -> Any:
@@ -124,6 +132,7 @@ class LlamaCppModel:
         self.vocab = lib.llama_model_get_vocab(self.ptr)
         self.n_vocab = int(lib.llama_vocab_n_tokens(self.vocab))
         self.n_ctx_train = int(lib.llama_model_n_ctx_train(self.ptr))
+        self.thread_choice: ThreadChoice | None = None  # measured by its first runtime, when asked to
 
     def __del__(self) -> None:
         try:
@@ -168,13 +177,11 @@ def _has_llamafile_sgemm(lib: Any) -> bool:
 
 
 def available_cpus() -> int:
-    """The threads llama.cpp runs when none are set: the CPUs this process may use. llama.cpp's own
-    default is 4 whatever the machine (llama-cpp-python's ``Llama``: half the CPUs), and more threads
-    than CPUs make a step dearer (docs/backends.md, "llama.cpp: the figures behind the code")."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not Linux
-        return max(1, os.cpu_count() or 1)
+    """The CPUs this process may use: the threads llama.cpp runs where none are set and none are
+    measured (layers on a GPU). llama.cpp's own default is 4 whatever the machine (llama-cpp-python's
+    ``Llama``: half the CPUs), and more threads than CPUs make a step dearer (docs/backends.md,
+    "llama.cpp: the figures behind the code")."""
+    return len(allowed_cpus())
 
 
 def flash_attention(options: BackendOptions) -> bool | None:
@@ -205,13 +212,82 @@ class _Slot:
             self.ctx = None
 
 
+def decode(slot: _Slot, chunk: list[int], pos0: int, keep: list[int]) -> None:
+    """One ``llama_decode`` of ``chunk`` at positions from ``pos0`` in sequence 0, with logits for
+    the rows in ``keep``, through the context's own batch (filled again for every chunk)."""
+    batch = slot.batch
+    batch.n_tokens = len(chunk)
+    keep_set = set(keep)
+    for i, tok in enumerate(chunk):
+        batch.token[i] = tok
+        batch.pos[i] = pos0 + i
+        batch.n_seq_id[i] = 1
+        batch.seq_id[i][0] = 0
+        batch.logits[i] = 1 if i in keep_set else 0
+    rc = slot.lib.llama_decode(slot.ctx, batch)
+    if rc == 1:
+        raise BackendError("the llama.cpp context has no room for this batch (context full)")
+    if rc != 0:
+        raise BackendError(f"llama.cpp failed to decode a batch of {len(chunk)} tokens (error {rc})")
+
+
+MEASURED_STEPS = 2  # one-token steps timed per count and round (the fastest counts)
+MEASURED_ROUNDS = 2  # rounds over the counts at most, the second in reverse order (neither goes first always)
+MEASURE_BUDGET_S = 0.6  # no round starts after this: a measurement stays within about a second
+# A count whose step is this many times the fastest step seen is not given its chunk: threads that
+# spin against other work made one chunk take 3-10 s on a busy 2-core machine.
+SLOW_STEP = 2.0
+
+
+def measure_threads(lib: Any, slot: _Slot, chunk: int, token: int) -> ThreadChoice:
+    """The thread count this machine runs this model fastest with now: each count
+    :func:`engine.runtime.threads.candidate_counts` allows times a few one-token steps of ``token``
+    and then, unless its steps are far slower than the fastest (:data:`SLOW_STEP`), a
+    ``chunk``-token prompt chunk on ``slot`` (``llama_set_n_threads`` between them), after one
+    untimed step on one thread (the first forward touches every weight). Under a second for the
+    embedded model on 2 cores; none when the load leaves one core."""
+    cores, load = physical_cores(), load_average()
+    counts = candidate_counts(cores, load)
+    if len(counts) == 1:
+        why = "one core" if cores == 1 else f"load {load:.1f} leaves one of {cores} cores"
+        return ThreadChoice(1, f"not measured: {why}")
+    tokens = [token] * chunk
+    lib.llama_set_n_threads(slot.ctx, 1, 1)
+    decode(slot, tokens[:1], 0, [0])
+    best: dict[int, list[float]] = {n: [float("inf"), float("inf")] for n in counts}
+    began = time.perf_counter()
+    for round_ in range(MEASURED_ROUNDS):
+        if round_ and time.perf_counter() - began > MEASURE_BUDGET_S:
+            break
+        for n in counts if round_ % 2 == 0 else reversed(counts):
+            if round_ and best[n][1] == float("inf"):
+                continue  # too slow in the first round
+            lib.llama_set_n_threads(slot.ctx, n, n)
+            slot.clear()
+            for i in range(MEASURED_STEPS):
+                start = time.perf_counter()
+                decode(slot, tokens[:1], i, [0])
+                best[n][0] = min(best[n][0], time.perf_counter() - start)
+                if best[n][0] > SLOW_STEP * min(step for step, _ in best.values()):
+                    break  # contended: more forwards could take seconds each, and it cannot win
+            if best[n][0] > SLOW_STEP * min(step for step, _ in best.values()):
+                continue
+            start = time.perf_counter()
+            decode(slot, tokens, MEASURED_STEPS, [chunk - 1])
+            best[n][1] = min(best[n][1], time.perf_counter() - start)
+    slot.clear()
+    return choose([ThreadTiming(n, step, prefill) for n, (step, prefill) in best.items()], load, cores)
+
+
 class LlamaCppRuntime(InProcessRuntime):
     """A GGUF model (optionally with a LoRA adapter), a pool of llama.cpp contexts, the KV of
     recent prompts (``prefixes``) and what its forwards cost (``cost``)."""
 
     backend = "llamacpp"
 
-    def __init__(self, model: LlamaCppModel, adapter: Path | None = None):
+    def __init__(self, model: LlamaCppModel, adapter: Path | None = None, threads: ThreadChoice | None = None):
+        """``threads``: a count already chosen for these weights' kind (a merged selector copy
+        runs what its base measured); by default the ``threads`` setting, else measured here."""
         self.model, self.lib, self.options = model, model.lib, model.options
         self.context = min(model.options.context, model.n_ctx_train or model.options.context)
         self.batch = max(1, min(model.options.batch, self.context))
@@ -234,7 +310,10 @@ class LlamaCppRuntime(InProcessRuntime):
         self._logs: list[ForwardLog] = []
         self._pld: Any = None
         self.prefixes: PrefixStore[_Slot] = PrefixStore(model.options.prefix_cache_tokens, release=self._pool)
-        self.threads = int(model.options.threads or available_cpus())
+        self.closed = False
+        self.threads = int(model.options.threads or available_cpus())  # what a measurement's context starts with
+        self.thread_choice = self._thread_choice(threads)
+        self.threads = self.thread_choice.threads
         self.llamafile_sgemm = _has_llamafile_sgemm(self.lib)
         # GPU builds (layers offloaded) are not bounded: their kernels are not these.
         self.exact_rows = None if model.options.gpu_layers else exact_rows(bool(self.flash_attention),
@@ -246,18 +325,46 @@ class LlamaCppRuntime(InProcessRuntime):
         # Sizes whose forward costs more than a larger one's run padded (engine.runtime.cost.plan_padding):
         # decided once from the table the last process left, fixed for this runtime's life.
         self.cost.plan_padding(self.batch)
-        self.closed = False
 
     @property
     def vocab_size(self) -> int:
         return self.model.n_vocab
 
+    def _thread_choice(self, given: ThreadChoice | None) -> ThreadChoice:
+        """The threads setting when it is set; else ``given``; else the CPUs available with layers
+        on a GPU; else measured once per loaded GGUF (:func:`measure_threads`)."""
+        if self.options.threads:
+            return ThreadChoice(int(self.options.threads), "the threads setting")
+        if given is not None:
+            return given
+        if self.options.gpu_layers:
+            return ThreadChoice(available_cpus(), "the CPUs available (layers on the GPU: not measured)")
+        if self.model.thread_choice is None:
+            slot = self._new_slot()
+            try:
+                token = max(0, int(self.lib.llama_vocab_bos(self.model.vocab)))
+                self.model.thread_choice = choice = measure_threads(self.lib, slot, self.align, token)
+                self.lib.llama_set_n_threads(slot.ctx, choice.threads, choice.threads)
+                self._pool(slot)  # the pool's first context, ready for the first edit
+            except BaseException:
+                slot.free()
+                raise
+        return self.model.thread_choice
+
     def describe(self) -> str:
-        threads = self.threads if self.options.threads else f"{self.threads} (default)"
+        threads = f"{self.threads} thread{'s' if self.threads > 1 else ''}"
+        if not self.options.threads:
+            threads += f" ({self.thread_choice.reason})"
         attention = {None: "llama.cpp's choice", True: "on", False: "off"}[self.flash_attention]
         sgemm = "" if self.llamafile_sgemm else ", without llamafile sgemm"
-        return (f"llama.cpp ({self.model.path.name}, {threads} threads, context {self.context}, "
+        return (f"llama.cpp ({self.model.path.name}, {threads}, context {self.context}, "
                 f"flash attention {attention}{sgemm})")
+
+    def facts(self) -> dict[str, str]:
+        attention = {None: "llama.cpp's choice (layers on the GPU)", True: "on", False: "off"}[self.flash_attention]
+        return {"weights": str(self.model.path.resolve()),
+                "threads": f"{self.threads} ({self.thread_choice.reason})",
+                "flash attention": attention + ("" if self.options.flash_attention != "auto" else " (auto)")}
 
     def eos_ids(self) -> set[int]:
         ids = set()
@@ -274,7 +381,8 @@ class LlamaCppRuntime(InProcessRuntime):
                       ) -> LoadedModel:
         """The adapter merged into these weights (Q8_0), not a runtime LoRA: a program-mode step
         then costs what a base step costs (engine.runtime.selector.gguf_merge says why)."""
-        runtime = LlamaCppRuntime(_model(merged_gguf_for(folder, self.model.path, progress=progress), self.options))
+        merged = _model(merged_gguf_for(folder, self.model.path, progress=progress), self.options)
+        runtime = LlamaCppRuntime(merged, threads=self.thread_choice)
         return LoadedModel(name=loaded.name, model=None, tokenizer=loaded.tokenizer, device=loaded.device,
                            dtype=loaded.dtype, selector=str(folder), runtime=runtime)
 
@@ -483,20 +591,7 @@ class LlamaCppSession(Session):
 
     def _decode(self, chunk: list[int], pos0: int, keep: list[int]) -> None:
         assert self.slot is not None
-        batch = self.slot.batch  # the context's own batch, filled again for every chunk
-        batch.n_tokens = len(chunk)
-        keep_set = set(keep)
-        for i, tok in enumerate(chunk):
-            batch.token[i] = tok
-            batch.pos[i] = pos0 + i
-            batch.n_seq_id[i] = 1
-            batch.seq_id[i][0] = 0
-            batch.logits[i] = 1 if i in keep_set else 0
-        rc = self.lib.llama_decode(self.slot.ctx, batch)
-        if rc == 1:
-            raise BackendError("the llama.cpp context has no room for this batch (context full)")
-        if rc != 0:
-            raise BackendError(f"llama.cpp failed to decode a batch of {len(chunk)} tokens (error {rc})")
+        decode(self.slot, chunk, pos0, keep)
 
     def _truncate(self, length: int) -> None:
         assert self.slot is not None

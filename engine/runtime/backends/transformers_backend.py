@@ -130,6 +130,12 @@ class TransformersRuntime(InProcessRuntime):
     def describe(self) -> str:
         return f"transformers on {self.device}"
 
+    def facts(self) -> dict[str, str]:
+        """torch's threads as they are: the process's setting (torch's default, or a benchmark's
+        pin), not measured at load."""
+        source = str(getattr(getattr(self.model, "config", None), "_name_or_path", "") or type(self.model).__name__)
+        return {"weights": source, "threads": f"{torch.get_num_threads()} (torch's own count: the threads setting is llama.cpp's)"}
+
     def context_limit(self) -> int | None:
         value = getattr(getattr(self.model, "config", None), "max_position_embeddings", None)
         return int(value) if isinstance(value, int) and value > 0 else None

@@ -51,6 +51,9 @@ class VllmRuntime(ServerRuntime):
     def describe(self) -> str:
         return f"vLLM at {self.client.display} ({self.request_model})"
 
+    def facts(self) -> dict[str, str]:
+        return {"weights": f"served as {self.request_model} by {self.client.display}", "threads": "the server's"}
+
     def eos_ids(self) -> set[int]:
         return set()  # the tokenizer's own end tokens (engine.decoding.tables) are the stop ids
 
