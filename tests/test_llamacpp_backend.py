@@ -453,7 +453,10 @@ def test_the_fix_read_ahead_on_llamacpp_is_the_same_fix(llama: Engine):
     """engine.read_ahead on llama.cpp: the answer decoded while the buffer was idle is the one a
     cold edit of the same request writes, and the edit then runs no forward of its own."""
     text = "\n".join(long_function().splitlines()[:40]) + "\n"
-    request = EditRequest(text, "Fix the bug.", mode="program", max_new_tokens=48, focus_line=12)
+    # Undrafted: a drafted program's forward sizes follow the cost model's timing-learned draft
+    # lengths, and on llama.cpp a copy spliced in a larger forward can tip a near-tie, so two cold
+    # drafted edits may differ; what is checked here is that the answer read ahead is the cold one.
+    request = EditRequest(text, "Fix the bug.", mode="program", max_new_tokens=48, focus_line=12, draft=False)
     llama.forget_prompts()
     cold = llama.edit(request)
     llama.forget_prompts()
