@@ -165,7 +165,7 @@ def vsix(tools: Tools, client_deps: Path, tmp_path_factory: pytest.TempPathFacto
 
 
 def test_the_readme_leaves_the_server_settings_to_the_reference() -> None:
-    """vscode-client/README.md links the generated settings reference (docs/configuration.md)
+    """vscode-client/README.md names the generated settings reference (docs/configuration.md)
     and lists only the extension's own settings, which package.json contributes besides the
     server's (tests/test_settings_schema.py checks package.json against the schema)."""
     readme = (CLIENT / "README.md").read_text()
@@ -174,7 +174,8 @@ def test_the_readme_leaves_the_server_settings_to_the_reference() -> None:
     from engine.settings import SPECS
 
     server = {f"copyAsDecode.{spec.key}" for spec in SPECS.values()}
-    assert "(../docs/configuration.md)" in readme
+    assert "`docs/configuration.md`" in readme
+    assert "](../" not in readme, "vsce cannot package a link outside the extension's folder"
     assert rows == set(settings) - server, "the README's table: exactly the extension's own settings"
 
 
