@@ -81,17 +81,26 @@ class DecodeQueue:
 
         items: asyncio.Queue = asyncio.Queue()
 
+        def hand(callback: Callable[..., None], *args: Any) -> None:
+            """``callback`` run on the server's loop; once the loop has closed (the server shut
+            down while this decode ran) nobody waits for it, so it is dropped."""
+            try:
+                loop.call_soon_threadsafe(callback, *args)
+            except RuntimeError:
+                if not loop.is_closed():
+                    raise
+
         def produce() -> None:
             try:
                 for item in work(ticket.cancel.is_set):
-                    loop.call_soon_threadsafe(items.put_nowait, (item, None))
+                    hand(items.put_nowait, (item, None))
                     if ticket.cancel.is_set():
                         break
-                loop.call_soon_threadsafe(items.put_nowait, (_END, None))
+                hand(items.put_nowait, (_END, None))
             except BaseException as exc:  # noqa: BLE001 - handed to the consumer
-                loop.call_soon_threadsafe(items.put_nowait, (_END, exc))
+                hand(items.put_nowait, (_END, exc))
             finally:
-                loop.call_soon_threadsafe(finished)
+                hand(finished)
 
         try:
             threading.Thread(target=produce, name="openai-decode", daemon=True).start()
