@@ -32,6 +32,11 @@ from engine.core.errors import ModelLoadError as ModelLoadError  # re-exported: 
 from engine.runtime.selector.adapter import load_selector
 from engine.settings import DEFAULTS
 
+# What ``mode="auto"`` runs for an apply: the aligner's program without the model (engine.apply.job).
+# Measured on the apply cases of tests/test_apply_align.py: the shipped selector, trained on edits,
+# keeps the aligner's program on none of them (its own greedy program, the drafts verified losslessly)
+# while the aligner merges all of them; ``mode="program"`` runs the model with the aligner's drafts.
+APPLY_AUTO_MODE: Mode = "forced"
 LOCK_POLL_S = 0.05  # how often an edit waiting for the engine checks for a cancel or a read ahead
 
 
@@ -146,7 +151,9 @@ class Engine:
 
     def _resolved(self, request: EditRequest) -> EditRequest:
         request.validate()
-        return replace(request, mode=self.default_mode()) if request.mode == "auto" else request
+        if request.mode != "auto":
+            return request
+        return replace(request, mode=APPLY_AUTO_MODE if request.is_apply else self.default_mode())
 
     def _events(self, request: EditRequest, cancelled: Callable[[], bool], hold_lock: bool) -> Iterator[Event]:
         if request.is_empty() and not request.is_apply:  # an apply to an empty file writes the update

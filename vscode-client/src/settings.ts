@@ -27,6 +27,8 @@ export const SERVER_KEYS = [
   "maxNewTokens",
   "chatMaxTokens",
   "contextLines",
+  "applyWindowLines",
+  "applyMaxLines",
   "promptStyle",
   "verify",
   "selector",
