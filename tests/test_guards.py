@@ -212,3 +212,34 @@ def test_destructive_fix_is_flagged_with_what_it_does() -> None:
 def test_no_gold_edit_of_the_corpora_is_destructive() -> None:
     for case in _corpus_cases():
         assert destructive_reason(assess_edit(case.input, case.gold), case.instruction) is None, case.id
+
+
+def _long_file(functions: int) -> list[str]:
+    lines: list[str] = []
+    for k in range(functions):
+        lines += [f"def f{k}(x):", f"    return x + {k}", "", "}"]
+    return lines
+
+
+def test_a_long_files_damage_counts_as_difflibs_do():
+    """Past the plain-diff size the counts come from anchored gaps: the same as difflib's own."""
+    import difflib
+
+    from engine.checks.guards import _PLAIN_DIFF_PAIRS, line_opcodes
+
+    before = _long_file(300)
+    after = before[:]
+    after[40] += "  # changed"
+    del after[500:503]
+    after[900:900] = ["def added():", "    pass"]
+    after[1100] = "}  // closed"
+    assert len(before) * len(after) > _PLAIN_DIFF_PAIRS
+    damage = assess_edit("\n".join(before) + "\n", "\n".join(after) + "\n")
+    assert (damage.changed, damage.deleted, damage.added) == (2, 3, 2)
+    assert damage.kept == len(before) - 5
+    ours = line_opcodes(before, after)
+    rebuilt = [line for tag, i1, i2, j1, j2 in ours for line in (before[i1:i2] if tag == "equal" else after[j1:j2])]
+    assert rebuilt == after
+    plain = difflib.SequenceMatcher(None, before, after, autojunk=False).get_opcodes()
+    assert sum(i2 - i1 for tag, i1, i2, _, _ in ours if tag == "equal") == \
+        sum(i2 - i1 for tag, i1, i2, _, _ in plain if tag == "equal")

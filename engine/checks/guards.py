@@ -191,12 +191,73 @@ class EditDamage:
                 "changed": self.changed, "deleted": self.deleted, "added": self.added}
 
 
+# Above this many line pairs, difflib's matcher (quadratic on the blank lines and lone braces a
+# long file repeats) is replaced by anchoring on lines unique to both sides (patience diff).
+_PLAIN_DIFF_PAIRS = 250_000
+
+
+def line_opcodes(a: Sequence[str], b: Sequence[str]) -> list[tuple[str, int, int, int, int]]:
+    """difflib-style opcodes from line lists ``a`` to ``b``. Small inputs get difflib's own;
+    large ones (a whole file's merge) are cut at their common ends and at the lines that occur
+    once in each side, in the same order, and difflib runs on the gaps between those anchors:
+    4,500 lines take milliseconds instead of most of a minute."""
+    if len(a) * len(b) <= _PLAIN_DIFF_PAIRS:
+        return difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
+    head = 0
+    while head < min(len(a), len(b)) and a[head] == b[head]:
+        head += 1
+    tail = 0
+    while tail < min(len(a), len(b)) - head and a[-1 - tail] == b[-1 - tail]:
+        tail += 1
+    ops: list[tuple[str, int, int, int, int]] = []
+    if head:
+        ops.append(("equal", 0, head, 0, head))
+    i, j = head, head
+    for ai, bj in _unique_anchors(a, b, head, len(a) - tail, len(b) - tail) + [(len(a) - tail, len(b) - tail)]:
+        gap = difflib.SequenceMatcher(None, a[i:ai], b[j:bj], autojunk=False).get_opcodes()
+        ops += [(tag, i + i1, i + i2, j + j1, j + j2) for tag, i1, i2, j1, j2 in gap]
+        i, j = ai, bj
+    if tail:
+        ops.append(("equal", len(a) - tail, len(a), len(b) - tail, len(b)))
+    return _joined(ops)
+
+
+def _unique_anchors(a: Sequence[str], b: Sequence[str], start: int, a_end: int, b_end: int) -> list[tuple[int, int]]:
+    """Positions (in a, in b) of lines that occur exactly once in a[start:a_end] and once in
+    b[start:b_end], kept where they appear in the same order on both sides."""
+    def once(lines: Sequence[str], lo: int, hi: int) -> dict[str, int]:
+        seen: dict[str, int] = {}
+        for k in range(lo, hi):
+            seen[lines[k]] = -1 if lines[k] in seen else k
+        return {line: k for line, k in seen.items() if k >= 0}
+    in_a, in_b = once(a, start, a_end), once(b, start, b_end)
+    shared = [line for line in in_a if line in in_b]  # in a's order (dicts keep insertion order)
+    b_order = sorted(shared, key=in_b.__getitem__)
+    matcher = difflib.SequenceMatcher(None, shared, b_order, autojunk=False)
+    return [(in_a[shared[k]], in_b[shared[k]]) for block in matcher.get_matching_blocks()
+            for k in range(block.a, block.a + block.size)]
+
+
+def _joined(ops: list[tuple[str, int, int, int, int]]) -> list[tuple[str, int, int, int, int]]:
+    """Adjacent opcodes of the same tag merged, empty ones dropped."""
+    out: list[tuple[str, int, int, int, int]] = []
+    for op in ops:
+        if op[1] == op[2] and op[3] == op[4]:
+            continue
+        if out and out[-1][0] == op[0]:
+            tag, i1, _, j1, _ = out[-1]
+            out[-1] = (tag, i1, op[2], j1, op[4])
+        else:
+            out.append(op)
+    return out
+
+
 def assess_edit(region_input: str, region_output: str) -> EditDamage:
     """Count kept/changed/deleted/added lines of an edit (difflib opcodes over lines)."""
     a = [line.rstrip("\r\n") for line in split_lines(region_input)]
     b = [line.rstrip("\r\n") for line in split_lines(region_output)]
     kept = changed = deleted = added = 0
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+    for tag, i1, i2, j1, j2 in line_opcodes(a, b):
         old, new = i2 - i1, j2 - j1
         if tag == "equal":
             kept += old
