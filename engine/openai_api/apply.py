@@ -1,0 +1,113 @@
+"""Apply over HTTP, in the two conventions apply clients speak: a chat completion whose last user
+message holds ``<code>…</code>`` and ``<update>…</update>`` (optionally ``<instruction>…</instruction>``;
+Morph's format, what Continue's ``apply`` role sends with its prompt template), and
+``POST /v1/code/apply`` with ``{"initialCode", "editSnippet"}`` (Relace's). Both run the engine's
+apply request (:class:`engine.api.EditRequest` with ``update``), the one the CLI's ``apply`` runs,
+so the merged file is the CLI's for the same case.
+
+Clients write ``<code>…</code>`` (Continue's and Morph's templates) and ``<code>\\n…\\n</code>``:
+a newline right after an opening tag is the template's, and so is then one before the closing tag,
+so the file's own final newline survives either way (:func:`apply_parts`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from typing import Any
+
+from engine.api import EditError, EditRequest, Engine
+from engine.decoding.events import EditFinished, EditResult, OpResolved
+from engine.settings import Settings
+
+@dataclass(frozen=True)
+class ApplyParts:
+    """The parts of an apply message: the file, the update, the instruction ("" when none)."""
+
+    code: str
+    update: str
+    instruction: str = ""
+
+
+def _tagged(text: str) -> str:
+    """A tag's text: a newline right after the opening tag is the template's (``<code>\\n…\\n</code>``),
+    and so is then one newline before the closing tag."""
+    for newline in ("\r\n", "\n"):
+        if text.startswith(newline):
+            text = text[len(newline):]
+            return text[:-len(newline)] if text.endswith(newline) else text
+    return text
+
+
+def apply_parts(message: str) -> ApplyParts | None:
+    """The apply request in a user message, or None when it is not one (both ``<code>`` and a
+    later ``<update>`` are needed). The code runs to the last ``</code>`` before the last
+    ``<update>``, and the update to the last ``</update>``, so a file that itself holds these tags
+    (HTML, a prompt template) is taken whole."""
+    start = message.find("<code>")
+    update_at = message.rfind("<update>")
+    if start < 0 or update_at < start:
+        return None
+    code_end = message.rfind("</code>", start, update_at)
+    update_end = message.rfind("</update>", update_at)
+    if code_end < 0 or update_end < 0:
+        return None
+    code = _tagged(message[start + len("<code>"):code_end])
+    update = _tagged(message[update_at + len("<update>"):update_end])
+    instruction = ""
+    begin = message.find("<instruction>", 0, start)
+    if begin >= 0:
+        end = message.find("</instruction>", begin, start)
+        if end >= 0:
+            instruction = message[begin + len("<instruction>"):end].strip()
+    return ApplyParts(code, update, instruction)
+
+
+def apply_request(engine: Engine, settings: Settings, parts: ApplyParts, partial: bool = False,
+                  max_tokens: int | None = None, language: str = "") -> EditRequest:
+    """The validated apply request for ``parts`` under the server's ``settings`` with ``auto``
+    made concrete (``max_tokens``: the bound on the merged file's tokens, else the engine's);
+    raises :class:`EditError` saying why the engine would refuse it."""
+    request = EditRequest.from_settings(settings, parts.code, parts.instruction, update=parts.update,
+                                        partial=partial, max_new_tokens=max_tokens, language=language)
+    return replace(request, mode=engine.resolve_mode(request.mode))
+
+
+def unplaced_json(result: EditResult) -> list[dict[str, Any]]:
+    """The chunks of the update the merge could not place, as JSON (their update lines and text)."""
+    return list(result.summary().get("unplaced") or [])
+
+
+class ApplyRun:
+    """One apply's merged text as it resolves (``deltas``, for the queue's worker thread); after
+    it ends ``result`` holds the engine's result, or ``error`` why the engine refused the input."""
+
+    def __init__(self, engine: Engine, request: EditRequest):
+        self.engine, self.request = engine, request
+        self.result: EditResult | None = None
+        self.error: str | None = None
+
+    def deltas(self, cancelled: Callable[[], bool]) -> Iterator[str]:
+        """The merged file's text in order; their concatenation is ``result.output_text``."""
+        try:
+            for event in self.engine.stream(self.request, cancelled):
+                if isinstance(event, OpResolved) and event.text:
+                    yield event.text
+                elif isinstance(event, EditFinished):
+                    self.result = event.result
+        except EditError as exc:
+            self.error = str(exc)
+
+    def refusal(self) -> str | None:
+        """Why the merge must not be written, or None: an input the engine refused, a merge that
+        left chunks unplaced (unless ``partial``), one cancelled or cut short."""
+        if self.error is not None:
+            return self.error
+        result = self.result
+        assert result is not None
+        if result.stop_reason == "unplaced" and not self.request.partial:
+            lines = ", ".join(f"update lines {chunk['lines'][0]}-{chunk['lines'][1]}"
+                              for chunk in unplaced_json(result) if chunk.get("lines"))
+            return ("the update could not be placed in the file" + (f" ({lines})" if lines else "")
+                    + "; nothing was merged (send \"partial\": true to take the chunks that were placed)")
+        return None
