@@ -120,7 +120,7 @@ class LiveEdit:
 
     def __init__(self, ctx: EditContext, uri: str, lines: tuple[int, int] | None, instruction: str,
                  settings: "Settings", cancel: Cancel | None = None, focus_line: int | None = None,
-                 focus_policy: str | None = None):
+                 focus_policy: str | None = None, update: str | None = None, partial: bool = False):
         self.ctx = ctx
         self.uri = uri
         self.lines = lines
@@ -128,6 +128,7 @@ class LiveEdit:
         self.settings = settings
         self.focus_line = focus_line  # 1-based document line the user pointed at (cursor, diagnostic)
         self.focus_policy = focus_policy  # the engine's focus policy (None: its default; EditArgs.focus_policy)
+        self.update, self.partial = update, partial  # an apply: the text merged into the document
         self.cancel = cancel or Cancel()
         self.progress = WorkDoneProgress(ctx.server if ctx.progress else None, cancellable=True)
         self.writer = DocumentWriter(ctx, uri, on_lost=self.cancel.set)
@@ -150,7 +151,7 @@ class LiveEdit:
         try:
             request = document_request(doc, self.instruction, self.lines, self.settings,
                                    mode=engine.resolve_mode(self.settings.mode), focus_line=self.focus_line,
-                                   focus_policy=self.focus_policy)
+                                   focus_policy=self.focus_policy, update=self.update, partial=self.partial)
         except EditError as exc:
             return Outcome("error", str(exc))
         self.language = request.language

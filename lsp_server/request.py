@@ -44,14 +44,17 @@ def document_language(uri: str, language_id: str = "") -> str:
 
 def document_request(doc: "Document", instruction: str, lines: tuple[int, int] | None, settings: "Settings",
                      mode: Mode | None = None, focus_line: int | None = None,
-                     focus_policy: FocusPolicy | None = None) -> EditRequest:
+                     focus_policy: FocusPolicy | None = None, update: str | None = None,
+                     partial: bool = False) -> EditRequest:
     """The validated request for editing ``doc`` (its current text, its language) under ``settings``.
 
     ``lines``: engine lines (1-based, inclusive; None: the whole document, see
     :func:`lsp_server.actions.region_lines`); ``mode``: the mode to run (default: the setting,
     which may be ``auto``); ``focus_line``: 1-based document line the user pointed at;
-    ``focus_policy``: the engine's (engine.decoding.localize.plan_focus), None for its default.
-    Raises :class:`engine.api.EditError` saying why the engine would refuse it."""
+    ``focus_policy``: the engine's (engine.decoding.localize.plan_focus), None for its default;
+    ``update``: the text to merge into the document (an apply; ``partial``: write the chunks that
+    could be placed when others cannot). Raises :class:`engine.api.EditError` saying why the engine would refuse it."""
     return EditRequest.from_settings(settings, doc.text, instruction, lines=lines, mode=mode,
                                      language=document_language(doc.uri, doc.language_id),
-                                     focus_line=focus_line, focus_policy=focus_policy)
+                                     focus_line=focus_line, focus_policy=focus_policy, update=update,
+                                     partial=partial)

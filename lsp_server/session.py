@@ -1,4 +1,5 @@
-"""One edit request, from its arrival to its answer (the command ``copyAsDecode.server.edit``).
+"""One edit request, from its arrival to its answer (the commands ``copyAsDecode.server.edit`` and
+``copyAsDecode.server.applyUpdate``: an apply is an edit of the whole document with an update).
 
 A request claims its document in the edit queue (a newer request for the same document cancels
 it: ``superseded``), waits for the edit slot when its backend runs on this machine, loads its
@@ -122,7 +123,7 @@ class EditSession:
         self._check_cancel()
         edit = LiveEdit(self._context(), args.uri, self._region(doc, settings), args.instruction or "", settings,
                         self.cancel, focus_line=focus_line(doc.text, args.focus, server.encoding),
-                        focus_policy=args.focus_policy)
+                        focus_policy=args.focus_policy, update=args.update, partial=args.partial)
         server.status("editing", f"{args.kind}: {engine.resolve_mode(settings.mode)} with {engine.name}")
         server.running[args.uri] = edit
         try:
@@ -155,7 +156,7 @@ class EditSession:
         try:
             document_request(doc, self.args.instruction or "", self._region(doc, settings), settings,
                          focus_line=focus_line(doc.text, self.args.focus, self.server.encoding),
-                         focus_policy=self.args.focus_policy)
+                         focus_policy=self.args.focus_policy, update=self.args.update, partial=self.args.partial)
         except EditError as exc:
             return str(exc)
         return None
