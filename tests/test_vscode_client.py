@@ -25,8 +25,10 @@ Artifacts: artifacts/vscode-ai-fix.png (the editor after the edit), artifacts/vs
 extension logs); docs/vscode-ai-fix.png and docs/vscode-preview.png are written when missing or
 when COPY_AS_DECODE_UPDATE_DOCS=1.
 
-`test_the_readme_leaves_the_server_settings_to_the_reference` is fast and needs neither Node nor the
-model (package.json and src/settings.ts are checked against the schema in tests/test_settings_schema.py).
+`test_the_readme_leaves_the_server_settings_to_the_reference` and
+`test_apply_clipboard_is_contributed_and_runs_the_servers_apply_command` are fast and need neither
+Node nor the model (package.json and src/settings.ts are checked against the schema in
+tests/test_settings_schema.py).
 """
 
 from __future__ import annotations
@@ -177,6 +179,22 @@ def test_the_readme_leaves_the_server_settings_to_the_reference() -> None:
     assert "`docs/configuration.md`" in readme
     assert "](../" not in readme, "vsce cannot package a link outside the extension's folder"
     assert rows == set(settings) - server, "the README's table: exactly the extension's own settings"
+
+
+def test_apply_clipboard_is_contributed_and_runs_the_servers_apply_command() -> None:
+    """"Copy-as-Decode: Apply Clipboard" is in the palette, the extension registers it, and the
+    server command it sends is the one the language server registers."""
+    from lsp_server.actions import COMMAND_APPLY_UPDATE
+
+    contributes = json.loads((CLIENT / "package.json").read_text())["contributes"]
+    titles = {c["command"]: f"{c['category']}: {c['title']}" for c in contributes["commands"]}
+    assert titles["copyAsDecode.applyClipboard"] == "Copy-as-Decode: Apply Clipboard"
+    assert {"command": "copyAsDecode.applyClipboard", "when": "editorIsOpen"} in contributes["menus"]["commandPalette"]
+    extension = (CLIENT / "src" / "extension.ts").read_text()
+    assert re.search(r'registerCommand\("copyAsDecode\.applyClipboard", \(\) => applyClipboard\(\)\)', extension)
+    assert re.search(r"sendEdit\(running, SERVER_APPLY_COMMAND, ", extension)
+    settings = (CLIENT / "src" / "settings.ts").read_text()
+    assert f'export const SERVER_APPLY_COMMAND = "{COMMAND_APPLY_UPDATE}";' in settings
 
 
 @pytest.mark.editor
