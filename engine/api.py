@@ -149,7 +149,7 @@ class Engine:
         return replace(request, mode=self.default_mode()) if request.mode == "auto" else request
 
     def _events(self, request: EditRequest, cancelled: Callable[[], bool], hold_lock: bool) -> Iterator[Event]:
-        if request.is_empty():
+        if request.is_empty() and not request.is_apply:  # an apply to an empty file writes the update
             yield EditStarted(mode=request.mode, model=self.name, input_lines=0, prompt_tokens=0)
             yield EditFinished(empty_result(request, self.name))
             return
@@ -163,11 +163,13 @@ class Engine:
     def _decoded(self, request: EditRequest, cancelled: Callable[[], bool], hold_lock: bool) -> Iterator[Event]:
         # Lazy: engine.decoding.run loads torch and the decoders; the language server imports this
         # module when it starts, long before a model loads.
+        from engine.apply.job import run_apply
         from engine.decoding.run import run_edit
 
+        run = run_apply if request.is_apply else run_edit  # an apply merges its update (engine.apply)
         loaded = self.model_for(request.mode)
         if not hold_lock or loaded.runtime.concurrent:  # a server batches edits itself
-            yield from _until_cancelled(loaded, request, cancelled, run_edit)
+            yield from _until_cancelled(loaded, request, cancelled, run)
             return
         # Waiting for the engine: a read ahead that began meanwhile is told to stop, and a cancel
         # ends the wait (the edit then finishes as cancelled without touching the model).
@@ -176,7 +178,7 @@ class Engine:
             if cancelled():
                 break
         try:
-            yield from _until_cancelled(loaded, request, cancelled, run_edit)
+            yield from _until_cancelled(loaded, request, cancelled, run)
         finally:
             if acquired:
                 self._lock.release()
@@ -283,7 +285,8 @@ def as_lf(request: EditRequest) -> EditRequest:
     program = request.program
     if program is not None:
         program = Program(tuple(Gen(to_lf(op.text)) if isinstance(op, Gen) else op for op in program.ops))
-    return replace(request, text=to_lf(request.text), program=program)
+    update = to_lf(request.update) if request.update is not None else None
+    return replace(request, text=to_lf(request.text), program=program, update=update)
 
 
 def _op_in_crlf(op: Op) -> Op:
@@ -300,7 +303,8 @@ def in_crlf(event: Event, original: str) -> Event:
         return EditFinished(replace(
             r, input_text=original, output_text=to_crlf(r.output_text),
             region_input=to_crlf(r.region_input), region_output=to_crlf(r.region_output),
-            program=Program(tuple(_op_in_crlf(op) for op in r.program.ops))))
+            program=Program(tuple(_op_in_crlf(op) for op in r.program.ops)),
+            unplaced=[replace(chunk, text=to_crlf(chunk.text)) for chunk in r.unplaced]))
     return event
 
 

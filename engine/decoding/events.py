@@ -12,7 +12,7 @@ from typing import Literal, Union
 
 from engine.language.program import Op, Program
 
-StopReason = Literal["done", "max_tokens", "cancelled", "loop"]
+StopReason = Literal["done", "max_tokens", "cancelled", "loop", "unplaced"]
 
 
 @dataclass(frozen=True)
@@ -56,10 +56,25 @@ class OpResolved:
     elapsed_s: float
 
 
+@dataclass(frozen=True)
+class UnplacedChunk:
+    """A chunk of an apply's update that could not be placed in the file: its update lines
+    ``start``..``end`` (1-based, inclusive) and their text."""
+
+    start: int
+    end: int
+    text: str
+
+    def summary(self) -> dict:
+        return {"lines": [self.start, self.end], "text": self.text}
+
+
 @dataclass
 class EditResult:
     """Outcome of one edit. ``output_text`` is the whole document; ``region_output`` replaces the
-    edited region (lines ``region[0]..region[1]``, 1-based inclusive, or the whole text)."""
+    edited region (lines ``region[0]..region[1]``, 1-based inclusive, or the whole text).
+    ``unplaced`` (an apply): the update's chunks that could not be placed; unless the request
+    was ``partial`` the result then stops as ``unplaced`` with the document unchanged."""
 
     mode: str
     model: str
@@ -76,6 +91,7 @@ class EditResult:
     timings: dict[str, float] = field(default_factory=dict)
     breakdown: dict[str, float] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    unplaced: list[UnplacedChunk] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
@@ -97,6 +113,7 @@ class EditResult:
             "timings": self.timings,
             "breakdown": self.breakdown,
             "warnings": self.warnings,
+            "unplaced": [chunk.summary() for chunk in self.unplaced],
         }
 
 

@@ -29,6 +29,8 @@ from engine.settings import DEFAULTS, Settings
 
 MAX_INPUT_CHARS = 200_000
 MAX_INPUT_LINES = 5_000
+MAX_UPDATE_CHARS = MAX_INPUT_CHARS  # an apply's update: at most as large as an input
+MAX_UPDATE_LINES = MAX_INPUT_LINES
 # The settings every edit request carries (the same name on Settings and EditRequest).
 REQUEST_SETTINGS: tuple[str, ...] = ("mode", "max_new_tokens", "context_lines", "prompt_style", "verify")
 
@@ -63,6 +65,12 @@ class EditRequest:
     where the localizer agrees; ``move`` moves it to the likeliest line unguarded. The benchmarks'
     ``-keep`` and ``-moved`` arms measure the others.
     ``verify`` (speculative mode): how a verify forward accepts a draft (engine.core.choices.Verify).
+    ``update`` (set: the request is an apply, engine.apply): a change written elsewhere (a chat
+    model's answer, with ``... existing code ...`` marker comments or without) to merge into the
+    region; ``instruction`` may then be empty. ``partial`` (an apply): write what could be placed
+    when some of the update's chunks could not (they are listed in ``EditResult.unplaced``);
+    without it such an apply writes nothing. An apply in ``forced`` mode without a ``program``
+    is the aligner's program, resolved without the model (engine.apply.job).
     """
 
     text: str
@@ -85,6 +93,8 @@ class EditRequest:
     noop_deviation: bool = True
     focus_policy: FocusPolicy = DEFAULT_FOCUS_POLICY
     verify: Verify = DEFAULTS.verify
+    update: str | None = None
+    partial: bool = False
 
     @classmethod
     def from_settings(cls, settings: Settings, text: str, instruction: str, **given: Any) -> EditRequest:
@@ -129,8 +139,26 @@ class EditRequest:
             raise EditError("max_new_tokens must be at least 1")
         if self.focus_policy not in FOCUS_POLICIES:
             raise EditError(f"unknown focus policy {self.focus_policy!r}; choose one of {', '.join(FOCUS_POLICIES)}")
-        if self.mode == "forced" and self.program is None:
+        if self.mode == "forced" and self.program is None and self.update is None:
             raise EditError("mode 'forced' needs a program to decode")
         if self.verify not in VERIFY_RULES:
             raise EditError(f"unknown verify rule {self.verify!r}; choose one of {', '.join(VERIFY_RULES)}")
+        if self.update is not None:
+            self._validate_update(self.update)
+
+    @property
+    def is_apply(self) -> bool:
+        """Whether this request merges an update (engine.apply) rather than edits from an instruction."""
+        return self.update is not None
+
+    @staticmethod
+    def _validate_update(update: str) -> None:
+        if not update.strip():
+            raise EditError("the update is empty: there is nothing to apply")
+        if "\x00" in update:
+            raise EditError("the update is binary (it holds NUL bytes): only text can be applied")
+        lines = split_lines(update)
+        if len(update) > MAX_UPDATE_CHARS or len(lines) > MAX_UPDATE_LINES:
+            raise EditError(f"update too large: {len(update)} characters / {len(lines)} lines "
+                            f"(limit {MAX_UPDATE_CHARS} characters, {MAX_UPDATE_LINES} lines)")
 

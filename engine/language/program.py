@@ -6,6 +6,7 @@ Grammar (see docs/how-it-works.md)::
     op      ::= copy | tcopy | gen
     copy    ::= '<copy lines="' I '-' J '"/>'      # input lines I..J, 1-based, inclusive
     tcopy   ::= '<copy tokens="' A '-' B '"/>'     # input tokens A..B, 1-based, inclusive
+    ucopy   ::= '<copy update="' A '-' B '"/>'     # update lines A..B (apply only), 1-based, inclusive
     gen     ::= "<gen>" BODY "</gen>"
 
 Ending (:func:`may_end_after`): ``</program>`` may follow a gen, or a copy that reached the
@@ -71,6 +72,18 @@ class CopyTokens:
 
 
 @dataclass(frozen=True)
+class CopyUpdate:
+    """Copy lines ``start``..``end`` (1-based, inclusive) of the update an apply merges
+    (engine.apply): the second source of an apply's program, next to the file's line copies."""
+
+    start: int
+    end: int
+
+    def serialize(self) -> str:
+        return f'<copy update="{self.start}-{self.end}"/>'
+
+
+@dataclass(frozen=True)
 class Gen:
     """Emit ``text`` (unescaped, exactly as it should appear in the output)."""
 
@@ -80,7 +93,7 @@ class Gen:
         return GEN_OPEN + escape_body(self.text) + GEN_CLOSE
 
 
-Op = Union[CopyLines, CopyTokens, Gen]
+Op = Union[CopyLines, CopyTokens, CopyUpdate, Gen]
 
 
 @dataclass(frozen=True)
@@ -141,7 +154,7 @@ def unescape_body(body: str) -> str:
     return "".join(out)
 
 
-_COPY = re.compile(r'<copy (lines|tokens)="([1-9][0-9]*)-([1-9][0-9]*)"/>')
+_COPY = re.compile(r'<copy (lines|tokens|update)="([1-9][0-9]*)-([1-9][0-9]*)"/>')
 
 
 def parse(text: str) -> Program:
@@ -176,7 +189,7 @@ def parse(text: str) -> Program:
         match = _COPY.match(text, pos)
         if match:
             kind, a, b = match.group(1), int(match.group(2)), int(match.group(3))
-            ops.append(CopyLines(a, b) if kind == "lines" else CopyTokens(a, b))
+            ops.append({"lines": CopyLines, "tokens": CopyTokens, "update": CopyUpdate}[kind](a, b))
             pos = match.end()
             continue
         if pos >= len(text):

@@ -1,0 +1,298 @@
+"""The aligner: where each line of the merged file comes from, decided by rules (no model).
+
+The update's lines are matched with the file's (:class:`difflib.SequenceMatcher` over their text
+without trailing blanks, after :mod:`engine.apply.indent` re-indented the update to the file's
+style). Matched lines are anchors; between two anchors the update's lines replace the file's,
+unless marker comments stand there (:mod:`engine.apply.markers`):
+
+* a marker keeps the file's lines it stands for: an indented marker those up to the end of the
+  file's block it is indented into (``def f(): / # ... / return 2`` keeps ``f``'s body up to its
+  last line, which ``return 2`` replaces), a marker at the left margin those up to the next anchor;
+* update lines next to a kept run replace the file's lines they are variants of
+  (:func:`engine.core.lines.near_copy`) and are inserted otherwise;
+* before the first anchor and after the last the file is kept (an update is a fragment of its
+  file), unless a marker says where the update's lines go (the file's start or end);
+* an update without markers at all shows only what changed: a gap between two anchors where it
+  has no code keeps the file's lines there;
+* a chunk between two markers with no anchor cannot be placed: it is reported, not guessed.
+
+An update without markers that is about as long as the file and matches its first and last
+lines is the whole new file, taken as it is.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass, field
+from typing import Literal, Sequence
+
+from engine.apply.indent import common_offset, leading, shifted, to_file_style
+from engine.apply.markers import is_marker
+from engine.core.lines import near_copy
+
+# "again": an update line (a blank one) written a second time, as a gen (copies move forward).
+Source = Literal["file", "update", "again"]
+PAIR_RATIO = 0.5  # how alike an update line and a file line must be for the one to replace the other
+WHOLE_FILE_RATIO = 0.7  # an update this close in length to the file (either way) may be the whole file
+STRONG_BLOCK = 3  # a matched block this long anchors even when its lines recur in the file
+
+
+_HEADER = re.compile(r"^\s*(?:(?:export|default|async|pub|public|private|protected|static|final|abstract)\s+)*"
+                     r"(?:def|class|function|fn|func|struct|enum|interface|impl|trait|type)\b\s*\*?\s*(?P<name>\w*)")
+
+
+def _header_name(line: str) -> str | None:
+    """The name a definition line defines (``def f(`` -> ``f``), or None for any other line."""
+    match = _HEADER.match(line)
+    return match.group("name") if match else None
+
+
+def _key(line: str) -> str:
+    return line.rstrip(" \t\r\n")
+
+
+def _trivial(key: str) -> bool:
+    """A line that proves nothing about where it stands: blank, or only brackets and punctuation."""
+    return not any(ch.isalnum() or ch == "_" for ch in key)
+
+
+def _blank(line: str) -> bool:
+    return not line.strip()
+
+
+@dataclass
+class Alignment:
+    """The merged file as a sequence of (source, 0-based line index), the update's chunks that
+    could not be placed (0-based ``[start, end)`` update line ranges), and the update's lines as
+    merged (re-indented to the file's style): ``update_lines[j]`` is what ("update", j) writes."""
+
+    lines: list[tuple[Source, int]]
+    update_lines: list[str]
+    unplaced: list[tuple[int, int]] = field(default_factory=list)
+    whole_file: bool = False
+    markers: list[int] = field(default_factory=list)
+
+
+def _anchors(update: Sequence[str], file: Sequence[str], markers: set[int], strip: bool) -> list[tuple[int, int]]:
+    """Monotone (update index, file index) pairs of equal lines; marker lines never match, and a
+    short matched block whose lines all recur elsewhere in the file is dropped as chance."""
+    def key(line: str) -> str:
+        return line.strip() if strip else _key(line)
+
+    ukeys = [f"\0marker{j}" if j in markers else key(line) for j, line in enumerate(update)]
+    fkeys = [key(line) for line in file]
+    counts: dict[str, int] = {}
+    for k in fkeys:
+        counts[k] = counts.get(k, 0) + 1
+    matcher = difflib.SequenceMatcher(lambda k: _trivial(k), ukeys, fkeys, autojunk=False)
+    pairs: list[tuple[int, int]] = []
+    for a, b, size in matcher.get_matching_blocks():
+        if size == 0:
+            continue
+        strong = size >= STRONG_BLOCK or any(counts[fkeys[b + i]] == 1 and not _trivial(fkeys[b + i])
+                                             for i in range(size))
+        if strong:
+            pairs.extend((a + i, b + i) for i in range(size))
+    return pairs
+
+
+def _is_whole_file(update: Sequence[str], file: Sequence[str], markers: set[int]) -> bool:
+    if markers or not file:
+        return not file
+    if min(len(update), len(file)) < WHOLE_FILE_RATIO * max(len(update), len(file)):
+        return False
+    ukeys = [line.strip() for line in update if line.strip()]
+    fkeys = [line.strip() for line in file if line.strip()]
+    return bool(ukeys and fkeys) and ukeys[0] == fkeys[0] and ukeys[-1] == fkeys[-1]
+
+
+class _Merge:
+    """The walk over anchors and the gaps between them (see the module docstring)."""
+
+    def __init__(self, update: list[str], file: Sequence[str], markers: set[int]):
+        self.update, self.file, self.markers = update, file, markers
+        self.has_markers = bool(markers)
+        self.out: list[tuple[Source, int]] = []
+        self.unplaced: list[tuple[int, int]] = []
+
+    def run(self, anchors: list[tuple[int, int]]) -> None:
+        prev_u, prev_f = -1, -1
+        for u, f in [*anchors, (len(self.update), len(self.file))]:
+            gap_u = list(range(prev_u + 1, u))
+            gap_f = list(range(prev_f + 1, f))
+            left_open, right_open = prev_u < 0, u == len(self.update)
+            self.gap(gap_u, gap_f, left_open, right_open,
+                     left=self.file[prev_f] if prev_f >= 0 else None, right=self.file[f] if f < len(self.file) else None)
+            if u < len(self.update):
+                self.out.append(("file", f))
+            prev_u, prev_f = u, f
+
+    def near(self, u: int, f: int, strict: bool) -> bool:
+        """May update line ``u`` replace file line ``f``: the same line, or a variant of it; when
+        ``strict``, a definition only one of the same name."""
+        written, line = self.update[u], self.file[f]
+        if _key(written) == _key(line):
+            return True
+        if strict and (_header_name(written) or _header_name(line)) and _header_name(written) != _header_name(line):
+            return False
+        return near_copy(written, line, PAIR_RATIO)
+
+    def pair_forward(self, seg: list[int], fs: list[int], strict: bool = False) -> int:
+        """How many of ``seg``'s first lines replace ``fs``'s first lines. ``strict`` (no anchor
+        next to them): none when a definition follows the paired lines in ``seg``, since the
+        segment then adds code of its own rather than ending what it replaces."""
+        k = 0
+        while k < min(len(seg), len(fs)) and self.near(seg[k], fs[k], strict):
+            k += 1
+        if strict and any(_header_name(self.update[j]) for j in seg[k:]):
+            return 0
+        return k
+
+    def pair_backward(self, seg: list[int], fs: list[int], strict: bool = False) -> int:
+        """As :meth:`pair_forward` from the ends of ``seg`` and ``fs``."""
+        k = 0
+        while k < min(len(seg), len(fs)) and self.near(seg[-1 - k], fs[-1 - k], strict):
+            k += 1
+        if strict and any(_header_name(self.update[j]) for j in seg[:len(seg) - k]):
+            return 0
+        return k
+
+    def closing(self, seg: list[int], fs: list[int], end: int) -> int:
+        """How many of ``seg``'s last lines are the file's lines right after ``fs[:end]`` (a
+        block's closing brace after the lines that replace the block's end)."""
+        t = 0
+        while t < len(seg) and end + t < len(fs) and _key(self.update[seg[len(seg) - 1 - t]]) == _key(
+                self.file[fs[end + t]]):
+            t += 1
+        while t > 0 and _key(self.update[seg[len(seg) - t]]) != _key(self.file[fs[end]]):
+            t -= 1
+        return t
+
+    def emit_update(self, seg: list[int]) -> None:
+        self.out.extend(("update", j) for j in seg)
+
+    def emit_file(self, fs: list[int]) -> None:
+        self.out.extend(("file", i) for i in fs)
+
+    def following_blanks(self, j: int) -> list[int]:
+        """The blank update lines right after line ``j``."""
+        k = j + 1
+        while k < len(self.update) and _blank(self.update[k]) and k not in self.markers:
+            k += 1
+        return list(range(j + 1, k))
+
+    def preceding_blanks(self, j: int) -> list[int]:
+        """The blank update lines right before line ``j``."""
+        k = j
+        while k > 0 and _blank(self.update[k - 1]) and k - 1 not in self.markers:
+            k -= 1
+        return list(range(k, j))
+
+    def separate(self, blanks: list[int], first: int) -> None:
+        """Code inserted before an anchored run that the update separates from it by blank lines
+        (a new function above its neighbour) is separated as much from the code before it."""
+        previous = self.out[-1] if self.out else None
+        if blanks and not _blank(self.update[first]) and previous is not None and previous[0] == "file" \
+                and not _blank(self.file[previous[1]]):
+            self.out.extend(("again", j) for j in blanks)
+
+    def report(self, seg: list[int]) -> None:
+        if any(not _blank(self.update[j]) for j in seg):
+            self.unplaced.append((seg[0], seg[-1] + 1))
+
+    def gap(self, us: list[int], fs: list[int], left_open: bool, right_open: bool,
+            left: str | None, right: str | None) -> None:
+        segments: list[list[int]] = [[]]
+        marks: list[int] = []
+        for j in us:
+            if j in self.markers:
+                marks.append(j)
+                segments.append([])
+            else:
+                segments[-1].append(j)
+        if not marks:
+            self.plain_gap(segments[0], fs, left_open, right_open, left, right)
+        else:
+            self.marked_gap(segments, marks, fs, right_open)
+
+    def plain_gap(self, seg: list[int], fs: list[int], left_open: bool, right_open: bool,
+                  left: str | None, right: str | None) -> None:
+        if left_open and right_open:  # no anchor and no marker anywhere: nothing to place it by
+            self.report(seg)
+            self.emit_file(fs)
+        elif left_open:  # before the first anchor: the update's lines go right before it
+            guard = bool(seg) and right is not None and len(leading(self.update[seg[-1]])) <= len(leading(right))
+            q = self.pair_backward(seg, fs) if guard else 0
+            self.emit_file(fs[:len(fs) - q])
+            if q == 0 and seg:
+                self.separate(self.following_blanks(seg[-1]), seg[0])
+            self.emit_update(seg)
+        elif right_open:  # after the last anchor: right after it
+            guard = bool(seg) and left is not None and len(leading(self.update[seg[0]])) >= len(leading(left))
+            p = self.pair_forward(seg, fs) if guard else 0
+            self.emit_update(seg)
+            if p == 0 and seg and fs and not _blank(self.file[fs[0]]):
+                blanks = self.preceding_blanks(seg[0])
+                if blanks and not _blank(self.update[seg[-1]]):
+                    self.out.extend(("again", j) for j in blanks)
+            self.emit_file(fs[p:])
+        elif not self.has_markers and all(_blank(self.update[j]) for j in seg) and any(
+                not _blank(self.file[i]) for i in fs):
+            self.emit_file(fs)  # a fragment without markers skipped this code
+        else:
+            self.emit_update(seg)
+
+    def block_end(self, fs: list[int], pos: int, indent: int) -> int:
+        """Where the file's block a marker indented by ``indent`` stands in ends: the first line
+        from ``pos`` indented less (blank lines before it stay outside the block)."""
+        end = pos
+        while end < len(fs) and (_blank(self.file[fs[end]]) or len(leading(self.file[fs[end]])) >= indent):
+            end += 1
+        while end > pos and _blank(self.file[fs[end - 1]]):
+            end -= 1
+        return end
+
+    def marked_gap(self, segments: list[list[int]], marks: list[int], fs: list[int], right_open: bool) -> None:
+        first = segments[0]
+        p = self.pair_forward(first, fs)
+        self.emit_update(first)
+        pos = p
+        for i, mark in enumerate(marks, start=1):
+            seg, last = segments[i], i == len(marks)
+            indent = len(leading(self.update[mark]))
+            closed = 0
+            if indent > 0:
+                end = self.block_end(fs, pos, indent)
+                closed = self.closing(seg, fs, end)
+            elif last:
+                end = len(fs)
+            else:  # between two markers at the margin, with nothing matched: nowhere to put it
+                self.report(seg)
+                continue
+            body = seg[:len(seg) - closed]
+            q = self.pair_backward(body, fs[pos:end], strict=indent > 0 or right_open)
+            self.emit_file(fs[pos:end - q])
+            self.emit_update(body)
+            self.emit_file(fs[end:end + closed])
+            pos = end + closed
+        if right_open:
+            self.emit_file(fs[pos:])
+
+
+def align(file: Sequence[str], update: Sequence[str]) -> Alignment:
+    """Align ``update`` (its lines) with ``file`` (its lines); see the module docstring."""
+    markers = {j for j, line in enumerate(update) if is_marker(line)}
+    styled = to_file_style(update, file)
+    loose = _anchors(styled, file, markers, strip=True)
+    offset = common_offset([(styled[u], file[f]) for u, f in loose])
+    merged = [shifted(line, offset) for line in styled]
+    anchors = _anchors(merged, file, markers, strip=False)
+    if _is_whole_file(merged, file, markers):
+        exact = dict(anchors)
+        lines: list[tuple[Source, int]] = [("file", exact[j]) if j in exact else ("update", j)
+                                           for j in range(len(merged))]
+        return Alignment(lines, merged, whole_file=True)
+    walk = _Merge(merged, file, markers)
+    walk.run(anchors)
+    return Alignment(walk.out, merged, walk.unplaced, markers=sorted(markers))
