@@ -8,7 +8,9 @@ steps, never a backlog). The document stays the edit's own through
 :class:`lsp_server.writer.DocumentWriter`: a change by anyone else, a refused or unanswered
 applyEdit, or a missing echo stops the edit (decoding is cancelled, no further edit is sent, so
 nothing the user wrote is overwritten) and the user is told what happened and that undo reverts
-the partial edit. A cancel (work-done progress cancel, the cancel command, or a newer request
+the partial edit. An apply (the request carries an ``update``) runs the same way; one that could not
+place its update writes nothing and names the update lines it could not place (with ``partial``
+it writes what was placed and names the rest). A cancel (work-done progress cancel, the cancel command, or a newer request
 for the same document) restores the region's original text with one final edit when the
 document is still as the edit left it; so does a stop at the token limit or at a degenerate
 loop (the engine's guard), with the reason in the message.
@@ -39,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types
 
 from engine.api import EditError, EditRequest
+from engine.apply.job import unplaced_message
 from engine.decoding.events import EditFinished, EditResult, EditStarted, OpResolved
 from engine.verdict import destructive, judge
 from lsp_server.actions import COMMAND_APPLY_PENDING
@@ -68,6 +71,7 @@ MAX_TOKENS = ("AI edit stopped: the model used all {limit} new tokens (copyAsDec
               "finishing; {note}. Raise maxNewTokens or select a smaller region")
 UNCHANGED = "AI edit: the model left the code unchanged ({mode}, {tokens} tokens)"
 DONE = "AI edit done{summary}"
+UNPLACED = "apply not done: {why}"
 PENDING = ("AI edit not applied: {what}. The change is in the log; run the command " + COMMAND_APPLY_PENDING
            + " to apply it (a new edit or a change to the document drops it)")
 PREVIEW = "AI edit sent for review: {what}"
@@ -216,6 +220,9 @@ class LiveEdit:
             await writer.restore(live)
             return Outcome("error", FAILED.format(
                 detail=f"{type(failure).__name__}: {failure}" if failure is not None else "no result"))
+        if result.stop_reason == "unplaced":  # an apply that could not place its update wrote nothing
+            await writer.restore(live)
+            return Outcome("unplaced", UNPLACED.format(why=unplaced_message(result.unplaced, written=False)))
         verdict = judge(result, self.instruction, self.settings.max_new_tokens, self.language)
         if verdict.kind == "cancelled" or self.cancel.is_set():
             restored = RESTORED if await writer.restore(live) else ""
@@ -239,7 +246,8 @@ class LiveEdit:
             return self._lost()
         if not result.changed:
             return Outcome("unchanged", UNCHANGED.format(mode=result.mode, tokens=result.tokens.total))
-        return Outcome("done", DONE.format(summary=summary_text(result)), syntax=verdict.syntax.json())
+        placed = f"; {unplaced_message(result.unplaced, written=True)}" if result.unplaced else ""
+        return Outcome("done", DONE.format(summary=summary_text(result)) + placed, syntax=verdict.syntax.json())
 
     def _lost(self) -> Outcome:
         lost = self.writer.lost

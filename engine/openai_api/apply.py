@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from engine.api import EditError, EditRequest, Engine
+from engine.apply.job import unplaced_message
 from engine.decoding.events import EditFinished, EditResult, OpResolved
 from engine.settings import Settings
 
@@ -75,7 +76,7 @@ def apply_request(engine: Engine, settings: Settings, parts: ApplyParts, partial
 
 def unplaced_json(result: EditResult) -> list[dict[str, Any]]:
     """The chunks of the update the merge could not place, as JSON (their update lines and text)."""
-    return list(result.summary().get("unplaced") or [])
+    return [chunk.summary() for chunk in result.unplaced]
 
 
 class ApplyRun:
@@ -99,15 +100,12 @@ class ApplyRun:
             self.error = str(exc)
 
     def refusal(self) -> str | None:
-        """Why the merge must not be written, or None: an input the engine refused, a merge that
-        left chunks unplaced (unless ``partial``), one cancelled or cut short."""
+        """Why the merge must not be written, or None: an input the engine refused, or chunks of
+        the update it could not place (a ``partial`` request writes what was placed instead)."""
         if self.error is not None:
             return self.error
         result = self.result
         assert result is not None
-        if result.stop_reason == "unplaced" and not self.request.partial:
-            lines = ", ".join(f"update lines {chunk['lines'][0]}-{chunk['lines'][1]}"
-                              for chunk in unplaced_json(result) if chunk.get("lines"))
-            return ("the update could not be placed in the file" + (f" ({lines})" if lines else "")
-                    + "; nothing was merged (send \"partial\": true to take the chunks that were placed)")
+        if result.stop_reason == "unplaced":
+            return unplaced_message(result.unplaced, written=False)
         return None
