@@ -4,6 +4,8 @@ use wrote them; a message without both tags is an ordinary chat."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from engine.openai_api.apply import ApplyParts, apply_parts
@@ -50,3 +52,11 @@ def test_the_code_apply_body_takes_both_spellings() -> None:
     snake = ApplyBody.model_validate({"initial_code": CODE, "edit_snippet": UPDATE, "stream": True})
     assert (camel.initial_code, camel.edit_snippet, camel.stream) == (CODE, UPDATE, False)
     assert (snake.initial_code, snake.edit_snippet, snake.stream) == (CODE, UPDATE, True)
+
+
+def test_the_apply_docs_show_the_tested_shapes() -> None:
+    """docs/apply-clients.md gives Continue the template tests/test_openai_apply.py sends, and the
+    code/apply body it posts."""
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "apply-clients.md").read_text()
+    assert 'apply: "<code>{{{ original_code }}}</code>\\n<update>{{{ new_code }}}</update>"' in docs
+    assert "/v1/code/apply" in docs and '"initialCode"' in docs and '"editSnippet"' in docs
