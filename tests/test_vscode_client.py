@@ -14,8 +14,10 @@ examples/buggy_add.py (def line, docstring, buggy `return a - b`) with the caret
 one line above the bug: "AI fix" from the quick-fix menu must give the actual fix (`return a + b`,
 def line and docstring kept), not merely whatever the engine computes. The client's initialize
 request (logged with `copyAsDecode.trace.server: verbose`) must advertise
-`workspace.workspaceEdit.changeAnnotationSupport`. One code-server session runs
-all four edits (the model loads once).
+`workspace.workspaceEdit.changeAnnotationSupport`. A fifth step copies a chat model's fix for
+examples/buggy_add.py (the docstring elided by `# ... existing code ...`) to the clipboard and runs
+"Copy-as-Decode: Apply Clipboard": the file must end as the engine's merge. One code-server
+session runs all five edits (the model loads once).
 
 Set-up: scripts/vscode-deps.sh (apt: chromium and build headers, as root; code-server from npm
 into ~/.cache/copy-as-decode). Without node/npm/chromium/code-server the tests skip, naming what
@@ -73,7 +75,9 @@ READY_TIMEOUT_S = 150        # code-server up + extension activated + server sta
 
 PREVIEW_FOLDER = "review"    # its .copy-as-decode.toml sets apply_mode = "preview"
 FILES = {"palette": "buggy.py", "quickfix": "quickfix.py", "preview": f"{PREVIEW_FOLDER}/preview.py",
-         "near": "buggy_add.py"}
+         "near": "buggy_add.py", "apply": "apply_add.py"}
+# The "apply" step: "Apply Clipboard" on examples/buggy_add.py with a chat model's fix on the clipboard.
+APPLY_UPDATE = "def add(a, b):\n    # ... existing code ...\n    return a + b\n"
 # The "near" step: examples/buggy_add.py with the caret on its docstring (line 2), next to the bug
 # on line 3; the file must end up with the fix itself (tests/test_examples.py: the CLI's --focus 2).
 NEAR_FIXED = 'def add(a, b):\n    """Return the sum of a and b."""\n    return a + b\n'
@@ -302,7 +306,8 @@ class Workbench:
 @pytest.fixture(scope="module")
 def workbench(tools: Tools, vsix: Path, expected_fix: str, tmp_path_factory: pytest.TempPathFactory) -> Workbench:
     """Run AI Fix four times in one code-server: palette, quick-fix menu, under preview, and from
-    the quick-fix menu with the caret next to the bug (examples/buggy_add.py)."""
+    the quick-fix menu with the caret next to the bug (examples/buggy_add.py); then Apply
+    Clipboard on examples/buggy_add.py."""
     tmp_path = tmp_path_factory.mktemp("code-server")
     timings: dict[str, float] = {}
     t_start = time.monotonic()
@@ -315,7 +320,7 @@ def workbench(tools: Tools, vsix: Path, expected_fix: str, tmp_path_factory: pyt
     workspace = tmp_path / "workspace"
     (workspace / PREVIEW_FOLDER).mkdir(parents=True)
     for kind, name in FILES.items():
-        (workspace / name).write_text(BUGGY if kind != "near" else EXAMPLE.read_text())
+        (workspace / name).write_text(BUGGY if kind not in ("near", "apply") else EXAMPLE.read_text())
     (workspace / PREVIEW_FOLDER / ".copy-as-decode.toml").write_text(PREVIEW_SETTINGS)
     (workspace / ".vscode").mkdir()
     (workspace / ".vscode" / "settings.json").write_text(json.dumps({
@@ -359,7 +364,8 @@ def workbench(tools: Tools, vsix: Path, expected_fix: str, tmp_path_factory: pyt
     port = _free_port()
     log = out_dir / "code-server.log"
     shots = {"palette": ARTIFACTS / "vscode-ai-fix.png", "quickfix": out_dir / "quickfix.png",
-             "preview": ARTIFACTS / "vscode-preview.png", "near": out_dir / "near.png"}
+             "preview": ARTIFACTS / "vscode-preview.png", "near": out_dir / "near.png",
+             "apply": out_dir / "apply.png"}
     for shot in shots.values():
         shot.unlink(missing_ok=True)
     stdout = stderr = ""
@@ -385,7 +391,9 @@ def workbench(tools: Tools, vsix: Path, expected_fix: str, tmp_path_factory: pyt
                       for kind in ("palette", "quickfix", "preview")]
             # last, so that the cases above do not depend on it
             + [{"kind": "near", "trigger": "quickfix", "file": FILES["near"], "caretOn": NEAR_CARET_ON,
-                "screenshot": str(shots["near"])}],
+                "screenshot": str(shots["near"])},
+               {"kind": "apply", "file": FILES["apply"], "caretOn": NEAR_CARET_ON, "clipboard": APPLY_UPDATE,
+                "screenshot": str(shots["apply"])}],
         }
         config_path = out_dir / "drive.json"
         config_path.write_text(json.dumps(config, indent=2))
@@ -529,3 +537,26 @@ def test_ai_fix_near_the_bug_in_code_server(workbench: Workbench) -> None:
     assert commands[0]["kind"] == "fix" and commands[0]["focus"]["line"] == NEAR_FOCUS_LINE - 1, (
         f"the caret was not on line {NEAR_FOCUS_LINE} (the docstring): {commands[0]}")
     _finished_step(workbench, "near", NEAR_FIXED, against="the fix (`return a + b`, def line and docstring kept)")
+
+
+@pytest.mark.model
+@pytest.mark.editor
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_apply_clipboard_in_code_server(workbench: Workbench, default_engine) -> None:
+    """"Copy-as-Decode: Apply Clipboard" from the palette merges the clipboard into the open file:
+    the file ends as the engine's merge of the same request (examples/buggy_add.py fixed), and
+    the server was asked through its apply command with the clipboard's text."""
+    from lsp_server.actions import COMMAND_APPLY_UPDATE
+
+    from engine.api import EditRequest
+    from engine.settings import Settings
+
+    merged = default_engine.edit(EditRequest.from_settings(
+        Settings(), EXAMPLE.read_text(), "", update=APPLY_UPDATE, language="python", mode=MODE,
+        max_new_tokens=MAX_NEW_TOKENS)).output_text
+    assert merged == NEAR_FIXED
+    _finished_step(workbench, "apply", merged, "the engine's merge")
+    sent = [p for p in _traced(workbench.log, "Sending request", "workspace/executeCommand")
+            if p.get("command") == COMMAND_APPLY_UPDATE]
+    assert sent and sent[0]["arguments"][0]["update"] == APPLY_UPDATE, f"no {COMMAND_APPLY_UPDATE}{workbench.context}"
