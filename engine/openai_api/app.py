@@ -25,16 +25,25 @@ from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from engine.api import EditError, Engine, language_for
-from engine.decoding.events import EditResult
 from engine.decoding.tables import tables_for
-from engine.openai_api.apply import ApplyParts, ApplyRun, apply_parts, apply_request, unplaced_json
+from engine.openai_api.apply import (
+    ApplyParts,
+    ApplyRefused,
+    ApplyRun,
+    applied,
+    apply_extension,
+    apply_parts,
+    apply_request,
+    apply_usage,
+    finish_reason,
+    unplaced_json,
+)
 from engine.openai_api.completion import ChatDecode, build_job, chat_messages
 from engine.openai_api.edits import EditRun, body_request
 from engine.openai_api.errors import ApiError, error_body
 from engine.openai_api.queue import DecodeQueue, Ticket
 from engine.openai_api.schemas import (
     ApplyBody,
-    EXTENSION,
     ChatCompletionRequest,
     EditBody,
     check_supported,
@@ -187,9 +196,9 @@ def create_app(engine: Engine, config: ServerConfig) -> FastAPI:
                                      media_type="text/event-stream")
         if await _collect(request, queue, ticket, run.deltas) is None:
             return Response(status_code=499)
-        result = _applied(run)
-        return JSONResponse(completion_json(cid, config.model_id, result.output_text, _finish_reason(result),
-                                            _apply_usage(result), _apply_extension(result)))
+        result = applied(run)
+        return JSONResponse(completion_json(cid, config.model_id, result.output_text, finish_reason(result),
+                                            apply_usage(result), apply_extension(result)))
 
     @app.post("/v1/code/apply")
     async def code_apply(request: Request) -> Response:
@@ -201,9 +210,9 @@ def create_app(engine: Engine, config: ServerConfig) -> FastAPI:
             return StreamingResponse(_code_apply_events(queue, ticket, run), media_type="text/event-stream")
         if await _collect(request, queue, ticket, run.deltas) is None:
             return Response(status_code=499)
-        result = _applied(run)
+        result = applied(run)
         unplaced = unplaced_json(result)
-        return JSONResponse({"mergedCode": result.output_text, "usage": _apply_usage(result, openai=False),
+        return JSONResponse({"mergedCode": result.output_text, "usage": apply_usage(result, openai=False),
                              **({"unplaced": unplaced} if unplaced else {})})
 
     @app.post("/v1/edits/copy-as-decode")
@@ -260,50 +269,6 @@ async def _collect(request: Request, queue: DecodeQueue, ticket: Ticket,
             task.cancel()
 
 
-class ApplyRefused(ApiError):
-    """An apply whose merge must not be written (:meth:`ApplyRun.refusal`); the body lists the
-    update's chunks that could not be placed."""
-
-    def __init__(self, message: str, unplaced: list[dict[str, Any]]):
-        super().__init__(400, message, "unplaced" if unplaced else "apply_failed")
-        self.unplaced = unplaced
-
-    def body(self) -> dict[str, Any]:
-        return {**super().body(), **({"unplaced": self.unplaced} if self.unplaced else {})}
-
-
-def _applied(run: ApplyRun) -> EditResult:
-    """The finished apply's result, or :class:`ApplyRefused`."""
-    refusal = run.refusal()
-    if refusal is not None:
-        raise ApplyRefused(refusal, unplaced_json(run.result) if run.result is not None else [])
-    assert run.result is not None
-    return run.result
-
-
-def _finish_reason(result: EditResult) -> str:
-    return "length" if result.stop_reason in ("max_tokens", "loop") else "stop"
-
-
-def _apply_usage(result: EditResult, openai: bool = True) -> dict[str, Any]:
-    """The apply's usage: the prompt, and the merged file's tokens as its completion (copied ones
-    included); ``openai``: in OpenAI's shape, else Relace's three counts."""
-    usage = usage_json(result.prompt_tokens, result.tokens.total, 0, 0)
-    return usage if openai else {k: usage[k] for k in ("prompt_tokens", "completion_tokens", "total_tokens")}
-
-
-def _apply_extension(result: EditResult) -> dict[str, Any]:
-    """The engine's own field when the merge stopped short (``stop_reason``) or placed only some
-    chunks (``unplaced``, under ``partial``); empty otherwise."""
-    unplaced = unplaced_json(result)
-    stopped = result.stop_reason not in ("done", "unplaced")
-    if not stopped and not unplaced:
-        return {}
-    detail = next((w for w in result.warnings if "loop" in w), "") if result.stop_reason == "loop" else ""
-    return {EXTENSION: {"stop_reason": result.stop_reason, "detail": detail,
-                        **({"unplaced": unplaced} if unplaced else {})}}
-
-
 def sse(data: Any) -> str:
     return f"data: {json.dumps(data, separators=(',', ':'))}\n\n"
 
@@ -340,13 +305,13 @@ async def _apply_chat_events(queue: DecodeQueue, ticket: Ticket, run: ApplyRun, 
     async for delta in queue.run(ticket, run.deltas):
         yield sse(chunk_json(cid, model, created, {"content": delta}, None))
     try:
-        result = _applied(run)
+        result = applied(run)
     except ApplyRefused as refused:
         yield sse(refused.body())
         return
-    yield sse(chunk_json(cid, model, created, {}, _finish_reason(result), extension=_apply_extension(result)))
+    yield sse(chunk_json(cid, model, created, {}, finish_reason(result), extension=apply_extension(result)))
     if usage_wanted:
-        yield sse(chunk_json(cid, model, created, {}, None, _apply_usage(result)))
+        yield sse(chunk_json(cid, model, created, {}, None, apply_usage(result)))
     yield "data: [DONE]\n\n"
 
 
@@ -356,12 +321,12 @@ async def _code_apply_events(queue: DecodeQueue, ticket: Ticket, run: ApplyRun) 
     async for delta in queue.run(ticket, run.deltas):
         yield sse({"mergedCode": delta})
     try:
-        result = _applied(run)
+        result = applied(run)
     except ApplyRefused as refused:
         yield sse(refused.body())
         return
     unplaced = unplaced_json(result)
-    yield sse({"usage": _apply_usage(result, openai=False), **({"unplaced": unplaced} if unplaced else {})})
+    yield sse({"usage": apply_usage(result, openai=False), **({"unplaced": unplaced} if unplaced else {})})
     yield "data: [DONE]\n\n"
 
 

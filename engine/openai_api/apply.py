@@ -19,6 +19,8 @@ from typing import Any
 from engine.api import EditError, EditRequest, Engine
 from engine.apply.job import unplaced_message
 from engine.decoding.events import EditFinished, EditResult, OpResolved
+from engine.openai_api.errors import ApiError
+from engine.openai_api.schemas import EXTENSION, usage_json
 from engine.settings import Settings
 
 @dataclass(frozen=True)
@@ -109,3 +111,48 @@ class ApplyRun:
         if result.stop_reason == "unplaced":
             return unplaced_message(result.unplaced, written=False)
         return None
+
+
+class ApplyRefused(ApiError):
+    """An apply whose merge must not be written (:meth:`ApplyRun.refusal`); the body lists the
+    update's chunks that could not be placed."""
+
+    def __init__(self, message: str, unplaced: list[dict[str, Any]]):
+        super().__init__(400, message, "unplaced" if unplaced else "apply_failed")
+        self.unplaced = unplaced
+
+    def body(self) -> dict[str, Any]:
+        return {**super().body(), **({"unplaced": self.unplaced} if self.unplaced else {})}
+
+
+def applied(run: ApplyRun) -> EditResult:
+    """The finished apply's result, or :class:`ApplyRefused`."""
+    refusal = run.refusal()
+    if refusal is not None:
+        raise ApplyRefused(refusal, unplaced_json(run.result) if run.result is not None else [])
+    assert run.result is not None
+    return run.result
+
+
+def finish_reason(result: EditResult) -> str:
+    """OpenAI's finish reason of a merge: ``length`` when it was cut short, as of any completion."""
+    return "length" if result.stop_reason in ("max_tokens", "loop") else "stop"
+
+
+def apply_usage(result: EditResult, openai: bool = True) -> dict[str, Any]:
+    """The apply's usage: the prompt, and the merged file's tokens as its completion (copied ones
+    included); ``openai``: in OpenAI's shape, else Relace's three counts."""
+    usage = usage_json(result.prompt_tokens, result.tokens.total, 0, 0)
+    return usage if openai else {k: usage[k] for k in ("prompt_tokens", "completion_tokens", "total_tokens")}
+
+
+def apply_extension(result: EditResult) -> dict[str, Any]:
+    """The engine's own field when the merge stopped short (``stop_reason``) or placed only some
+    chunks (``unplaced``, under ``partial``); empty otherwise."""
+    unplaced = unplaced_json(result)
+    stopped = result.stop_reason not in ("done", "unplaced")
+    if not stopped and not unplaced:
+        return {}
+    detail = next((w for w in result.warnings if "loop" in w), "") if result.stop_reason == "loop" else ""
+    return {EXTENSION: {"stop_reason": result.stop_reason, "detail": detail,
+                        **({"unplaced": unplaced} if unplaced else {})}}
