@@ -111,7 +111,6 @@ class EditArgs:
             instruction = DEFAULT_FIX_INSTRUCTION
         return cls(uri, parsed_range, instruction.strip() if instruction else None, kind, parsed_focus, source)
 
-
     @classmethod
     def parse_apply(cls, raw: Any) -> "EditArgs":
         """The argument object of ``copyAsDecode.server.applyUpdate``; raises ValueError with a

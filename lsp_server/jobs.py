@@ -8,12 +8,12 @@ steps, never a backlog). The document stays the edit's own through
 :class:`lsp_server.writer.DocumentWriter`: a change by anyone else, a refused or unanswered
 applyEdit, or a missing echo stops the edit (decoding is cancelled, no further edit is sent, so
 nothing the user wrote is overwritten) and the user is told what happened and that undo reverts
-the partial edit. An apply (the request carries an ``update``) runs the same way; one that could not
-place its update writes nothing and names the update lines it could not place (with ``partial``
-it writes what was placed and names the rest). A cancel (work-done progress cancel, the cancel command, or a newer request
-for the same document) restores the region's original text with one final edit when the
-document is still as the edit left it; so does a stop at the token limit or at a degenerate
-loop (the engine's guard), with the reason in the message.
+the partial edit. An apply (the request carries an ``update``) runs the same way; one that could
+not place its update writes nothing and names the update lines it could not place (with
+``partial`` it writes what was placed and names the rest). A cancel (work-done progress cancel,
+the cancel command, or a newer request for the same document) restores the region's original
+text with one final edit when the document is still as the edit left it; so does a stop at the
+token limit or at a degenerate loop (the engine's guard), with the reason in the message.
 
 Review before applying: the final result gets the verdict every front door gives
 (:func:`engine.verdict.judge`, the CLI's exit codes and the HTTP endpoint's ``refused``): an edit

@@ -53,7 +53,8 @@ def document_request(doc: "Document", instruction: str, lines: tuple[int, int] |
     which may be ``auto``); ``focus_line``: 1-based document line the user pointed at;
     ``focus_policy``: the engine's (engine.decoding.localize.plan_focus), None for its default;
     ``update``: the text to merge into the document (an apply; ``partial``: write the chunks that
-    could be placed when others cannot). Raises :class:`engine.api.EditError` saying why the engine would refuse it."""
+    could be placed when others cannot). Raises :class:`engine.api.EditError` saying why the
+    engine would refuse it."""
     return EditRequest.from_settings(settings, doc.text, instruction, lines=lines, mode=mode,
                                      language=document_language(doc.uri, doc.language_id),
                                      focus_line=focus_line, focus_policy=focus_policy, update=update,

@@ -29,7 +29,7 @@ FILE = ('def add(a, b):\n    """Return the sum of a and b."""\n    return a - b\
 UPDATE = "def add(a, b):\n    # ... existing code ...\n    return a + b\n# ... rest of the code unchanged ...\n"
 NOWHERE = "# ... existing code ...\ndef zzz():\n    totally_new()\n# ... existing code ...\n"
 # One of two changes placed: sub's body is changed; zzz, between two elisions, anchors on nothing.
-HALF = "# ... existing code ...\ndef zzz():\n    totally_new()\n# ... existing code ...\ndef sub(a, b):\n    return b - a\n"
+HALF = NOWHERE + "def sub(a, b):\n    return b - a\n"
 CONTINUE_TEMPLATE = "<code>{code}</code>\n<update>{update}</update>"
 MORPH_TEMPLATE = "<instruction>{instruction}</instruction>\n<code>{code}</code>\n<update>{update}</update>"
 # Enough functions that a merge takes long enough to be cut short.
