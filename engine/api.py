@@ -32,6 +32,11 @@ from engine.core.errors import ModelLoadError as ModelLoadError  # re-exported: 
 from engine.runtime.selector.adapter import load_selector
 from engine.settings import DEFAULTS
 
+# What ``mode="auto"`` runs for an apply: the aligner's program without the model (engine.apply.job).
+# Measured on the apply cases of tests/test_apply_align.py: the shipped selector, trained on edits,
+# keeps the aligner's program on none of them (its own greedy program, the drafts verified losslessly)
+# while the aligner merges all of them; ``mode="program"`` runs the model with the aligner's drafts.
+APPLY_AUTO_MODE: Mode = "forced"
 LOCK_POLL_S = 0.05  # how often an edit waiting for the engine checks for a cancel or a read ahead
 
 
@@ -146,19 +151,19 @@ class Engine:
 
     def _resolved(self, request: EditRequest) -> EditRequest:
         request.validate()
-        return replace(request, mode=self.default_mode()) if request.mode == "auto" else request
+        if request.mode != "auto":
+            return request
+        return replace(request, mode=APPLY_AUTO_MODE if request.is_apply else self.default_mode())
 
     def _events(self, request: EditRequest, cancelled: Callable[[], bool], hold_lock: bool) -> Iterator[Event]:
         if request.is_empty() and not request.is_apply:  # an apply to an empty file writes the update
             yield EditStarted(mode=request.mode, model=self.name, input_lines=0, prompt_tokens=0)
             yield EditFinished(empty_result(request, self.name))
             return
-        if uses_crlf(request.text):  # edited as its LF twin, given back in CRLF (engine.core.lines)
-            original = request.text
-            for event in self._decoded(as_lf(request), cancelled, hold_lock):
-                yield in_crlf(event, original)
+        if is_aligner_apply(request):  # no model runs: nothing to wait for
+            yield from apply_alone(request, self.name, cancelled)
             return
-        yield from self._decoded(request, cancelled, hold_lock)
+        yield from in_lf(request, lambda lf: self._decoded(lf, cancelled, hold_lock))
 
     def _decoded(self, request: EditRequest, cancelled: Callable[[], bool], hold_lock: bool) -> Iterator[Event]:
         # Lazy: engine.decoding.run loads torch and the decoders; the language server imports this
@@ -189,7 +194,7 @@ class Engine:
         started = time.perf_counter()
         for event in self._ahead.events(reading, cancelled):
             if event is None:
-                yield EditFinished(cancelled_result(self.model_for(request.mode), request, 0,
+                yield EditFinished(cancelled_result(self.model_for(request.mode).name, request, 0,
                                                     time.perf_counter() - started))
                 return
             if isinstance(event, EditFinished):
@@ -279,6 +284,42 @@ class Engine:
         return result
 
 
+def in_lf(request: EditRequest, events_of: Callable[[EditRequest], Iterator[Event]]) -> Iterator[Event]:
+    """``events_of(request)``, a CRLF buffer edited as its LF twin and given back in CRLF
+    (engine.core.lines): the model sees the same prompt and writes the same program."""
+    if not uses_crlf(request.text):
+        yield from events_of(request)
+        return
+    for event in events_of(as_lf(request)):
+        yield in_crlf(event, request.text)
+
+
+def is_aligner_apply(request: EditRequest) -> bool:
+    """Is ``request`` an apply the aligner answers alone (``forced`` without a program, what
+    ``auto`` runs: :data:`APPLY_AUTO_MODE`), so that no model need be loaded for it?"""
+    return request.is_apply and request.mode in ("auto", "forced") and request.program is None
+
+
+def apply_alone(request: EditRequest, model: str = "aligner",
+                cancelled: Callable[[], bool] = never_cancelled) -> Iterator[Event]:
+    """The events :meth:`Engine.stream` gives for an apply the aligner answers alone
+    (:func:`is_aligner_apply`), without a model loaded; ``model`` is the name the result gives."""
+    from engine.apply.job import aligned
+
+    request.validate()
+    request = replace(request, mode=APPLY_AUTO_MODE) if request.mode == "auto" else request
+    yield from in_lf(request, lambda lf: _until_cancelled_alone(lf, model, cancelled, aligned))
+
+
+def _until_cancelled_alone(request: EditRequest, model: str, cancelled: Callable[[], bool],
+                           aligned: Callable[..., Iterator[Event]]) -> Iterator[Event]:
+    started = time.perf_counter()
+    try:
+        yield from aligned(model, request, cancelled)
+    except Cancelled:
+        yield EditFinished(cancelled_result(model, request, 0, time.perf_counter() - started))
+
+
 def as_lf(request: EditRequest) -> EditRequest:
     """The request on the text's LF twin (a forced program's gens too): what the model sees is
     the same whatever the buffer's line endings."""
@@ -337,14 +378,14 @@ def _until_cancelled(loaded: LoadedModel, request: EditRequest, cancelled: Calla
                 prompt_tokens = event.prompt_tokens
             yield event
     except Cancelled:
-        yield EditFinished(cancelled_result(loaded, request, prompt_tokens, time.perf_counter() - started))
+        yield EditFinished(cancelled_result(loaded.name, request, prompt_tokens, time.perf_counter() - started))
 
 
-def cancelled_result(loaded: LoadedModel, request: EditRequest, prompt_tokens: int, seconds: float) -> EditResult:
+def cancelled_result(model: str, request: EditRequest, prompt_tokens: int, seconds: float) -> EditResult:
     """The result of an edit cancelled before its decode wrote anything: the input, unchanged."""
     a, b = request.region_bounds()
     region = "".join(split_lines(request.text)[a:b])
-    return EditResult(mode=request.mode, model=loaded.name, input_text=request.text, output_text=request.text,
+    return EditResult(mode=request.mode, model=model, input_text=request.text, output_text=request.text,
                       region=(a + 1, b) if request.lines else None, region_input=region, region_output=region,
                       program=Program(), raw_output="", tokens=TokenCounts(), prompt_tokens=prompt_tokens,
                       stop_reason="cancelled", timings={"total_s": round(seconds, 6)})

@@ -17,6 +17,7 @@ from importlib.metadata import entry_points
 # and sets ``func(args) -> int``.
 COMMANDS: dict[str, str] = {
     "edit": "engine.commands.edit",
+    "apply": "engine.commands.apply",
     "doctor": "engine.commands.doctor",
     "serve-openai": "engine.commands.serve_openai",
     "analyze": "engine.commands.analyze",

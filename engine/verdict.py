@@ -14,7 +14,7 @@ from engine.checks.syntax import SyntaxVerdict, check_edit
 from engine.core.lines import split_lines
 from engine.decoding.events import EditResult
 
-EXIT_CANCELLED, EXIT_BAD_REQUEST, EXIT_UNFINISHED, EXIT_DESTRUCTIVE, EXIT_SYNTAX = 1, 2, 3, 4, 5
+EXIT_CANCELLED, EXIT_BAD_REQUEST, EXIT_UNFINISHED, EXIT_DESTRUCTIVE, EXIT_SYNTAX, EXIT_UNPLACED = 1, 2, 3, 4, 5, 6
 
 
 def check_focus(focus: int | None, text: str, lines: tuple[int, int] | None) -> None:
@@ -28,14 +28,15 @@ def check_focus(focus: int | None, text: str, lines: tuple[int, int] | None) -> 
         raise EditError(f"--focus {focus} is outside {where}; give a line of the region (1-based)")
 
 
-VerdictKind = Literal["write", "cancelled", "unfinished", "destructive", "syntax"]
+VerdictKind = Literal["write", "cancelled", "unfinished", "destructive", "syntax", "unplaced"]
 
 
 @dataclass(frozen=True)
 class Verdict:
     """What becomes of a finished edit. ``kind``: ``write`` it, or refuse it as ``cancelled``,
     ``unfinished`` (the token limit or a degenerate loop: ``stop_reason`` says which),
-    ``destructive`` or ``syntax``-breaking; ``exit_code`` is the CLI's exit status for it (0 to
+    ``destructive``, ``syntax``-breaking, or an apply whose update could not all be placed
+    (``unplaced``: nothing to write, the chunks are in ``EditResult.unplaced``); ``exit_code`` is the CLI's exit status for it (0 to
     write) and ``message`` the CLI's and the HTTP endpoint's words ("" to write). ``reason``: the
     check's own words (the loop warning, what the destructive edit would do, how the syntax
     breaks), for a front door that words its own message (the language server). ``damage`` and
@@ -79,6 +80,9 @@ def judge(result: EditResult, instruction: str, max_new_tokens: int, language: s
     if stop == "loop":
         why = next((w for w in result.warnings if "loop" in w), "the output became a degenerate loop")
         return Verdict("unfinished", EXIT_UNFINISHED, f"the edit did not finish: {why}", stop, reason=why)
+    if stop == "unplaced":
+        why = next((w for w in result.warnings if "could not place" in w), "some of the update could not be placed")
+        return Verdict("unplaced", EXIT_UNPLACED, why, stop, reason=why)
     reason, damage = destructive(result.region_input, result.region_output, instruction)
     syntax = check_edit(result.input_text, result.output_text, language)
     found = {"damage": damage, "syntax": syntax, "changed": result.changed}

@@ -39,3 +39,17 @@ def test_crlf_file_merges_in_crlf() -> None:
 
 def test_empty_file_takes_the_update() -> None:
     assert stub_engine().edit(aligner_request("", "x = 1\n")).output_text == "x = 1\n"
+
+
+def test_auto_runs_the_aligner() -> None:
+    result = stub_engine().edit(EditRequest(FILE, "", update=UPDATE, mode="auto"))
+    assert result.mode == "forced" and result.output_text == FILE.replace("y\n", "y * 2\n")
+
+
+def test_file_over_the_apply_limit_is_refused() -> None:
+    import pytest
+
+    from engine.api import EditError
+
+    with pytest.raises(EditError, match="applyMaxLines"):
+        stub_engine().edit(aligner_request(FILE, UPDATE, apply_max_lines=3))

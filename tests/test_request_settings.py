@@ -15,7 +15,8 @@ from engine.settings import DEFAULTS, Settings
 from engine.settings.schema import camel
 
 # A value other than the default for every request-level setting.
-CHOSEN = {"mode": "ar", "max_new_tokens": 77, "context_lines": 5, "prompt_style": "few-shot", "verify": "argmax"}
+CHOSEN = {"mode": "ar", "max_new_tokens": 77, "context_lines": 5, "prompt_style": "few-shot", "verify": "argmax",
+          "apply_window_lines": 7, "apply_max_lines": 900}
 BUGGY = "def add(a, b):\n    return a - b\n"
 
 

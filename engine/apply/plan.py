@@ -51,7 +51,7 @@ def plan(alignment: Alignment, file: Sequence[str], update: Sequence[str]) -> li
     return _joined(steps)
 
 
-def _extended(prev: Op, op: Op) -> Op | None:
+def extended(prev: Op, op: Op) -> Op | None:
     """``prev`` and ``op`` as one op, when the second continues the first."""
     if isinstance(prev, Gen) and isinstance(op, Gen):
         return Gen(prev.text + op.text)
@@ -62,10 +62,22 @@ def _extended(prev: Op, op: Op) -> Op | None:
     return None
 
 
+def joined(ops: Sequence[Op]) -> tuple[Op, ...]:
+    """Neighbouring ops that continue each other as one."""
+    out: list[Op] = []
+    for op in ops:
+        both = extended(out[-1], op) if out else None
+        if both is not None:
+            out[-1] = both
+        else:
+            out.append(op)
+    return tuple(out)
+
+
 def _joined(steps: list[Step]) -> list[Step]:
     out: list[Step] = []
     for step in steps:
-        joined = _extended(out[-1].op, step.op) if out else None
+        joined = extended(out[-1].op, step.op) if out else None
         if joined is not None:
             out[-1] = Step(joined, out[-1].text + step.text)
         else:

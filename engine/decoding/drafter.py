@@ -216,7 +216,7 @@ class ProgramState:
     ``consumed``: input lines the program has moved past (end of the last line copy);
     ``last_op``: "copy", "gen" or "" (none yet); ``tag``: text of the op being written outside a
     gen body (from its ``<``); ``in_gen``/``gen_text``/``gen_ids``: the gen body being written
-    (its escaped text and the token ids chosen for it)."""
+    (its escaped text and the token ids chosen for it); ``text``: the program written so far."""
 
     consumed: int
     last_op: str
@@ -224,6 +224,7 @@ class ProgramState:
     in_gen: bool
     gen_text: str
     gen_ids: tuple[int, ...]
+    text: str = ""
 
 
 class ProgramDrafter:

@@ -38,6 +38,7 @@ from engine.decoding.noop_gen import NoOpGenGuard
 from engine.decoding.outcome import DecodeOutcome
 from engine.decoding.program_walker import ProgramWalker, RollbackPoint, longest_allowed_token
 from engine.decoding.tables import ModelTables, bit_is_set
+from engine.language.grammar import RangeConstraint
 from engine.language.program import Gen, Program
 from engine.language.resolve import check_ending, resolve
 from engine.runtime.models import LoadedModel
@@ -110,9 +111,15 @@ class ProgramDecoder(ProgramWalker):
                  monotonic: bool = True, logit_bias: dict[int, float] | None = None, draft: bool = True,
                  recorder: FeedRecorder | None = None, focus_line: int | None = None,
                  prompt_marks: Sequence[int] = (), session: Session | None = None,
-                 ledger: list[tuple[str, int]] | None = None):
+                 ledger: list[tuple[str, int]] | None = None, ranges: RangeConstraint | None = None,
+                 drafter: ProgramDrafter | None = None, tolerance: float = 0.0):
         """``session``: where the forwards go (default: a fresh session of ``loaded``; the model-free
-        walks of engine.bench.bounds pass one that only counts); ``ledger``: see ProgramWalker."""
+        walks of engine.bench.bounds pass one that only counts); ``ledger``: see ProgramWalker;
+        ``ranges``: the range rule, when not the edit's (an apply's); ``drafter``: what drafts, when
+        not the edit's own (an apply drafts the aligner's program: engine.apply.drafts);
+        ``tolerance`` (nats, 0: lossless): a drafted token stands unless the model's own choice
+        scores more than this above it (an apply's draft is a proposal the model overrules only
+        when it is that sure)."""
         started = time.perf_counter()
         self.loaded = loaded
         if session is None:
@@ -120,7 +127,7 @@ class ProgramDecoder(ProgramWalker):
             session.cancelled = cancelled  # the prompt's prefill stops between chunks (Cancelled)
         super().__init__(loaded.tokenizer, tables, region, max_new_tokens, session, vocab_size=loaded.vocab_size,
                          token_copies=token_copies, teacher_program=teacher_program, monotonic=monotonic,
-                         recorder=recorder, ledger=ledger, started=started)
+                         recorder=recorder, ledger=ledger, started=started, ranges=ranges)
         self.prompt_ids, self.prompt_marks = list(prompt_ids), list(prompt_marks)
         self.cancelled = cancelled
         self.temperature = temperature
@@ -132,8 +139,10 @@ class ProgramDecoder(ProgramWalker):
             for tok, value in logit_bias.items():
                 self.bias[int(tok)] = float(value)
         # Drafting is lossless for greedy choices only.
-        self.drafter = ProgramDrafter(self.line_ids, cost=loaded.runtime.cost) if draft and temperature <= 0 else None
+        self.drafter = ((drafter or ProgramDrafter(self.line_ids, cost=loaded.runtime.cost))
+                        if draft and temperature <= 0 else None)
         self.drafted = self.draft_accepted = 0
+        self.tolerance = tolerance
         # A gen that only writes the focus line back is a no-op (engine.decoding.noop_gen); greedy decoding
         # deviates from it. A teacher's program is given, and sampling draws its own way.
         self.noop = (NoOpGenGuard(self.lines, tables.vocab_texts, focus_line)
@@ -297,7 +306,8 @@ class ProgramDecoder(ProgramWalker):
         last = ops[-1] if ops else None
         return ProgramState(consumed=self.writer.consumed,
                             last_op="" if last is None else ("gen" if isinstance(last, Gen) else "copy"),
-                            tag=scanner.tag, in_gen=scanner.in_gen, gen_text=scanner.body, gen_ids=tuple(self.gen_ids))
+                            tag=scanner.tag, in_gen=scanner.in_gen, gen_text=scanner.body, gen_ids=tuple(self.gen_ids),
+                            text=scanner.text)
 
     def rollback(self, mark: _Mark) -> None:
         """Return to the state just before ``mark``'s token: nothing after it happened."""
@@ -384,6 +394,8 @@ class ProgramDecoder(ProgramWalker):
             if self.teacher is not None:
                 break  # the teacher's drafts stopped at its first disagreement: all of them stand
             choice = self.choose(out[i], mark.banned, bitmask=mark.bitmask, in_gen=mark.in_gen)
+            if choice != mark.token and self.tolerance > 0 and self.within_tolerance(out[i], mark, choice):
+                choice = mark.token
             if choice == mark.token and mark.track is not None:
                 self._note(mark, out[i], mark.bitmask)
             if choice != mark.token:
@@ -396,6 +408,12 @@ class ProgramDecoder(ProgramWalker):
         self.drafter.feedback(len(marks), len(marks))
         self.draft_s += time.perf_counter() - t
         return out[-1], None
+
+    def within_tolerance(self, logits: torch.Tensor, mark: _Mark, choice: int) -> bool:
+        """Does the drafted token score within ``tolerance`` of the model's own ``choice``?"""
+        scores = masked_scores(logits if self.bias is None else logits + self.bias, mark.bitmask, self.tables,
+                               mark.in_gen, mark.banned)
+        return bool(scores[mark.token] >= scores[choice] - self.tolerance)
 
 
 def masked_scores(logits: torch.Tensor, bitmask, tables: ModelTables, in_gen: bool, banned: set[int]) -> torch.Tensor:

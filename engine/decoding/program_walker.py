@@ -100,7 +100,7 @@ class RollbackPoint(NamedTuple):
 
     grammar_steps: int  # tokens and forced strings the grammar matcher had accepted
     written: WrittenState  # the program text, ops, events, counts and lookahead
-    ranges: tuple[int, bool, bool, bool]  # the range rule's state (RangeConstraint.snapshot)
+    ranges: tuple  # the range rule's state (RangeConstraint.snapshot)
     teacher_pos: int | None  # byte offset in the teacher's program (forced mode), else None
     gen_tokens: int  # tokens written in the current gen body so far
     ledger: int  # entries in the walker's ledger
@@ -120,7 +120,8 @@ class ProgramWalker:
     def __init__(self, tokenizer: Any, tables: ModelTables, region: str, max_new_tokens: int, session: Transcript,
                  *, vocab_size: int, token_copies: bool = False, teacher_program: Program | None = None,
                  monotonic: bool = True, recorder: Recorder | None = None, checked: bool = False,
-                 ledger: list[tuple[str, int]] | None = None, started: float | None = None):
+                 ledger: list[tuple[str, int]] | None = None, started: float | None = None,
+                 ranges: RangeConstraint | None = None):
         self.started = time.perf_counter() if started is None else started
         self.tables, self.tokenizer, self.vocab_size = tables, tokenizer, vocab_size
         self.max_new_tokens = max_new_tokens
@@ -138,8 +139,10 @@ class ProgramWalker:
         self.bitmask = tables.grammar.new_bitmask()
         self.grammar_s = time.perf_counter() - t0
         # A teacher's program is given as it is; a free decode may not keep a line it just rewrote.
-        self.ranges = RangeConstraint(tables.vocab_texts, len(self.lines), len(self.input_ids), monotonic=monotonic,
-                                      lines=self.lines if teacher_program is None else None)
+        # ``ranges``: another range rule for this input (an apply's two sources: engine.language.apply_ranges).
+        self.ranges = ranges if ranges is not None else RangeConstraint(
+            tables.vocab_texts, len(self.lines), len(self.input_ids), monotonic=monotonic,
+            lines=self.lines if teacher_program is None else None)
         self.teacher = ProgramTeacher(teacher_program, tables) if teacher_program is not None else None
         self.crossing = set(tables.copy_crossing_ids.tolist())
         self.checked, self.ledger = checked, ledger

@@ -32,7 +32,8 @@ MAX_INPUT_LINES = 5_000
 MAX_UPDATE_CHARS = MAX_INPUT_CHARS  # an apply's update: at most as large as an input
 MAX_UPDATE_LINES = MAX_INPUT_LINES
 # The settings every edit request carries (the same name on Settings and EditRequest).
-REQUEST_SETTINGS: tuple[str, ...] = ("mode", "max_new_tokens", "context_lines", "prompt_style", "verify")
+REQUEST_SETTINGS: tuple[str, ...] = ("mode", "max_new_tokens", "context_lines", "prompt_style", "verify",
+                                     "apply_window_lines", "apply_max_lines")
 
 
 @dataclass
@@ -71,6 +72,9 @@ class EditRequest:
     when some of the update's chunks could not (they are listed in ``EditResult.unplaced``);
     without it such an apply writes nothing. An apply in ``forced`` mode without a ``program``
     is the aligner's program, resolved without the model (engine.apply.job).
+    ``apply_window_lines``: file lines the model reads on each side of a change when the file
+    does not fit its context whole (engine.apply.windows); ``apply_max_lines``: the longest file
+    (or region) an apply may merge into.
     """
 
     text: str
@@ -95,6 +99,8 @@ class EditRequest:
     verify: Verify = DEFAULTS.verify
     update: str | None = None
     partial: bool = False
+    apply_window_lines: int = DEFAULTS.apply_window_lines
+    apply_max_lines: int = DEFAULTS.apply_max_lines
 
     @classmethod
     def from_settings(cls, settings: Settings, text: str, instruction: str, **given: Any) -> EditRequest:
@@ -145,6 +151,11 @@ class EditRequest:
             raise EditError(f"unknown verify rule {self.verify!r}; choose one of {', '.join(VERIFY_RULES)}")
         if self.update is not None:
             self._validate_update(self.update)
+            if len(region) > self.apply_max_lines:
+                raise EditError(f"file too large to apply an update to: {len(region)} lines (applyMaxLines is "
+                                f"{self.apply_max_lines}); nothing was written")
+            if self.apply_window_lines < 1:
+                raise EditError("apply_window_lines must be at least 1")
 
     @property
     def is_apply(self) -> bool:

@@ -195,8 +195,8 @@ class GrammarCompilerCache:
         return self.xgr.allocate_token_bitmask(1, self.info.vocab_size)
 
 
-_OPEN_I = re.compile(r'<copy (lines|tokens)="([0-9]*)$')
-_OPEN_J = re.compile(r'<copy (lines|tokens)="([0-9]+)-([0-9]*)$')
+OPEN_I = re.compile(r'<copy (lines|tokens)="([0-9]*)$')
+OPEN_J = re.compile(r'<copy (lines|tokens)="([0-9]+)-([0-9]*)$')
 
 
 class RangeConstraint:
@@ -290,16 +290,16 @@ class RangeConstraint:
                 if len(spelled) >= 2 and spelled[0] == "<" and spelled[1] in banned:
                     out.append(tok)
             return out
-        match = _OPEN_J.search(tag_text)
+        match = OPEN_J.search(tag_text)
         if match:
             kind, prefix = match.group(1), match.group(3)
             low, high = int(match.group(2)), self.limits[match.group(1)]
         else:
-            match = _OPEN_I.search(tag_text)
+            match = OPEN_I.search(tag_text)
             if not match or match.group(1) != "lines":
                 return []
             kind, prefix, low, high = "lines", match.group(2), self.next_line, self.limits["lines"]
-        closer = '"' if match.re is _OPEN_J else "-"
+        closer = '"' if match.re is OPEN_J else "-"
         del kind
         out = []
         for tok in candidates.tolist():
@@ -307,12 +307,12 @@ class RangeConstraint:
             digits = len(text) - len(text.lstrip("0123456789"))
             new_prefix = prefix + text[:digits]
             closes = digits < len(text) and text[digits] == closer
-            if not _has_completion(new_prefix, closes, low, high):
+            if not has_completion(new_prefix, closes, low, high):
                 out.append(tok)
         return out
 
 
-def _has_completion(prefix: str, closes: bool, low: int, high: int) -> bool:
+def has_completion(prefix: str, closes: bool, low: int, high: int) -> bool:
     """Can a number starting with ``prefix`` (exactly ``prefix`` if ``closes``) lie in low..high?"""
     if not prefix:
         return not closes

@@ -28,6 +28,8 @@ export const SERVER_KEYS = [
   "maxNewTokens",
   "chatMaxTokens",
   "contextLines",
+  "applyWindowLines",
+  "applyMaxLines",
   "promptStyle",
   "verify",
   "selector",

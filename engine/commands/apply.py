@@ -1,0 +1,170 @@
+"""``copy-as-decode apply``: merge an update written elsewhere (a chat model's answer with
+``... existing code ...`` markers, an agent's edit) into one file. It shares the edit command's
+flags, report, verdict and writing (engine.commands.edit); what it refuses and its exit statuses
+are in :data:`DESCRIPTION`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+from engine.api import APPLY_AUTO_MODE, EditError, EditRequest, Engine, apply_alone, is_aligner_apply, language_for
+from engine.commands.edit import (
+    ENGINE_FLAGS,
+    _report,
+    _run_one,
+    read_text,
+    workspace_settings,
+    write_atomic,
+)
+from engine.core.errors import ModelLoadError
+from engine.decoding.events import EditFinished, EditResult
+from engine.language.resolve import ResolveError
+from engine.runtime.selector.adapter import resolve_selector
+from engine.settings import add_setting_flags, engine_arguments, given_flags, with_flags
+from engine.verdict import EXIT_BAD_REQUEST, EXIT_CANCELLED, EXIT_UNPLACED, json_summary, judge
+
+# What --compare may run beside the apply: the model's program, or the model rewriting the file.
+COMPARE_MODES = ("program", "ar", "speculative")
+
+DESCRIPTION = """\
+Merge an update into a file: the changed code as a chat model or an agent wrote
+it, with unchanged parts elided by comments such as "// ... existing code ..."
+(in any phrasing) or without them. The merged file is written as a program
+whose copies come from the file and from the update, so it takes about as long
+as the changes, not the file.
+
+By default (mode auto) the aligner writes that program without running the model;
+--mode program has the model write it, with the aligner's program as its draft.
+
+It never writes a merge whose update could not all be placed (unless --partial:
+then the rest is written and the unplaced chunks are listed), that did not
+finish, or that breaks the file's syntax, unless --force is given.
+
+example:
+  copy-as-decode apply app.py --update answer.py --in-place
+  pbpaste | copy-as-decode apply app.js --update - --json
+
+exit status:
+  0  done (and written where asked)
+  1  cancelled
+  2  a bad request: file, update, size or model
+  3  the merge did not finish (token limit, or a loop)
+  4  refused: it would delete most of the file
+  5  refused: the file parsed before the merge and does not after it
+  6  some of the update matches nothing in the file: nothing was written (the
+     unmatched update lines are named; --partial writes the rest)
+"""
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("apply", help="merge an update (a chat model's answer, an agent's edit) into a file",
+                       description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("file", type=Path, metavar="FILE", help="the file to merge into (UTF-8 text)")
+    p.add_argument("--update", "-u", required=True, metavar="UPDATE_FILE",
+                   help="the update: a file, or - to read it from standard input")
+    p.add_argument("--instruction", "-i", default="", help="what the update is for (optional; the model reads it)")
+    add_setting_flags(p, ["mode", "model", "device", "dtype", "max_new_tokens", "apply_window_lines",
+                          "apply_max_lines"])
+    add_setting_flags(p, ENGINE_FLAGS[3:])
+    p.add_argument("--partial", action="store_true", help="when some of the update cannot be placed, write the "
+                   "rest and list what was not placed (exit status 0)")
+    p.add_argument("--force", action="store_true", help="write the merge even when it did not finish (exit status "
+                   "3), would delete most of the file (4) or breaks the file's syntax (5)")
+    p.add_argument("--output", type=Path, help="write the merged text to this path")
+    p.add_argument("--in-place", action="store_true", help="replace FILE atomically (the original stays on any error)")
+    p.add_argument("--json", action="store_true", help="print a machine-readable summary instead of the report "
+                   "(the edit command's, plus 'unplaced': the update chunks that were not placed)")
+    p.add_argument("--compare", default="", help="also merge with these modes (comma list of program, ar, "
+                   "speculative) and print the timings side by side: ar has the model rewrite the file, "
+                   "speculative too with the file as the prediction")
+    p.set_defaults(func=run)
+
+
+def compare_modes(spec: str) -> list[str]:
+    modes = [m.strip() for m in spec.split(",") if m.strip()]
+    unknown = [m for m in modes if m not in COMPARE_MODES]
+    if unknown:
+        raise EditError(f"--compare {spec!r}: unknown mode {unknown[0]!r}; choose among {', '.join(COMPARE_MODES)}")
+    return modes
+
+
+def read_update(spec: str) -> str:
+    """The update's text from a file or (``-``) standard input; UTF-8 only."""
+    if spec != "-":
+        return read_text(Path(spec))
+    data = sys.stdin.buffer.read()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise EditError(f"the update on standard input is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    out = Console(stderr=args.json)
+    err = Console(stderr=True)
+    try:
+        compare = compare_modes(args.compare or "")
+        if args.in_place and args.output is not None:
+            raise EditError("--in-place and --output exclude each other: write FILE itself or another path, not both")
+        text = read_text(args.file)
+        update = read_update(args.update)
+        settings = with_flags(workspace_settings(args.file), given_flags(args))
+        request = EditRequest.from_settings(settings, text, args.instruction, mode=args.mode, update=update,
+                                            partial=args.partial, language=language_for(str(args.file)))
+        engine = None
+        if not is_aligner_apply(request) or compare:
+            resolve_selector(settings.selector, settings.model)  # a bad adapter folder fails before the model loads
+            with err.status(f"loading model {settings.model}..."):
+                engine = Engine.load(**engine_arguments(settings), progress=lambda m: err.print(f"[dim]{m}[/dim]"))
+            engine.prime()
+        result = _merge(engine, request, settings.model, out, quiet=args.json)
+        compared: dict[str, EditResult] = {}
+        for mode in compare:
+            assert engine is not None
+            engine.forget_prompts()  # each mode runs as a first edit: none reuses another's prompt
+            with err.status(f"running {mode} for comparison..."):
+                compared[mode] = engine.edit(replace(request, mode=mode))
+    except (EditError, ModelLoadError, ResolveError) as exc:
+        err.print(f"[bold red]error:[/bold red] {exc}")
+        return EXIT_BAD_REQUEST
+    verdict = judge(result, request.instruction, request.max_new_tokens, request.language)
+    status, message = verdict.exit_code, verdict.message
+    targets = [path for path, wanted in ((args.output, bool(args.output)), (args.file, args.in_place)) if wanted]
+    write = status == 0 or (args.force and status not in (EXIT_CANCELLED, EXIT_UNPLACED))
+    if write:
+        for path in targets:
+            write_atomic(path, result.output_text)
+    if args.json:
+        print(json.dumps(json_summary(result, compared, verdict.damage, message, targets if write else [],
+                                      request.language, verdict.syntax), indent=2))
+    else:
+        _report(out, args.file, result, compared)
+    if status and write:
+        err.print(f"[bold yellow]warning:[/bold yellow] {message}; written anyway (--force)")
+        return 0
+    if status == EXIT_UNPLACED:  # the message says what was not placed and that nothing was written
+        err.print(f"[bold red]error:[/bold red] {message}")
+    elif status:
+        what = f"nothing was written to {', '.join(map(str, targets))}" if targets else "nothing was written"
+        hint = "" if status == EXIT_CANCELLED else " (--force writes it anyway)"
+        err.print(f"[bold red]error:[/bold red] {message}; {what}{hint}")
+    return status
+
+
+def _merge(engine: Engine | None, request: EditRequest, model: str, out, quiet: bool) -> EditResult:
+    """The merge's events through the engine, or (the aligner alone) without a model loaded."""
+    if engine is not None:
+        mode = APPLY_AUTO_MODE if is_aligner_apply(request) else engine.resolve_mode(request.mode)
+        return _run_one(engine, replace(request, mode=mode), out, quiet)
+    result = None
+    for event in apply_alone(request, model):
+        if isinstance(event, EditFinished):
+            result = event.result
+    assert result is not None
+    return result
