@@ -48,7 +48,7 @@ from lsp_server.actions import COMMAND_APPLY_PENDING
 from lsp_server.edits import LiveRegion, preview_workspace_edit, text_edit, unified_diff
 from lsp_server.outcome import Outcome, PendingEdit
 from lsp_server.progress import WorkDoneProgress
-from lsp_server.request import document_request
+from lsp_server.request import document_request, run_mode
 from lsp_server.worker import BlockingStream
 from lsp_server.writer import DocumentLost, DocumentWriter, EditContext, apply_edit
 
@@ -154,7 +154,8 @@ class LiveEdit:
             return Outcome("error", NOT_OPEN)
         try:
             request = document_request(doc, self.instruction, self.lines, self.settings,
-                                   mode=engine.resolve_mode(self.settings.mode), focus_line=self.focus_line,
+                                   mode=run_mode(engine, self.settings.mode, self.update is not None),
+                                   focus_line=self.focus_line,
                                    focus_policy=self.focus_policy, update=self.update, partial=self.partial)
         except EditError as exc:
             return Outcome("error", str(exc))

@@ -15,10 +15,11 @@ from typing import TYPE_CHECKING
 
 from pygls.uris import urlparse
 
-from engine.api import EditRequest, language_for
+from engine.api import APPLY_AUTO_MODE, EditRequest, language_for
 from engine.core.choices import FocusPolicy, Mode
 
 if TYPE_CHECKING:
+    from engine.api import Engine
     from engine.settings import Settings
     from lsp_server.documents import Document
 
@@ -59,3 +60,9 @@ def document_request(doc: "Document", instruction: str, lines: tuple[int, int] |
                                      language=document_language(doc.uri, doc.language_id),
                                      focus_line=focus_line, focus_policy=focus_policy, update=update,
                                      partial=partial)
+
+
+def run_mode(engine: "Engine", mode: Mode, apply: bool = False) -> Mode:
+    """The mode a request runs in on ``engine``, ``auto`` made concrete: an apply's ``auto`` is the
+    aligner's program (:data:`engine.api.APPLY_AUTO_MODE`), as the engine and the CLI resolve it."""
+    return APPLY_AUTO_MODE if apply and mode == "auto" else engine.resolve_mode(mode)

@@ -21,7 +21,7 @@ from lsp_server.documents import Document
 from lsp_server.jobs import SUPERSEDED, Cancel, LiveEdit
 from lsp_server.models import ModelKey, unless_stopped
 from lsp_server.outcome import Outcome
-from lsp_server.request import document_request
+from lsp_server.request import document_request, run_mode
 from lsp_server.writer import EditContext
 
 if TYPE_CHECKING:
@@ -124,7 +124,8 @@ class EditSession:
         edit = LiveEdit(self._context(), args.uri, self._region(doc, settings), args.instruction or "", settings,
                         self.cancel, focus_line=focus_line(doc.text, args.focus, server.encoding),
                         focus_policy=args.focus_policy, update=args.update, partial=args.partial)
-        server.status("editing", f"{args.kind}: {engine.resolve_mode(settings.mode)} with {engine.name}")
+        server.status("editing", f"{args.kind}: {run_mode(engine, settings.mode, args.update is not None)} with "
+                                 f"{engine.name}")
         server.running[args.uri] = edit
         try:
             return await edit.run(engine)

@@ -313,7 +313,7 @@ async def apply_update(client: LanguageClient, argument: dict, timeout: float = 
 def applied(engine, text: str, update: str, partial: bool = False) -> Any:
     """The engine's result for the server's apply request (the ``apply/`` folder's settings)."""
     return engine.edit(EditRequest(text=text, instruction="", update=update, partial=partial, max_new_tokens=1024,
-                                   mode=engine.resolve_mode("auto"), context_lines=3, language="python"))
+                                   mode="auto", context_lines=3, language="python"))
 
 
 # --- core: both client profiles ---------------------------------------------------------------

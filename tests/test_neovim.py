@@ -204,8 +204,7 @@ def engine_apply(text: str, update: str) -> str:
     torch.set_num_threads(1)
     try:
         engine = Engine.load("default")
-        result = engine.edit(EditRequest.from_settings(Settings(), text, "", update=update, language="python",
-                                                       mode=engine.resolve_mode(Settings().mode)))
+        result = engine.edit(EditRequest.from_settings(Settings(), text, "", update=update, language="python"))
     finally:
         torch.set_num_threads(threads)
     assert result.stop_reason == "done" and result.changed, "the case no longer exercises an apply"

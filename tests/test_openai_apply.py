@@ -12,6 +12,7 @@ import contextlib
 import json
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -39,10 +40,9 @@ BIG_UPDATE = "".join(f"# ... existing code ...\ndef f{i}(x):\n    y = x * {i} - 
 
 
 def merged(engine: Engine, code: str, update: str, instruction: str = "", partial: bool = False) -> str:
-    """The engine's merge of the same request (the server's settings: the defaults)."""
-    settings = Settings()
-    result = engine.edit(EditRequest.from_settings(settings, code, instruction, update=update, partial=partial,
-                                                   mode=engine.resolve_mode(settings.mode)))
+    """The engine's merge of the same request (the server's settings: the defaults; ``auto`` is
+    resolved by the engine, as for the CLI)."""
+    result = engine.edit(EditRequest.from_settings(Settings(), code, instruction, update=update, partial=partial))
     assert result.stop_reason == "done", result.warnings
     return result.output_text
 
@@ -95,6 +95,22 @@ def test_code_apply_answers_the_engines_merge(base_url: str, default_engine: Eng
     assert lines[-1] == "data: [DONE]"
     events = [json.loads(line[6:]) for line in lines[:-1]]
     assert "".join(e.get("mergedCode", "") for e in events) == want and "usage" in events[-1]
+
+
+def test_the_http_answer_is_the_clis(base_url: str, client: openai.OpenAI, tmp_path: Path) -> None:
+    """``copy-as-decode apply FILE --update UPDATE --output OUT`` writes what both HTTP forms answer."""
+    from engine.cli import main
+
+    (tmp_path / "add.py").write_text(FILE)
+    (tmp_path / "update.txt").write_text(UPDATE)
+    out = tmp_path / "merged.py"
+    assert main(["apply", str(tmp_path / "add.py"), "--update", str(tmp_path / "update.txt"), "--output", str(out),
+                 "--json"]) == 0
+    chat = client.chat.completions.create(model="default", messages=[
+        {"role": "user", "content": CONTINUE_TEMPLATE.format(code=FILE, update=UPDATE)}])
+    code = httpx.post(base_url + "/v1/code/apply", headers={"Authorization": f"Bearer {KEY}"}, timeout=300,
+                      json={"initialCode": FILE, "editSnippet": UPDATE, "path": "add.py"}).json()
+    assert chat.choices[0].message.content == code["mergedCode"] == out.read_text()
 
 
 def test_a_client_that_goes_away_stops_the_merge(base_url: str, client: openai.OpenAI,

@@ -181,7 +181,7 @@ def create_app(engine: Engine, config: ServerConfig) -> FastAPI:
                     path: str | None = None) -> tuple[ApplyRun, Ticket]:
         """The apply's run and its place in the queue; an input the engine refuses is a 400."""
         try:
-            edit = apply_request(engine, config.settings, parts, partial, max_tokens, language_for(path or ""))
+            edit = apply_request(config.settings, parts, partial, max_tokens, language_for(path or ""))
         except EditError as exc:
             raise ApiError(400, str(exc), "invalid_apply") from None
         return ApplyRun(engine, edit), queue.admit()

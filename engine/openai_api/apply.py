@@ -13,7 +13,7 @@ so the file's own final newline survives either way (:func:`apply_parts`).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from engine.api import EditError, EditRequest, Engine
@@ -66,14 +66,14 @@ def apply_parts(message: str) -> ApplyParts | None:
     return ApplyParts(code, update, instruction)
 
 
-def apply_request(engine: Engine, settings: Settings, parts: ApplyParts, partial: bool = False,
-                  max_tokens: int | None = None, language: str = "") -> EditRequest:
-    """The validated apply request for ``parts`` under the server's ``settings`` with ``auto``
-    made concrete (``max_tokens``: the bound on the merged file's tokens, else the engine's);
-    raises :class:`EditError` saying why the engine would refuse it."""
-    request = EditRequest.from_settings(settings, parts.code, parts.instruction, update=parts.update,
-                                        partial=partial, max_new_tokens=max_tokens, language=language)
-    return replace(request, mode=engine.resolve_mode(request.mode))
+def apply_request(settings: Settings, parts: ApplyParts, partial: bool = False, max_tokens: int | None = None,
+                  language: str = "") -> EditRequest:
+    """The validated apply request for ``parts`` under the server's ``settings``, as the CLI's
+    ``apply`` builds it (its mode ``auto`` is resolved by the engine: the aligner's program);
+    ``max_tokens``: the bound on the merged file's tokens, else the setting's. Raises
+    :class:`EditError` saying why the engine would refuse it."""
+    return EditRequest.from_settings(settings, parts.code, parts.instruction, update=parts.update, partial=partial,
+                                     max_new_tokens=max_tokens, language=language)
 
 
 def unplaced_json(result: EditResult) -> list[dict[str, Any]]:
