@@ -113,17 +113,12 @@ def test_the_http_answer_is_the_clis(base_url: str, client: openai.OpenAI, tmp_p
     assert chat.choices[0].message.content == code["mergedCode"] == out.read_text()
 
 
-def test_a_client_that_goes_away_stops_the_merge(base_url: str, client: openai.OpenAI,
-                                                default_engine: Engine) -> None:
-    headers = {"Authorization": f"Bearer {KEY}"}
-    content = CONTINUE_TEMPLATE.format(code=BIG, update=BIG_UPDATE)
-    started = time.monotonic()
-    whole = client.chat.completions.create(model="default", messages=[{"role": "user", "content": content}])
-    took = time.monotonic() - started
-    assert whole.choices[0].message.content == merged(default_engine, BIG, BIG_UPDATE)
-    print(f"a {BIG.count(chr(10))}-line merge over HTTP: {took:.2f} s")
+def _leave_mid_merge(base_url: str, content: str) -> tuple[int, float]:
+    """Stream an apply, leave once its first merged text arrives; (decodes running when the
+    client left, seconds until none runs)."""
     body = {"model": "default", "stream": True, "messages": [{"role": "user", "content": content}]}
-    with httpx.stream("POST", base_url + "/v1/chat/completions", json=body, headers=headers, timeout=60) as response:
+    with httpx.stream("POST", base_url + "/v1/chat/completions", json=body, headers={"Authorization": f"Bearer {KEY}"},
+                      timeout=120) as response:
         assert response.status_code == 200
         for line in response.iter_lines():
             if '"content":"' in line and '"content":""' not in line:
@@ -132,12 +127,41 @@ def test_a_client_that_goes_away_stops_the_merge(base_url: str, client: openai.O
         left = time.monotonic()
     while _health(base_url)["running"] and time.monotonic() - left < 10:
         time.sleep(0.01)
-    stopped = time.monotonic() - left
-    print(f"running when the client left: {running}; the merge stopped {stopped:.3f} s later")
+    return running, time.monotonic() - left
+
+
+def test_a_client_that_goes_away_stops_the_merge(base_url: str, client: openai.OpenAI, default_engine: Engine) -> None:
+    """The aligner's merge (``auto``) of a 4,500-line file: a client that leaves mid-stream stops
+    it within 0.5 s, and the server answers the next request."""
+    content = CONTINUE_TEMPLATE.format(code=BIG, update=BIG_UPDATE)
+    started = time.monotonic()
+    whole = client.chat.completions.create(model="default", messages=[{"role": "user", "content": content}])
+    print(f"a {BIG.count(chr(10))}-line merge over HTTP (auto): {time.monotonic() - started:.2f} s")
+    assert whole.choices[0].message.content == merged(default_engine, BIG, BIG_UPDATE)
+    running, stopped = _leave_mid_merge(base_url, content)
+    print(f"auto: running when the client left: {running}; none {stopped:.3f} s later")
     assert stopped <= 0.5, f"the merge went on {stopped:.2f} s after the client left"
     after = client.chat.completions.create(model="default", messages=[
         {"role": "user", "content": CONTINUE_TEMPLATE.format(code=FILE, update=UPDATE)}])
     assert after.choices[0].finish_reason == "stop"
+
+
+@pytest.mark.xfail(strict=False, reason="the model's apply polls its cancel between steps about every 0.45 s "
+                                         "on this CPU (up to 1.2 s while it reads the prompt), so over HTTP it "
+                                         "stops 0.5-0.7 s after the client leaves")
+def test_a_client_that_goes_away_stops_the_models_merge(tmp_path: Path) -> None:
+    """The model's merge (``program``, from the workspace's settings; about 3 s to its first op and
+    9 s in all on this CPU): a client that leaves mid-stream stops it within 0.5 s."""
+    (tmp_path / ".copy-as-decode.toml").write_text('mode = "program"\n')
+    with _serve("transformers", tmp_path / "server.log", "--workspace", str(tmp_path)) as url:
+        running, stopped = _leave_mid_merge(url, CONTINUE_TEMPLATE.format(code=FILE, update=UPDATE))
+        print(f"program: running when the client left: {running}; none {stopped:.3f} s later")
+        if not running:
+            pytest.skip("the model's merge ended before the client left: nothing to cancel")
+        after = httpx.post(url + "/v1/code/apply", headers={"Authorization": f"Bearer {KEY}"}, timeout=300,
+                           json={"initialCode": FILE, "editSnippet": UPDATE})
+        assert after.status_code == 200 and after.json()["mergedCode"] == FILE.replace("a - b\n\n", "a + b\n\n", 1)
+        assert stopped <= 0.5, f"the model's merge went on {stopped:.2f} s after the client left"
 
 
 # --- refusals and partial: the app in this process --------------------------------------------
