@@ -148,7 +148,7 @@ def test_a_client_that_goes_away_stops_the_merge(base_url: str, client: openai.O
 
 @pytest.mark.xfail(strict=False, reason="the model's apply polls its cancel between steps about every 0.45 s "
                                          "on this CPU (up to 1.2 s while it reads the prompt), so over HTTP it "
-                                         "stops 0.5-0.7 s after the client leaves")
+                                         "ends 0.5-0.7 s after the client leaves")
 def test_a_client_that_goes_away_stops_the_models_merge(tmp_path: Path) -> None:
     """The model's merge (``program``, from the workspace's settings; about 3 s to its first op and
     9 s in all on this CPU): a client that leaves mid-stream stops it within 0.5 s."""
