@@ -14,7 +14,9 @@ unless marker comments stand there (:mod:`engine.apply.markers`):
   file), unless a marker says where the update's lines go (the file's start or end);
 * an update without markers at all shows only what changed: a gap between two anchors where it
   has no code keeps the file's lines there;
-* a chunk between two markers with no anchor cannot be placed: it is reported, not guessed.
+* a chunk between two markers with no anchor goes where its lines rewrite as many consecutive file
+  lines, each a variant of the one it replaces (the most alike such place); where none fits, or two
+  fit as well, it cannot be placed: it is reported, not guessed.
 
 An update without markers that is about as long as the file and matches its first and last
 lines is the whole new file, taken as it is.
@@ -214,7 +216,7 @@ class _Merge:
         if not marks:
             self.plain_gap(segments[0], fs, left_open, right_open, left, right)
         else:
-            self.marked_gap(segments, marks, fs, right_open)
+            self.marked_gap(segments, marks, fs, left_open, right_open)
 
     def plain_gap(self, seg: list[int], fs: list[int], left_open: bool, right_open: bool,
                   left: str | None, right: str | None) -> None:
@@ -243,6 +245,22 @@ class _Merge:
         else:
             self.emit_update(seg)
 
+    def locate(self, seg: list[int], fs: list[int], pos: int) -> int | None:
+        """Where in ``fs`` (from ``pos``) the unanchored ``seg`` rewrites as many consecutive file
+        lines, each of its lines a variant of the file line it replaces (a definition only one of
+        the same name); of several such places the one most alike, None on a tie or none."""
+        lines = [j for j in seg if not _blank(self.update[j])]
+        if not lines or len(lines) != len(seg):
+            return None
+        fits = [p for p in range(pos, len(fs) - len(seg) + 1)
+                if all(self.near(j, fs[p + k], strict=True) for k, j in enumerate(seg))]
+        if len(fits) <= 1:
+            return fits[0] if fits else None
+        scored = sorted(((sum(difflib.SequenceMatcher(None, self.update[j].strip(), self.file[fs[p + k]].strip(),
+                                                      autojunk=False).ratio() for k, j in enumerate(seg)), p)
+                         for p in fits), reverse=True)
+        return scored[0][1] if scored[0][0] > scored[1][0] else None
+
     def block_end(self, fs: list[int], pos: int, indent: int) -> int:
         """Where the file's block a marker indented by ``indent`` stands in ends: the first line
         from ``pos`` indented less (blank lines before it stay outside the block)."""
@@ -253,7 +271,8 @@ class _Merge:
             end -= 1
         return end
 
-    def marked_gap(self, segments: list[list[int]], marks: list[int], fs: list[int], right_open: bool) -> None:
+    def marked_gap(self, segments: list[list[int]], marks: list[int], fs: list[int], left_open: bool,
+                   right_open: bool) -> None:
         first = segments[0]
         p = self.pair_forward(first, fs)
         self.emit_update(first)
@@ -262,14 +281,22 @@ class _Merge:
             seg, last = segments[i], i == len(marks)
             indent = len(leading(self.update[mark]))
             closed = 0
-            if indent > 0:
+            if indent > 0 and not left_open:  # (before the first anchor every file line is kept)
                 end = self.block_end(fs, pos, indent)
                 closed = self.closing(seg, fs, end)
-            elif last:
-                end = len(fs)
-            else:  # between two markers at the margin, with nothing matched: nowhere to put it
-                self.report(seg)
+            elif not last or (right_open and seg and self.locate(seg, fs, pos) is not None):
+                # Between two markers at the margin (or after the last, where its lines are
+                # variants of file lines) nothing was matched: the lines it rewrites place it.
+                at = self.locate(seg, fs, pos)
+                if at is None:
+                    self.report(seg)
+                    continue
+                self.emit_file(fs[pos:at])
+                self.emit_update(seg)
+                pos = at + len(seg)
                 continue
+            else:
+                end = len(fs)
             body = seg[:len(seg) - closed]
             q = self.pair_backward(body, fs[pos:end], strict=indent > 0 or right_open)
             self.emit_file(fs[pos:end - q])

@@ -82,6 +82,29 @@ def plot_edits(data: dict[str, Any], path: Path | str) -> Path:
     return _save(fig, plt, path)
 
 
+def plot_apply(data: dict[str, Any], path: Path | str) -> Path:
+    """Effective throughput (merged-file tokens / wall time) against file size, one series per
+    apply arm, with the backend's plain decoding rate as a line (``bench apply``)."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    colors = {"aligner": "#9467bd", "program-undrafted": "#e377c2", **_COLORS}
+    for arm in dict.fromkeys(r["arm"] for r in data["rows"]):
+        rows = sorted((r for r in data["rows"] if r["arm"] == arm), key=lambda r: r["lines"])
+        ax.scatter([r["lines"] for r in rows], [r["throughput"] for r in rows], s=16, label=arm,
+                   color=colors.get(arm, "#8c564b"), alpha=0.8)
+    if data.get("plain_rate"):
+        ax.axhline(data["plain_rate"], ls=":", color="black", lw=1, label=f"plain decoding {data['plain_rate']:.0f} tok/s")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("file lines")
+    ax.set_ylabel("effective throughput (merged tokens / s)")
+    ax.legend(fontsize=7)
+    fig.suptitle(f"apply, {len({r['case'] for r in data['rows']})} cases ({data.get('model', '')}, {data.get('backend', '')})",
+                 fontsize=9)
+    fig.tight_layout()
+    return _save(fig, plt, path)
+
+
 def _save(fig: Any, plt: Any, path: Path | str) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -7,6 +7,7 @@
     copy-as-decode bench localize --corpus NAME [--limit N] [--base] [--json PATH]  # where is the bug?
     copy-as-decode bench merge PART.json... --json OUT   # case ranges run apart -> one result
     copy-as-decode bench report [--results DIR] [--into NOTES.md]
+    copy-as-decode bench apply [--per-style N] [--arms aligner,program,...] [--backend transformers|llamacpp]
     copy-as-decode bench predicted [--backend auto|transformers|llamacpp] [--cases humanevalfix-python=10,canitedit=5]
 
 Arms (engine/bench/arms.py): forced family ar, pld, speculative, program (undrafted),
@@ -35,12 +36,13 @@ from pathlib import Path
 from typing import Any, Callable
 
 from engine.api import EditRequest, Engine
+from engine.bench.apply import ARMS as APPLY_ARMS
 from engine.bench.arms import FAMILY_ARMS, ArmError, parse_arms
 from engine.bench.concurrency import measure_concurrency
 from engine.bench.harness import command_line, get_engine, machine_info, refuses_server, write_json
 from engine.bench.kernel import DEFAULT_NS, kernel_table, measure_kernel, parse_ns
 from engine.bench.output import report, table_of
-from engine.bench.plot import plot_edits, plot_kernel
+from engine.bench.plot import plot_apply, plot_edits, plot_kernel
 from engine.bench.report import ReportError, edits_table, markdown_report, write_into
 from engine.core.choices import MODES
 from engine.core.errors import ModelLoadError
@@ -165,6 +167,17 @@ def add_parser(subparsers: Any) -> None:
     flags(merge, "json", "plot", json={"required": True, "help": "write the merged results here"})
     merge.set_defaults(func=run_merge)
 
+    apply = sub.add_parser("apply", help="apply arms (aligner, program, program-undrafted, speculative, ar) on "
+                           "held-out synthetic apply cases (engine/bench/apply.py)")
+    flags(apply, *MODEL_FLAGS, "selector", threads=threads)
+    apply.add_argument("--per-style", type=int, default=1, help="cases of each update style (default 1: 7 cases)")
+    apply.add_argument("--seed", type=int, default=0, help="seed of the cases (default 0)")
+    apply.add_argument("--arms", default=",".join(APPLY_ARMS), help=f"comma list of {', '.join(APPLY_ARMS)} "
+                       "(default: all)")
+    apply.add_argument("--text-max-lines", type=int, default=60, help="run ar and speculative only on files of at "
+                       "most this many lines (default 60: they regenerate the whole file)")
+    apply.set_defaults(func=run_apply)
+
     report = sub.add_parser("report", help="Markdown tables from results/bench_*.json")
     report.add_argument("--results", type=Path, default=Path("results"), help="folder of bench_*.json (default results)")
     report.add_argument("--into", type=Path, metavar="FILE",
@@ -190,6 +203,36 @@ def _load(args: argparse.Namespace, console: Any, reuse_prompts: bool = False) -
                              flash_attention=args.flash_attention, **extra)
     return get_engine(args.model, args.device, args.dtype, progress=lambda m: console.print(f"[dim]{m}[/dim]"),
                       selector=getattr(args, "selector", "auto"), backend=args.backend, options=options)
+
+
+def run_apply(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from engine.bench.apply import run_cases, table_rows
+    from engine.bench.apply_cases import held_out
+
+    console = Console(stderr=True)
+    arms = [a.strip() for a in args.arms.split(",") if a.strip()]
+    unknown = [a for a in arms if a not in APPLY_ARMS]
+    if unknown or args.per_style < 1:
+        print(f"copy-as-decode bench apply: unknown arm {unknown[0]!r}" if unknown else
+              "copy-as-decode bench apply: --per-style must be >= 1", file=sys.stderr)
+        return 2
+    try:
+        engine = _load(args, console, reuse_prompts=True)
+    except ModelLoadError as exc:
+        print(f"copy-as-decode bench apply: {exc}", file=sys.stderr)
+        return 2
+    cases = list(held_out(args.per_style, args.seed))
+    data = run_cases(engine, cases, arms, args.text_max_lines, progress=lambda m: console.print(f"[dim]{m}[/dim]"))
+    data = {"model": engine.name, "backend": engine.loaded.runtime.describe(), "selector": engine.selector,
+            "cases": len(cases), "per_style": args.per_style, "seed": args.seed, **data,
+            "machine": machine_info(engine.loaded.device, engine.loaded.dtype), "command": command_line()}
+    report(console, table_of(f"apply, {len(cases)} cases, plain decoding {data['plain_rate']} tok/s",
+                             ("arm", "runs", "exact", "damaged lines", "median tok/s", "x plain"), table_rows(data)),
+           data, args.json)
+    _plot(args, console, lambda path: plot_apply(data, path))
+    return 0
 
 
 def run_kernel(args: argparse.Namespace) -> int:

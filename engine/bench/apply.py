@@ -1,0 +1,117 @@
+"""``copy-as-decode bench apply``: every apply arm on held-out synthetic cases
+(engine.bench.apply_cases), side by side.
+
+Arms: ``aligner`` (the aligner's program, no model: what ``auto`` runs), ``program`` (the model
+writes the program, the aligner's drafted), ``program-undrafted`` (the same without drafts: the
+same program, more forwards), ``speculative`` (the model rewrites the file, drafting from it: the
+file as the prediction) and ``ar`` (the model rewrites the file). Per case and arm: exact match
+of the merged file with the gold, lines damaged (lines of the gold missing or wrong, by a line
+diff), the wall time of the whole apply (prompt included) and the effective throughput (the
+merged file's tokens / that time), against the backend's plain decoding rate (tokens per second
+of an ar decode, measured in the same run).
+"""
+
+from __future__ import annotations
+
+import difflib
+import time
+from dataclasses import replace
+from typing import Any, Callable, Sequence
+
+from engine.api import EditRequest, Engine
+from engine.bench.apply_cases import ApplyCase
+from engine.bench.harness import median
+from engine.core.tokens import encode
+
+ARMS = ("aligner", "program", "program-undrafted", "speculative", "ar")
+DEFAULT_ARMS = ARMS
+TEXT_ARMS = ("speculative", "ar")
+SIZE_BUCKETS = ((0, 100, "<100"), (100, 500, "100-499"), (500, 1500, "500-1499"), (1500, 10 ** 9, ">=1500"))
+PLAIN_TOKENS = 64  # tokens of the ar decode that measures the plain decoding rate
+
+
+def arm_request(arm: str, case: ApplyCase, gold_tokens: int) -> EditRequest:
+    """The apply request an arm runs for ``case``."""
+    base = EditRequest(case.file, "", update=case.update, language=case.language)
+    if arm == "aligner":
+        return replace(base, mode="forced")
+    if arm in ("program", "program-undrafted"):
+        return replace(base, mode="program", draft=arm == "program")
+    return replace(base, mode=arm, max_new_tokens=int(gold_tokens * 1.5) + 64)
+
+
+def damaged_lines(gold: str, output: str) -> int:
+    """Lines of ``gold`` that ``output`` lacks or has wrong (a line diff's changed gold lines, or
+    the lines it adds where gold has none)."""
+    ops = difflib.SequenceMatcher(None, gold.splitlines(), output.splitlines(), autojunk=False).get_opcodes()
+    return sum(max(i2 - i1, j2 - j1) for tag, i1, i2, j1, j2 in ops if tag != "equal")
+
+
+def plain_rate(engine: Engine, case: ApplyCase) -> float:
+    """The backend's plain decoding rate (tokens/s): an ar decode of :data:`PLAIN_TOKENS` tokens."""
+    engine.forget_prompts()
+    result = engine.edit(EditRequest(case.file, "Rewrite the code.", mode="ar", max_new_tokens=PLAIN_TOKENS))
+    return result.tokens.generated / max(result.timings.get("decode_s", 0.0), 1e-9)
+
+
+def run_cases(engine: Engine, cases: Sequence[ApplyCase], arms: Sequence[str], text_max_lines: int,
+              progress: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+    """Every arm on every case (text arms only on files of at most ``text_max_lines`` lines)."""
+    tokenizer = engine.loaded.tokenizer
+    engine.prime()
+    rate = plain_rate(engine, cases[0]) if cases else 0.0
+    rows = []
+    for case in cases:
+        gold_tokens = len(encode(tokenizer, case.gold))
+        for arm in arms:
+            if arm in TEXT_ARMS and case.size > text_max_lines:
+                continue
+            engine.forget_prompts()
+            started = time.perf_counter()
+            result = engine.edit(arm_request(arm, case, gold_tokens))
+            wall = time.perf_counter() - started
+            row = {"case": case.name, "language": case.language, "style": case.style, "lines": case.size,
+                   "arm": arm, "exact": result.output_text == case.gold,
+                   "damaged_lines": damaged_lines(case.gold, result.output_text), "stop_reason": result.stop_reason,
+                   "seconds": round(wall, 4), "merged_tokens": gold_tokens,
+                   "throughput": round(gold_tokens / max(wall, 1e-9), 1),
+                   "prompt_tokens": result.prompt_tokens, "generated": result.tokens.generated,
+                   "unplaced": len(result.unplaced)}
+            rows.append(row)
+            progress(f"{case.name:40s} {arm:18s} exact={row['exact']!s:5s} {wall:7.2f}s "
+                     f"{row['throughput']:9.1f} tok/s")
+    return {"plain_rate": round(rate, 2), "rows": rows, "summary": summarize(rows, rate)}
+
+
+def _bucket(lines: int) -> str:
+    return next(label for low, high, label in SIZE_BUCKETS if low <= lines < high)
+
+
+def summarize(rows: list[dict[str, Any]], rate: float) -> dict[str, Any]:
+    """Per arm: exact-match rate, damaged lines, median throughput and its ratio to the plain
+    rate, overall and by style, size bucket and language."""
+    out: dict[str, Any] = {}
+    for arm in dict.fromkeys(r["arm"] for r in rows):
+        mine = [r for r in rows if r["arm"] == arm]
+        out[arm] = {"cases": len(mine), **_scores(mine, rate)}
+        for key, label in (("style", "by_style"), ("language", "by_language")):
+            out[arm][label] = {v: _scores([r for r in mine if r[key] == v], rate)
+                               for v in dict.fromkeys(r[key] for r in mine)}
+        out[arm]["by_size"] = {b: _scores([r for r in mine if _bucket(r["lines"]) == b], rate)
+                               for _, _, b in SIZE_BUCKETS if any(_bucket(r["lines"]) == b for r in mine)}
+    return out
+
+
+def _scores(rows: list[dict[str, Any]], rate: float) -> dict[str, Any]:
+    throughput = median([r["throughput"] for r in rows])
+    return {"n": len(rows), "exact": sum(r["exact"] for r in rows), "exact_rate": round(sum(r["exact"] for r in rows)
+                                                                                        / max(1, len(rows)), 3),
+            "damaged_lines": sum(r["damaged_lines"] for r in rows),
+            "median_throughput": round(throughput, 1) if throughput is not None else None,
+            "x_plain": round(throughput / rate, 1) if throughput and rate else None}
+
+
+def table_rows(data: dict[str, Any]) -> list[tuple[str, ...]]:
+    """Rows of the terminal table: arm, cases, exact, damaged lines, median tokens/s, x plain."""
+    return [(arm, str(s["cases"]), f"{s['exact']}/{s['n']}", str(s["damaged_lines"]),
+             f"{s['median_throughput']}", f"{s['x_plain']}") for arm, s in data["summary"].items()]
