@@ -221,15 +221,15 @@ class LiveEdit:
             await writer.restore(live)
             return Outcome("error", FAILED.format(
                 detail=f"{type(failure).__name__}: {failure}" if failure is not None else "no result"))
-        if result.stop_reason == "unplaced":  # an apply that could not place its update wrote nothing
-            await writer.restore(live)
-            return Outcome("unplaced", UNPLACED.format(why=unplaced_message(result.unplaced, written=False)))
         verdict = judge(result, self.instruction, self.settings.max_new_tokens, self.language)
         if verdict.kind == "cancelled" or self.cancel.is_set():
             restored = RESTORED if await writer.restore(live) else ""
             if self.cancel.reason == "superseded":
                 return Outcome("superseded", CANCELLED.format(what=SUPERSEDED, restored=restored))
             return Outcome("cancelled", CANCELLED.format(what="cancelled", restored=restored))
+        if verdict.kind == "unplaced":  # an apply that could not place its update wrote nothing
+            await writer.restore(live)
+            return Outcome("unplaced", UNPLACED.format(why=verdict.message))
         if verdict.kind == "unfinished":
             restored = await writer.restore(live)
             note = LEFT_UNCHANGED if restored or live.shown == live.input else LEFT_PARTIAL

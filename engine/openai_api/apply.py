@@ -23,6 +23,7 @@ from engine.openai_api.errors import ApiError
 from engine.openai_api.schemas import EXTENSION, usage_json
 from engine.settings import Settings
 
+
 @dataclass(frozen=True)
 class ApplyParts:
     """The parts of an apply message: the file, the update, the instruction ("" when none)."""
