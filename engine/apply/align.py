@@ -73,7 +73,6 @@ class Alignment:
     update_lines: list[str]
     unplaced: list[tuple[int, int]] = field(default_factory=list)
     whole_file: bool = False
-    markers: list[int] = field(default_factory=list)
 
 
 def _anchors(update: Sequence[str], file: Sequence[str], markers: set[int], strip: bool) -> list[tuple[int, int]]:
@@ -322,4 +321,4 @@ def align(file: Sequence[str], update: Sequence[str]) -> Alignment:
         return Alignment(lines, merged, whole_file=True)
     walk = _Merge(merged, file, markers)
     walk.run(anchors)
-    return Alignment(walk.out, merged, walk.unplaced, markers=sorted(markers))
+    return Alignment(walk.out, merged, walk.unplaced)

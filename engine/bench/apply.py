@@ -28,15 +28,19 @@ DEFAULT_ARMS = ARMS
 TEXT_ARMS = ("speculative", "ar")
 SIZE_BUCKETS = ((0, 100, "<100"), (100, 500, "100-499"), (500, 1500, "500-1499"), (1500, 10 ** 9, ">=1500"))
 PLAIN_TOKENS = 64  # tokens of the ar decode that measures the plain decoding rate
+# The program arms' budget: an apply's program is copies and a few gens (the aligner's programs on
+# the cases need fewer than 100 tokens); a program that runs past it is unfinished, so not exact.
+PROGRAM_TOKENS = 256
 
 
-def arm_request(arm: str, case: ApplyCase, gold_tokens: int) -> EditRequest:
-    """The apply request an arm runs for ``case``."""
+def arm_request(arm: str, case: ApplyCase, gold_tokens: int, program_tokens: int = PROGRAM_TOKENS) -> EditRequest:
+    """The apply request an arm runs for ``case`` (``program_tokens``: the program arms' budget of
+    new tokens: chosen and forced, the copies' tokens not counted)."""
     base = EditRequest(case.file, "", update=case.update, language=case.language)
     if arm == "aligner":
         return replace(base, mode="forced")
     if arm in ("program", "program-undrafted"):
-        return replace(base, mode="program", draft=arm == "program")
+        return replace(base, mode="program", draft=arm == "program", max_new_tokens=program_tokens)
     return replace(base, mode=arm, max_new_tokens=int(gold_tokens * 1.5) + 64)
 
 
@@ -55,7 +59,7 @@ def plain_rate(engine: Engine, case: ApplyCase) -> float:
 
 
 def run_cases(engine: Engine, cases: Sequence[ApplyCase], arms: Sequence[str], text_max_lines: int,
-              progress: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+              progress: Callable[[str], None] = lambda _: None, program_tokens: int = PROGRAM_TOKENS) -> dict[str, Any]:
     """Every arm on every case (text arms only on files of at most ``text_max_lines`` lines)."""
     tokenizer = engine.loaded.tokenizer
     engine.prime()
@@ -68,7 +72,7 @@ def run_cases(engine: Engine, cases: Sequence[ApplyCase], arms: Sequence[str], t
                 continue
             engine.forget_prompts()
             started = time.perf_counter()
-            result = engine.edit(arm_request(arm, case, gold_tokens))
+            result = engine.edit(arm_request(arm, case, gold_tokens, program_tokens))
             wall = time.perf_counter() - started
             row = {"case": case.name, "language": case.language, "style": case.style, "lines": case.size,
                    "arm": arm, "exact": result.output_text == case.gold,

@@ -176,6 +176,8 @@ def add_parser(subparsers: Any) -> None:
                        "(default: all)")
     apply.add_argument("--text-max-lines", type=int, default=60, help="run ar and speculative only on files of at "
                        "most this many lines (default 60: they regenerate the whole file)")
+    apply.add_argument("--program-max-tokens", type=int, default=256, help="new tokens a program arm may write "
+                       "(chosen and forced; copied ones are free); past it the merge is unfinished (default 256)")
     apply.set_defaults(func=run_apply)
 
     report = sub.add_parser("report", help="Markdown tables from results/bench_*.json")
@@ -224,7 +226,8 @@ def run_apply(args: argparse.Namespace) -> int:
         print(f"copy-as-decode bench apply: {exc}", file=sys.stderr)
         return 2
     cases = list(held_out(args.per_style, args.seed))
-    data = run_cases(engine, cases, arms, args.text_max_lines, progress=lambda m: console.print(f"[dim]{m}[/dim]"))
+    data = run_cases(engine, cases, arms, args.text_max_lines, progress=lambda m: console.print(f"[dim]{m}[/dim]"),
+                     program_tokens=args.program_max_tokens)
     data = {"model": engine.name, "backend": engine.loaded.runtime.describe(), "selector": engine.selector,
             "cases": len(cases), "per_style": args.per_style, "seed": args.seed, **data,
             "machine": machine_info(engine.loaded.device, engine.loaded.dtype), "command": command_line()}
