@@ -20,6 +20,7 @@ from engine.core.choices import FocusPolicy, Mode
 
 if TYPE_CHECKING:
     from engine.api import Engine
+    from lsp_server.aligner import AlignerOnly
     from engine.settings import Settings
     from lsp_server.documents import Document
 
@@ -62,7 +63,7 @@ def document_request(doc: "Document", instruction: str, lines: tuple[int, int] |
                                      partial=partial)
 
 
-def run_mode(engine: "Engine", mode: Mode, apply: bool = False) -> Mode:
+def run_mode(engine: "Engine | AlignerOnly", mode: Mode, apply: bool = False) -> Mode:
     """The mode a request runs in on ``engine``, ``auto`` made concrete: an apply's ``auto`` is the
     aligner's program (:data:`engine.api.APPLY_AUTO_MODE`), as the engine and the CLI resolve it."""
     return APPLY_AUTO_MODE if apply and mode == "auto" else engine.resolve_mode(mode)

@@ -17,6 +17,7 @@ from lsprotocol import types
 
 from engine.api import EditError
 from lsp_server.actions import EditArgs, edit_region, focus_line
+from lsp_server.aligner import AlignerOnly, aligner_alone
 from lsp_server.documents import Document
 from lsp_server.jobs import SUPERSEDED, Cancel, LiveEdit
 from lsp_server.models import ModelKey, unless_stopped
@@ -80,7 +81,7 @@ class EditSession:
         return outcome
 
     @asynccontextmanager
-    async def _slot(self, engine: "Engine") -> AsyncIterator[None]:
+    async def _slot(self, engine: "Engine | AlignerOnly") -> AsyncIterator[None]:
         """The edit slot, while the edit runs. In-process backends share this machine's CPU/GPU:
         one edit at a time. A server batches concurrent requests itself (``Engine.concurrent``),
         so edits that go to it do not wait for each other."""
@@ -97,9 +98,10 @@ class EditSession:
             if local:
                 queue.slot().release()
 
-    async def _engine(self, settings: "Settings", warnings: list[str]) -> "Engine":
+    async def _engine(self, settings: "Settings", warnings: list[str]) -> "Engine | AlignerOnly":
         """The engine for ``settings``, loaded (or the pool's), once the request is known to be one
-        it would take; the settings' problems are told first."""
+        it would take; the settings' problems are told first. An apply the aligner merges alone
+        gets :class:`AlignerOnly` and loads no model."""
         server = self.server
         self._check_cancel()
         for warning in warnings:
@@ -108,6 +110,8 @@ class EditSession:
         problem = self._check_request(self._document(), settings)
         if problem:
             raise _Ended(Outcome("error", problem))
+        if aligner_alone(self.args.update, settings.mode):  # the aligner merges it: no model to load
+            return AlignerOnly()
         try:
             loaded, engine = await unless_stopped(server.engine_for(ModelKey.of(settings)), self.cancel.waiter)
         except Exception as exc:  # noqa: BLE001 - reported by engine_for
@@ -116,7 +120,7 @@ class EditSession:
             raise self._stopped_early()
         return engine
 
-    async def _run(self, engine: "Engine", settings: "Settings") -> Outcome:
+    async def _run(self, engine: "Engine | AlignerOnly", settings: "Settings") -> Outcome:
         server, args = self.server, self.args
         server.warmups.edit_uses(engine)
         doc = self._document()
