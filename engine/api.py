@@ -304,15 +304,14 @@ def apply_alone(request: EditRequest, model: str = "aligner",
                 cancelled: Callable[[], bool] = never_cancelled) -> Iterator[Event]:
     """The events :meth:`Engine.stream` gives for an apply the aligner answers alone
     (:func:`is_aligner_apply`), without a model loaded; ``model`` is the name the result gives."""
-    from engine.apply.job import aligned
-
     request.validate()
     request = replace(request, mode=APPLY_AUTO_MODE) if request.mode == "auto" else request
-    yield from in_lf(request, lambda lf: _until_cancelled_alone(lf, model, cancelled, aligned))
+    yield from in_lf(request, lambda lf: _aligned_until_cancelled(lf, model, cancelled))
 
 
-def _until_cancelled_alone(request: EditRequest, model: str, cancelled: Callable[[], bool],
-                           aligned: Callable[..., Iterator[Event]]) -> Iterator[Event]:
+def _aligned_until_cancelled(request: EditRequest, model: str, cancelled: Callable[[], bool]) -> Iterator[Event]:
+    from engine.apply.job import aligned  # lazy, like the decoders
+
     started = time.perf_counter()
     try:
         yield from aligned(model, request, cancelled)

@@ -99,8 +99,8 @@ def plot_apply(data: dict[str, Any], path: Path | str) -> Path:
     ax.set_xlabel("file lines")
     ax.set_ylabel("effective throughput (merged tokens / s)")
     ax.legend(fontsize=7)
-    fig.suptitle(f"apply, {len({r['case'] for r in data['rows']})} cases ({data.get('model', '')}, {data.get('backend', '')})",
-                 fontsize=9)
+    backend = str(data.get("backend", "")).split(" (")[0]
+    fig.suptitle(f"apply, {len({r['case'] for r in data['rows']})} cases ({data.get('model', '')}, {backend})", fontsize=9)
     fig.tight_layout()
     return _save(fig, plt, path)
 
