@@ -188,7 +188,7 @@ def readme_apply_command() -> str:
     """The README's ``:CopyAsDecodeApply`` definition, as a user pastes it into their config."""
     readme = README.read_text()
     start = readme.index('vim.api.nvim_create_user_command("CopyAsDecodeApply"')
-    end = readme.index('end, { nargs = "?" })', start) + len('end, { nargs = "?" })')
+    end = readme.index('end, { nargs = "?" })', start) + len('end, { nargs = "?" })')  # the command's last line
     return readme[start:end] + "\n"
 
 
