@@ -226,20 +226,6 @@ def test_partial_answers_what_was_placed_and_lists_the_rest(default_engine: Engi
         assert code["mergedCode"] == want and [c["lines"] for c in code["unplaced"]] == [[2, 3]]
 
 
-def test_a_merge_the_cli_would_refuse_says_why(default_engine: Engine) -> None:
-    """A merge that breaks the syntax is answered (the client decides), with the CLI's refusal
-    next to it (``refused``) when the request names the language (/v1/code/apply's ``path``; a
-    chat message names none, so its answer is the same text without the check)."""
-    broken = "def add(a, b):\n    # ... existing code ...\n    return a + (b\n# ... rest of the code unchanged ...\n"
-    with _app(default_engine) as http:
-        code = http.post("/v1/code/apply", json={"initialCode": FILE, "editSnippet": broken, "path": "add.py"}).json()
-        chat = _chat(http, FILE, broken).json()
-        clean = http.post("/v1/code/apply", json={"initialCode": FILE, "editSnippet": UPDATE, "path": "add.py"}).json()
-    assert "return a + (b\n" in code["mergedCode"] and "breaks the syntax" in code["refused"]
-    assert chat["choices"][0]["message"]["content"] == code["mergedCode"] and "copy_as_decode" not in chat
-    assert "refused" not in clean
-
-
 def test_crlf_file_is_merged_in_crlf(default_engine: Engine) -> None:
     crlf = FILE.replace("\n", "\r\n")
     with _app(default_engine) as http:

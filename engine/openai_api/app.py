@@ -36,6 +36,7 @@ from engine.openai_api.apply import (
     apply_request,
     apply_usage,
     finish_reason,
+    unplaced_json,
 )
 from engine.openai_api.completion import ChatDecode, build_job, chat_messages
 from engine.openai_api.edits import EditRun, body_request
@@ -197,7 +198,7 @@ def create_app(engine: Engine, config: ServerConfig) -> FastAPI:
             return Response(status_code=499)
         result = applied(run)
         return JSONResponse(completion_json(cid, config.model_id, result.output_text, finish_reason(result),
-                                            apply_usage(result), apply_extension(run)))
+                                            apply_usage(result), apply_extension(result)))
 
     @app.post("/v1/code/apply")
     async def code_apply(request: Request) -> Response:
@@ -210,8 +211,9 @@ def create_app(engine: Engine, config: ServerConfig) -> FastAPI:
         if await _collect(request, queue, ticket, run.deltas) is None:
             return Response(status_code=499)
         result = applied(run)
+        unplaced = unplaced_json(result)
         return JSONResponse({"mergedCode": result.output_text, "usage": apply_usage(result, openai=False),
-                             **run.notes()})
+                             **({"unplaced": unplaced} if unplaced else {})})
 
     @app.post("/v1/edits/copy-as-decode")
     async def edits(request: Request) -> Response:
@@ -307,7 +309,7 @@ async def _apply_chat_events(queue: DecodeQueue, ticket: Ticket, run: ApplyRun, 
     except ApplyRefused as refused:
         yield sse(refused.body())
         return
-    yield sse(chunk_json(cid, model, created, {}, finish_reason(result), extension=apply_extension(run)))
+    yield sse(chunk_json(cid, model, created, {}, finish_reason(result), extension=apply_extension(result)))
     if usage_wanted:
         yield sse(chunk_json(cid, model, created, {}, None, apply_usage(result)))
     yield "data: [DONE]\n\n"
@@ -315,7 +317,7 @@ async def _apply_chat_events(queue: DecodeQueue, ticket: Ticket, run: ApplyRun, 
 
 async def _code_apply_events(queue: DecodeQueue, ticket: Ticket, run: ApplyRun) -> AsyncIterator[str]:
     """A streamed ``/v1/code/apply``: ``{"mergedCode": delta}`` events, then ``{"usage"}`` (and
-    the run's notes), or an error event for a merge that must not be written."""
+    ``unplaced``), or an error event for a merge that must not be written."""
     async for delta in queue.run(ticket, run.deltas):
         yield sse({"mergedCode": delta})
     try:
@@ -323,7 +325,8 @@ async def _code_apply_events(queue: DecodeQueue, ticket: Ticket, run: ApplyRun) 
     except ApplyRefused as refused:
         yield sse(refused.body())
         return
-    yield sse({"usage": apply_usage(result, openai=False), **run.notes()})
+    unplaced = unplaced_json(result)
+    yield sse({"usage": apply_usage(result, openai=False), **({"unplaced": unplaced} if unplaced else {})})
     yield "data: [DONE]\n\n"
 
 

@@ -22,7 +22,6 @@ from engine.decoding.events import EditFinished, EditResult, OpResolved
 from engine.openai_api.errors import ApiError
 from engine.openai_api.schemas import EXTENSION, usage_json
 from engine.settings import Settings
-from engine.verdict import judge
 
 
 @dataclass(frozen=True)
@@ -115,21 +114,6 @@ class ApplyRun:
         return None
 
 
-    def notes(self) -> dict[str, Any]:
-        """What a client learns of the finished merge besides its text: ``unplaced``, the chunks a
-        ``partial`` merge left out; ``refused``, why the CLI would not write it without ``--force``
-        (it would delete most of the file, or it breaks the syntax). Empty when neither."""
-        assert self.result is not None
-        notes: dict[str, Any] = {}
-        unplaced = unplaced_json(self.result)
-        if unplaced:
-            notes["unplaced"] = unplaced
-        verdict = judge(self.result, self.request.instruction, self.request.max_new_tokens, self.request.language)
-        if verdict.kind in ("destructive", "syntax"):
-            notes["refused"] = verdict.message
-        return notes
-
-
 class ApplyRefused(ApiError):
     """An apply whose merge must not be written (:meth:`ApplyRun.refusal`); the body lists the
     update's chunks that could not be placed."""
@@ -163,12 +147,13 @@ def apply_usage(result: EditResult, openai: bool = True) -> dict[str, Any]:
     return usage if openai else {k: usage[k] for k in ("prompt_tokens", "completion_tokens", "total_tokens")}
 
 
-def apply_extension(run: ApplyRun) -> dict[str, Any]:
-    """The engine's own field of a chat apply: when the merge stopped short (``stop_reason``), or
-    has :meth:`ApplyRun.notes`; empty otherwise, so the answer keeps OpenAI's exact shape."""
-    assert run.result is not None
-    result, notes = run.result, run.notes()
-    if result.stop_reason in ("done", "unplaced") and not notes:
+def apply_extension(result: EditResult) -> dict[str, Any]:
+    """The engine's own field when the merge stopped short (``stop_reason``) or placed only some
+    chunks (``unplaced``, under ``partial``); empty otherwise."""
+    unplaced = unplaced_json(result)
+    stopped = result.stop_reason not in ("done", "unplaced")
+    if not stopped and not unplaced:
         return {}
     detail = next((w for w in result.warnings if "loop" in w), "") if result.stop_reason == "loop" else ""
-    return {EXTENSION: {"stop_reason": result.stop_reason, "detail": detail, **notes}}
+    return {EXTENSION: {"stop_reason": result.stop_reason, "detail": detail,
+                        **({"unplaced": unplaced} if unplaced else {})}}
