@@ -10,6 +10,13 @@ diagnostic, else to the cursor (an empty range or a selection within one line); 
 turns it into the engine's ``focus_line`` (document coordinates) and the prompt says "The
 problem is at or near line K".
 
+Command ``copyAsDecode.server.applyUpdate`` takes ONE argument object::
+
+    {"uri": str, "update": str, "instruction": str | null, "partial": bool | null}
+
+and merges ``update`` (a change written elsewhere: a chat answer, an agent's edit, the clipboard)
+into the whole document as the engine's apply; it runs as an edit of kind ``apply``.
+
 Region rule (which lines the model may rewrite; the rest of the file is read-only context):
 
 * a non-empty ``range`` (a selection): every line it touches, whole (a selection that ends at
@@ -36,6 +43,7 @@ COMMAND_EDIT = "copyAsDecode.server.edit"
 COMMAND_CANCEL = "copyAsDecode.server.cancel"
 COMMAND_SETTINGS = "copyAsDecode.server.settings"
 COMMAND_APPLY_PENDING = "copyAsDecode.server.applyPending"
+COMMAND_APPLY_UPDATE = "copyAsDecode.server.applyUpdate"
 FIX_TITLE = "AI fix"
 EDIT_TITLE = "AI edit\u2026"
 DEFAULT_FIX_INSTRUCTION = "Fix the bug"
@@ -46,7 +54,8 @@ _CONTINUATIONS = (")", "]", "}", "else", "elif", "except", "finally", "catch", "
 
 @dataclass(frozen=True)
 class EditArgs:
-    """The validated argument object of ``copyAsDecode.server.edit``."""
+    """The validated argument object of ``copyAsDecode.server.edit`` (or, with ``update``, of
+    ``copyAsDecode.server.applyUpdate``: kind ``apply``)."""
 
     uri: str
     range: types.Range | None
@@ -54,6 +63,8 @@ class EditArgs:
     kind: str = "edit"
     focus: types.Position | None = None
     focus_source: str = "cursor"  # "diagnostic": a tool found the problem there (see focus_policy)
+    update: str | None = None  # the text to merge into the document (kind "apply")
+    partial: bool = False  # apply: write the chunks that could be placed when others cannot
 
     @property
     def focus_policy(self) -> str | None:
@@ -99,6 +110,26 @@ class EditArgs:
         if kind == "fix" and not (instruction or "").strip():
             instruction = DEFAULT_FIX_INSTRUCTION
         return cls(uri, parsed_range, instruction.strip() if instruction else None, kind, parsed_focus, source)
+
+    @classmethod
+    def parse_apply(cls, raw: Any) -> "EditArgs":
+        """The argument object of ``copyAsDecode.server.applyUpdate``; raises ValueError with a
+        message that shows the expected shape."""
+        shape = '{"uri": str, "update": str, "instruction": str | null, "partial": bool | null}'
+        if isinstance(raw, (list, tuple)) and len(raw) == 1:
+            raw = raw[0]
+        uri = uri_argument(raw, COMMAND_APPLY_UPDATE, shape, required=True) or ""  # required: never None
+        update = raw.get("update")
+        if not isinstance(update, str):
+            raise ValueError(f"{COMMAND_APPLY_UPDATE}: 'update' must be the text to apply, got {update!r}; "
+                             f"expected {shape}")
+        instruction = raw.get("instruction")
+        if instruction is not None and not isinstance(instruction, str):
+            raise ValueError(f"{COMMAND_APPLY_UPDATE}: 'instruction' must be a string or null, got {instruction!r}")
+        partial = raw.get("partial")
+        if partial is not None and not isinstance(partial, bool):
+            raise ValueError(f"{COMMAND_APPLY_UPDATE}: 'partial' must be true, false or null, got {partial!r}")
+        return cls(uri, None, (instruction or "").strip() or None, "apply", update=update, partial=bool(partial))
 
 
 def uri_argument(raw: Any, command: str, shape: str = '{"uri": str | null}', required: bool = False) -> str | None:

@@ -8,10 +8,12 @@ steps, never a backlog). The document stays the edit's own through
 :class:`lsp_server.writer.DocumentWriter`: a change by anyone else, a refused or unanswered
 applyEdit, or a missing echo stops the edit (decoding is cancelled, no further edit is sent, so
 nothing the user wrote is overwritten) and the user is told what happened and that undo reverts
-the partial edit. A cancel (work-done progress cancel, the cancel command, or a newer request
-for the same document) restores the region's original text with one final edit when the
-document is still as the edit left it; so does a stop at the token limit or at a degenerate
-loop (the engine's guard), with the reason in the message.
+the partial edit. An apply (the request carries an ``update``) runs the same way; one that could
+not place its update writes nothing and names the update lines it could not place (with
+``partial`` it writes what was placed and names the rest). A cancel (work-done progress cancel,
+the cancel command, or a newer request for the same document) restores the region's original
+text with one final edit when the document is still as the edit left it; so does a stop at the
+token limit or at a degenerate loop (the engine's guard), with the reason in the message.
 
 Review before applying: the final result gets the verdict every front door gives
 (:func:`engine.verdict.judge`, the CLI's exit codes and the HTTP endpoint's ``refused``): an edit
@@ -39,13 +41,14 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types
 
 from engine.api import EditError, EditRequest
+from engine.apply.job import unplaced_message
 from engine.decoding.events import EditFinished, EditResult, EditStarted, OpResolved
 from engine.verdict import destructive, judge
 from lsp_server.actions import COMMAND_APPLY_PENDING
 from lsp_server.edits import LiveRegion, preview_workspace_edit, text_edit, unified_diff
 from lsp_server.outcome import Outcome, PendingEdit
 from lsp_server.progress import WorkDoneProgress
-from lsp_server.request import document_request
+from lsp_server.request import document_request, run_mode
 from lsp_server.worker import BlockingStream
 from lsp_server.writer import DocumentLost, DocumentWriter, EditContext, apply_edit
 
@@ -68,6 +71,7 @@ MAX_TOKENS = ("AI edit stopped: the model used all {limit} new tokens (copyAsDec
               "finishing; {note}. Raise maxNewTokens or select a smaller region")
 UNCHANGED = "AI edit: the model left the code unchanged ({mode}, {tokens} tokens)"
 DONE = "AI edit done{summary}"
+UNPLACED = "apply not done: {why}"
 PENDING = ("AI edit not applied: {what}. The change is in the log; run the command " + COMMAND_APPLY_PENDING
            + " to apply it (a new edit or a change to the document drops it)")
 PREVIEW = "AI edit sent for review: {what}"
@@ -120,7 +124,7 @@ class LiveEdit:
 
     def __init__(self, ctx: EditContext, uri: str, lines: tuple[int, int] | None, instruction: str,
                  settings: "Settings", cancel: Cancel | None = None, focus_line: int | None = None,
-                 focus_policy: str | None = None):
+                 focus_policy: str | None = None, update: str | None = None, partial: bool = False):
         self.ctx = ctx
         self.uri = uri
         self.lines = lines
@@ -128,6 +132,7 @@ class LiveEdit:
         self.settings = settings
         self.focus_line = focus_line  # 1-based document line the user pointed at (cursor, diagnostic)
         self.focus_policy = focus_policy  # the engine's focus policy (None: its default; EditArgs.focus_policy)
+        self.update, self.partial = update, partial  # an apply: the text merged into the document
         self.cancel = cancel or Cancel()
         self.progress = WorkDoneProgress(ctx.server if ctx.progress else None, cancellable=True)
         self.writer = DocumentWriter(ctx, uri, on_lost=self.cancel.set)
@@ -149,8 +154,9 @@ class LiveEdit:
             return Outcome("error", NOT_OPEN)
         try:
             request = document_request(doc, self.instruction, self.lines, self.settings,
-                                   mode=engine.resolve_mode(self.settings.mode), focus_line=self.focus_line,
-                                   focus_policy=self.focus_policy)
+                                   mode=run_mode(engine, self.settings.mode, self.update is not None),
+                                   focus_line=self.focus_line,
+                                   focus_policy=self.focus_policy, update=self.update, partial=self.partial)
         except EditError as exc:
             return Outcome("error", str(exc))
         self.language = request.language
@@ -221,6 +227,9 @@ class LiveEdit:
             if self.cancel.reason == "superseded":
                 return Outcome("superseded", CANCELLED.format(what=SUPERSEDED, restored=restored))
             return Outcome("cancelled", CANCELLED.format(what="cancelled", restored=restored))
+        if verdict.kind == "unplaced":  # an apply that could not place its update wrote nothing
+            await writer.restore(live)
+            return Outcome("unplaced", UNPLACED.format(why=verdict.message))
         if verdict.kind == "unfinished":
             restored = await writer.restore(live)
             note = LEFT_UNCHANGED if restored or live.shown == live.input else LEFT_PARTIAL
@@ -238,7 +247,8 @@ class LiveEdit:
             return self._lost()
         if not result.changed:
             return Outcome("unchanged", UNCHANGED.format(mode=result.mode, tokens=result.tokens.total))
-        return Outcome("done", DONE.format(summary=summary_text(result)), syntax=verdict.syntax.json())
+        placed = f"; {unplaced_message(result.unplaced, written=True)}" if result.unplaced else ""
+        return Outcome("done", DONE.format(summary=summary_text(result)) + placed, syntax=verdict.syntax.json())
 
     def _lost(self) -> Outcome:
         lost = self.writer.lost

@@ -7,10 +7,11 @@ from typing import Any, Awaitable, Callable, Literal
 
 # How an edit ended: applied (``done``), nothing to apply (``unchanged``), stopped (``cancelled``,
 # ``superseded``; the document lost: ``conflict``, ``rejected``, ``closed``), failed (``error``),
-# refused as unfinished (``max_tokens``, ``loop``), or left to the user (``preview``, then ``done``
+# refused as unfinished (``max_tokens``, ``loop``), an apply whose update could not be placed
+# (``unplaced``: nothing written), or left to the user (``preview``, then ``done``
 # or ``declined``; ``pending`` for applyPending).
 EditStatus = Literal["done", "unchanged", "cancelled", "superseded", "conflict", "rejected", "closed", "error",
-                     "max_tokens", "loop", "preview", "pending", "declined"]
+                     "max_tokens", "loop", "unplaced", "preview", "pending", "declined"]
 
 
 @dataclass(frozen=True)

@@ -15,10 +15,12 @@ from typing import TYPE_CHECKING
 
 from pygls.uris import urlparse
 
-from engine.api import EditRequest, language_for
+from engine.api import APPLY_AUTO_MODE, EditRequest, language_for
 from engine.core.choices import FocusPolicy, Mode
 
 if TYPE_CHECKING:
+    from engine.api import Engine
+    from lsp_server.aligner import AlignerOnly
     from engine.settings import Settings
     from lsp_server.documents import Document
 
@@ -44,14 +46,24 @@ def document_language(uri: str, language_id: str = "") -> str:
 
 def document_request(doc: "Document", instruction: str, lines: tuple[int, int] | None, settings: "Settings",
                      mode: Mode | None = None, focus_line: int | None = None,
-                     focus_policy: FocusPolicy | None = None) -> EditRequest:
+                     focus_policy: FocusPolicy | None = None, update: str | None = None,
+                     partial: bool = False) -> EditRequest:
     """The validated request for editing ``doc`` (its current text, its language) under ``settings``.
 
     ``lines``: engine lines (1-based, inclusive; None: the whole document, see
     :func:`lsp_server.actions.region_lines`); ``mode``: the mode to run (default: the setting,
     which may be ``auto``); ``focus_line``: 1-based document line the user pointed at;
-    ``focus_policy``: the engine's (engine.decoding.localize.plan_focus), None for its default.
-    Raises :class:`engine.api.EditError` saying why the engine would refuse it."""
+    ``focus_policy``: the engine's (engine.decoding.localize.plan_focus), None for its default;
+    ``update``: the text to merge into the document (an apply; ``partial``: write the chunks that
+    could be placed when others cannot). Raises :class:`engine.api.EditError` saying why the
+    engine would refuse it."""
     return EditRequest.from_settings(settings, doc.text, instruction, lines=lines, mode=mode,
                                      language=document_language(doc.uri, doc.language_id),
-                                     focus_line=focus_line, focus_policy=focus_policy)
+                                     focus_line=focus_line, focus_policy=focus_policy, update=update,
+                                     partial=partial)
+
+
+def run_mode(engine: "Engine | AlignerOnly", mode: Mode, apply: bool = False) -> Mode:
+    """The mode a request runs in on ``engine``, ``auto`` made concrete: an apply's ``auto`` is the
+    aligner's program (:data:`engine.api.APPLY_AUTO_MODE`), as the engine and the CLI resolve it."""
+    return APPLY_AUTO_MODE if apply and mode == "auto" else engine.resolve_mode(mode)

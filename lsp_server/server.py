@@ -1,7 +1,8 @@
 """The language server: thin LSP handlers that delegate to config, actions, models and edit sessions.
 
 Features: "AI fix" / "AI edit…" code actions, the commands ``copyAsDecode.server.edit``
-(stream an edit into the document), ``copyAsDecode.server.cancel`` (``{"uri": str | null}``:
+(stream an edit into the document), ``copyAsDecode.server.applyUpdate`` (merge an update text into
+the document the same way), ``copyAsDecode.server.cancel`` (``{"uri": str | null}``:
 stop running/queued edits), ``copyAsDecode.server.applyPending`` (``{"uri": str | null}``: apply
 the edit held for review, for clients that cannot preview an annotated edit) and
 ``copyAsDecode.server.settings`` (``{"uri": str}``: the effective settings, for debugging), and
@@ -24,6 +25,7 @@ from engine.settings import SECTION, Settings
 from lsp_server import __version__
 from lsp_server.actions import (
     COMMAND_APPLY_PENDING,
+    COMMAND_APPLY_UPDATE,
     COMMAND_CANCEL,
     COMMAND_EDIT,
     COMMAND_SETTINGS,
@@ -226,6 +228,18 @@ class CopyAsDecodeServer(LanguageServer):
         self.pending.pop(args.uri, None)  # a new request replaces an edit held for review
         return await EditSession(self, args).run()
 
+    async def run_apply(self, raw: Any) -> dict:
+        """``copyAsDecode.server.applyUpdate``: the update merged into the whole document, played
+        in as an :class:`EditSession` like any edit (streaming, preview, undo, cancel)."""
+        try:
+            args = EditArgs.parse_apply(raw)
+        except ValueError as exc:
+            return self.fail(str(exc))
+        if self.documents.get(args.uri) is None:
+            return self.fail(NOT_OPEN.format(uri=args.uri))
+        self.pending.pop(args.uri, None)
+        return await EditSession(self, args).run()
+
     async def apply_pending(self, raw: Any) -> dict:
         """``copyAsDecode.server.applyPending``: apply the edit held for review, if the document
         is still exactly what it was computed on."""
@@ -370,6 +384,10 @@ def create_server(pool: ModelPool | None = None) -> CopyAsDecodeServer:
         queued = ls.queue.cancel_all(uri)
         count = max(count, queued)
         return {"cancelled": count}
+
+    @server.command(COMMAND_APPLY_UPDATE)
+    async def apply_update(ls: CopyAsDecodeServer, *args: Any) -> dict:
+        return await ls.run_apply(list(args))
 
     @server.command(COMMAND_APPLY_PENDING)
     async def apply_pending(ls: CopyAsDecodeServer, *args: Any) -> dict:

@@ -1,4 +1,5 @@
-"""One edit request, from its arrival to its answer (the command ``copyAsDecode.server.edit``).
+"""One edit request, from its arrival to its answer (the commands ``copyAsDecode.server.edit`` and
+``copyAsDecode.server.applyUpdate``: an apply is an edit of the whole document with an update).
 
 A request claims its document in the edit queue (a newer request for the same document cancels
 it: ``superseded``), waits for the edit slot when its backend runs on this machine, loads its
@@ -16,11 +17,12 @@ from lsprotocol import types
 
 from engine.api import EditError
 from lsp_server.actions import EditArgs, edit_region, focus_line
+from lsp_server.aligner import AlignerOnly, aligner_alone
 from lsp_server.documents import Document
 from lsp_server.jobs import SUPERSEDED, Cancel, LiveEdit
 from lsp_server.models import ModelKey, unless_stopped
 from lsp_server.outcome import Outcome
-from lsp_server.request import document_request
+from lsp_server.request import document_request, run_mode
 from lsp_server.writer import EditContext
 
 if TYPE_CHECKING:
@@ -79,7 +81,7 @@ class EditSession:
         return outcome
 
     @asynccontextmanager
-    async def _slot(self, engine: "Engine") -> AsyncIterator[None]:
+    async def _slot(self, engine: "Engine | AlignerOnly") -> AsyncIterator[None]:
         """The edit slot, while the edit runs. In-process backends share this machine's CPU/GPU:
         one edit at a time. A server batches concurrent requests itself (``Engine.concurrent``),
         so edits that go to it do not wait for each other."""
@@ -96,9 +98,10 @@ class EditSession:
             if local:
                 queue.slot().release()
 
-    async def _engine(self, settings: "Settings", warnings: list[str]) -> "Engine":
+    async def _engine(self, settings: "Settings", warnings: list[str]) -> "Engine | AlignerOnly":
         """The engine for ``settings``, loaded (or the pool's), once the request is known to be one
-        it would take; the settings' problems are told first."""
+        it would take; the settings' problems are told first. An apply the aligner merges alone
+        gets :class:`AlignerOnly` and loads no model."""
         server = self.server
         self._check_cancel()
         for warning in warnings:
@@ -107,6 +110,8 @@ class EditSession:
         problem = self._check_request(self._document(), settings)
         if problem:
             raise _Ended(Outcome("error", problem))
+        if aligner_alone(self.args.update, settings.mode):  # the aligner merges it: no model to load
+            return AlignerOnly()
         try:
             loaded, engine = await unless_stopped(server.engine_for(ModelKey.of(settings)), self.cancel.waiter)
         except Exception as exc:  # noqa: BLE001 - reported by engine_for
@@ -115,15 +120,16 @@ class EditSession:
             raise self._stopped_early()
         return engine
 
-    async def _run(self, engine: "Engine", settings: "Settings") -> Outcome:
+    async def _run(self, engine: "Engine | AlignerOnly", settings: "Settings") -> Outcome:
         server, args = self.server, self.args
         server.warmups.edit_uses(engine)
         doc = self._document()
         self._check_cancel()
         edit = LiveEdit(self._context(), args.uri, self._region(doc, settings), args.instruction or "", settings,
                         self.cancel, focus_line=focus_line(doc.text, args.focus, server.encoding),
-                        focus_policy=args.focus_policy)
-        server.status("editing", f"{args.kind}: {engine.resolve_mode(settings.mode)} with {engine.name}")
+                        focus_policy=args.focus_policy, update=args.update, partial=args.partial)
+        server.status("editing", f"{args.kind}: {run_mode(engine, settings.mode, args.update is not None)} with "
+                                 f"{engine.name}")
         server.running[args.uri] = edit
         try:
             return await edit.run(engine)
@@ -155,7 +161,7 @@ class EditSession:
         try:
             document_request(doc, self.args.instruction or "", self._region(doc, settings), settings,
                          focus_line=focus_line(doc.text, self.args.focus, self.server.encoding),
-                         focus_policy=self.args.focus_policy)
+                         focus_policy=self.args.focus_policy, update=self.args.update, partial=self.args.partial)
         except EditError as exc:
             return str(exc)
         return None

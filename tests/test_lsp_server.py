@@ -48,6 +48,7 @@ FOLDER_SETTINGS = {
     "long": 'max_new_tokens = 300\n',
     "preview": 'apply_mode = "preview"\n',
     "cold": 'mode = "program"\nmax_new_tokens = 48\nwarm_up = "off"\n',
+    "apply": 'mode = "auto"\nmax_new_tokens = 1024\n',
 }
 # The model rewrites the first line at once ("def f0(x) -> int:") and goes on for ~50 lines.
 LONG = "".join(f"def f{i}(x)\n    return x * {i}\n\n" for i in range(8))
@@ -295,6 +296,26 @@ def messages(client: LanguageClient) -> str:
     return "\n".join(m.message for m in client.messages)
 
 
+APPLY_CMD = "copyAsDecode.server.applyUpdate"
+APPLY_FILE = ('def add(a, b):\n    """Return the sum of a and b."""\n    return a - b\n\n\n'
+              'def sub(a, b):\n    return a - b\n')
+APPLY_UPDATE = "def add(a, b):\n    # ... existing code ...\n    return a + b\n# ... rest of the code unchanged ...\n"
+APPLY_NOWHERE = "# ... existing code ...\ndef zzz():\n    totally_new()\n# ... existing code ...\n"
+# sub's change is placed; zzz, between two elisions, anchors on nothing (update lines 2-3)
+APPLY_HALF = APPLY_NOWHERE + "def sub(a, b):\n    return b - a\n"
+
+
+async def apply_update(client: LanguageClient, argument: dict, timeout: float = 240) -> dict:
+    return await asyncio.wait_for(client.workspace_execute_command_async(
+        types.ExecuteCommandParams(command=APPLY_CMD, arguments=[argument])), timeout)
+
+
+def applied(engine, text: str, update: str, partial: bool = False) -> Any:
+    """The engine's result for the server's apply request (the ``apply/`` folder's settings)."""
+    return engine.edit(EditRequest(text=text, instruction="", update=update, partial=partial, max_new_tokens=1024,
+                                   mode="auto", context_lines=3, language="python"))
+
+
 # --- core: both client profiles ---------------------------------------------------------------
 
 async def test_initialize_and_code_actions(client: LanguageClient, workspace: Path):
@@ -357,6 +378,52 @@ async def test_ai_fix_streams_the_engine_output(client: LanguageClient, workspac
     assert all(isinstance(r, types.WorkDoneProgressReport) for r in reports) and reports
     assert any("copied" in (r.message or "") for r in reports)
     assert [s["state"] for s in editor.status][-2:] == ["editing", "ready"]
+
+
+async def test_apply_update_streams_the_merge_into_the_buffer(client: LanguageClient, workspace: Path, engine):
+    editor: Editor = client.editor
+    uri = uri_of(workspace, f"apply/merge_{client.profile[:6]}.py")
+    editor.open(uri, APPLY_FILE)
+    outcome = await apply_update(client, {"uri": uri, "update": APPLY_UPDATE})
+    result = applied(engine, APPLY_FILE, APPLY_UPDATE)
+    assert result.stop_reason == "done" and result.output_text == APPLY_FILE.replace("a - b\n\n", "a + b\n\n", 1)
+    assert outcome["status"] == "done", outcome
+    assert editor.text(uri) == result.output_text and editor.history[uri][-1] == result.output_text
+    assert outcome["editsApplied"] == len(editor.history[uri]) and outcome["summary"]["unplaced"] == []
+    begin, *_, end = progress_of(client)[-1]
+    assert begin.cancellable and isinstance(end, types.WorkDoneProgressEnd)
+    editing = [s["message"] for s in editor.status if s["state"] == "editing"]
+    assert editing[-1] == "apply: forced with aligner", editing  # auto: the aligner merges it, no model runs
+    assert editor.status[-1]["state"] == "ready"
+
+
+async def test_apply_update_that_cannot_be_placed_writes_nothing(client: LanguageClient, workspace: Path, engine):
+    editor: Editor = client.editor
+    uri = uri_of(workspace, f"apply/nowhere_{client.profile[:6]}.py")
+    editor.open(uri, APPLY_FILE)
+    outcome = await apply_update(client, {"uri": uri, "update": APPLY_NOWHERE})
+    assert outcome["status"] == "unplaced" and "2-3" in outcome["message"], outcome
+    assert editor.text(uri) == APPLY_FILE and not editor.history[uri]
+    assert "2-3" in messages(client)
+    half = await apply_update(client, {"uri": uri, "update": APPLY_HALF})
+    assert half["status"] == "unplaced" and editor.text(uri) == APPLY_FILE and not editor.history[uri]
+    partial = await apply_update(client, {"uri": uri, "update": APPLY_HALF, "partial": True})
+    want = applied(engine, APPLY_FILE, APPLY_HALF, partial=True).output_text
+    assert want == APPLY_FILE[:APPLY_FILE.index("def sub")] + "def sub(a, b):\n    return b - a\n"
+    assert partial["status"] == "done" and editor.text(uri) == want, partial
+    assert "2-3" in partial["message"] and [c["lines"] for c in partial["summary"]["unplaced"]] == [[2, 3]]
+
+
+async def test_apply_update_arguments_are_checked(client: LanguageClient, workspace: Path):
+    uri = uri_of(workspace, f"apply/args_{client.profile[:6]}.py")
+    client.editor.open(uri, APPLY_FILE)
+    missing = await apply_update(client, {"uri": uri}, 30)
+    assert missing["status"] == "error" and "'update'" in missing["message"]
+    empty = await apply_update(client, {"uri": uri, "update": " \n"}, 30)
+    assert empty["status"] == "error" and "the update is empty" in empty["message"]
+    closed = await apply_update(client, {"uri": uri_of(workspace, "apply/not_open.py"), "update": APPLY_UPDATE}, 30)
+    assert closed["status"] == "error" and "not open" in closed["message"]
+    assert client.editor.text(uri) == APPLY_FILE
 
 
 async def test_configuration_pull_push_and_files(client: LanguageClient, workspace: Path):

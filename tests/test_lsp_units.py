@@ -288,6 +288,26 @@ def test_uri_argument_of_the_commands():
         actions.uri_argument([{"uri": uri}, {"uri": uri}], "cmd")
 
 
+def test_apply_update_arguments():
+    """``copyAsDecode.server.applyUpdate``: the update as it was sent (whitespace kept), kind
+    ``apply``, the whole document; a missing update, a non-string instruction or a non-boolean
+    ``partial`` is refused with the expected shape."""
+    update = "def f():\n    # ... existing code ...\n    return 2\n"
+    args = actions.EditArgs.parse_apply([{"uri": "file:///a.py", "update": update}])
+    assert (args.kind, args.update, args.range, args.instruction, args.partial) == ("apply", update, None, None, False)
+    named = actions.EditArgs.parse_apply({"uri": "file:///a.py", "update": update, "instruction": " Fix f ",
+                                          "partial": True})
+    assert (named.instruction, named.partial) == ("Fix f", True)
+    with pytest.raises(ValueError, match=r"'update' must be the text to apply, got None; expected \{"):
+        actions.EditArgs.parse_apply({"uri": "file:///a.py"})
+    with pytest.raises(ValueError, match="'instruction' must be a string or null"):
+        actions.EditArgs.parse_apply({"uri": "file:///a.py", "update": update, "instruction": 3})
+    with pytest.raises(ValueError, match="'partial' must be true, false or null"):
+        actions.EditArgs.parse_apply({"uri": "file:///a.py", "update": update, "partial": "yes"})
+    with pytest.raises(ValueError, match="'uri' must be the document's URI"):
+        actions.EditArgs.parse_apply({"update": update})
+
+
 def test_path_of_a_uri():
     from lsp_server.documents import path_of
 

@@ -1,4 +1,5 @@
-"""A real client: headless Neovim runs the "AI fix" code action on a HumanEvalFix bug.
+"""A real client: headless Neovim runs the "AI fix" code action on a HumanEvalFix bug, and the
+README's `:CopyAsDecodeApply` on examples/buggy_add.py (tests/nvim/apply.lua).
 
 ``nvim --headless --clean`` runs tests/nvim/ai_fix.lua, which starts the server with
 ``vim.lsp.start_client`` (the 0.7 API; Debian's neovim is 0.7.2), attaches it to the buggy file,
@@ -59,16 +60,9 @@ def buggy_case() -> tuple[str, str]:
     return FALLBACK
 
 
-def run_neovim(tmp_path: Path, settings: dict, apply_pending: bool = False,
-               near: bool = False) -> tuple[str, int, dict, str]:
-    """Run the headless Neovim script on the HumanEvalFix case; (text, bug line, log, buffer).
-    ``near``: then AI fix on examples/buggy_add.py in the same session, the cursor on line 2
-    (its buffer lands in tmp_path/near.txt, what the action sent in log["near"])."""
-    text, bug_message = buggy_case()
-    source = tmp_path / "project" / "find_max.py"
-    source.parent.mkdir()
-    source.write_text(text)
-    bug_line = next(i for i, line in enumerate(text.splitlines()) if "return" in line)
+def neovim_env(tmp_path: Path, source: Path, settings: dict) -> dict[str, str]:
+    """The environment of a headless Neovim script: throwaway XDG dirs, the server's command and
+    environment, the file to open, where the buffer and the log go, the settings to push."""
     home = tmp_path / "home"
     env = {k: v for k, v in os.environ.items() if not k.startswith("NVIM")}
     cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
@@ -81,20 +75,17 @@ def run_neovim(tmp_path: Path, settings: dict, apply_pending: bool = False,
         # the server keeps the real model cache (Neovim's XDG dirs are throwaway)
         "CAD_SERVER_ENV": json.dumps({"XDG_CACHE_HOME": cache, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1",
                                       "PYTHONPATH": str(Path(__file__).resolve().parents[1])}),
-        "CAD_SETTINGS": json.dumps({"copyAsDecode": settings}),
-        "CAD_BUG_LINE": str(bug_line), "CAD_BUG_MESSAGE": bug_message, "CAD_TIMEOUT_MS": "240000",
-        "CAD_APPLY_PENDING": "1" if apply_pending else "0",
+        "CAD_SETTINGS": json.dumps({"copyAsDecode": settings}), "CAD_TIMEOUT_MS": "240000",
     })
-    if near:
-        near_source = tmp_path / "project" / EXAMPLE.name
-        near_source.write_text(EXAMPLE.read_text())
-        env.update({"CAD_NEAR_FILE": str(near_source), "CAD_NEAR_LINE": str(NEAR_LINE),
-                    "CAD_NEAR_OUT": str(tmp_path / "near.txt"),
-                    "CAD_NEAR_SETTINGS": json.dumps({"copyAsDecode": NEAR_SETTINGS})})
     for key in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME"):
         Path(env[key]).mkdir(parents=True, exist_ok=True)
+    return env
+
+
+def run_script(script: Path, env: dict[str, str], tmp_path: Path) -> dict:
+    """Run ``script`` in headless Neovim; its JSON log (the script must exit 0)."""
     proc = subprocess.Popen(
-        [NVIM, "--headless", "--clean", "-n", "-i", "NONE", "-u", "NONE", "-c", f"luafile {SCRIPT}"],
+        [NVIM, "--headless", "--clean", "-n", "-i", "NONE", "-u", "NONE", "-c", f"luafile {script}"],
         env=env, cwd=tmp_path, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         start_new_session=True)
     try:
@@ -109,6 +100,29 @@ def run_neovim(tmp_path: Path, settings: dict, apply_pending: bool = False,
     log_file = tmp_path / "log.json"
     log = json.loads(log_file.read_text()) if log_file.exists() else {}
     assert proc.returncode == 0, f"nvim failed: {log.get('error')}\nlog: {log}\n{output.decode(errors='replace')[-3000:]}"
+    return log
+
+
+def run_neovim(tmp_path: Path, settings: dict, apply_pending: bool = False,
+               near: bool = False) -> tuple[str, int, dict, str]:
+    """Run the headless Neovim script on the HumanEvalFix case; (text, bug line, log, buffer).
+    ``near``: then AI fix on examples/buggy_add.py in the same session, the cursor on line 2
+    (its buffer lands in tmp_path/near.txt, what the action sent in log["near"])."""
+    text, bug_message = buggy_case()
+    source = tmp_path / "project" / "find_max.py"
+    source.parent.mkdir()
+    source.write_text(text)
+    bug_line = next(i for i, line in enumerate(text.splitlines()) if "return" in line)
+    env = neovim_env(tmp_path, source, settings)
+    env.update({"CAD_BUG_LINE": str(bug_line), "CAD_BUG_MESSAGE": bug_message,
+                "CAD_APPLY_PENDING": "1" if apply_pending else "0"})
+    if near:
+        near_source = tmp_path / "project" / EXAMPLE.name
+        near_source.write_text(EXAMPLE.read_text())
+        env.update({"CAD_NEAR_FILE": str(near_source), "CAD_NEAR_LINE": str(NEAR_LINE),
+                    "CAD_NEAR_OUT": str(tmp_path / "near.txt"),
+                    "CAD_NEAR_SETTINGS": json.dumps({"copyAsDecode": NEAR_SETTINGS})})
+    log = run_script(SCRIPT, env, tmp_path)
     assert log["instruction"] == f"Fix: {bug_message}"
     assert "AI fix" in log["titles"]
     states = [s["state"] for s in log["statuses"]]
@@ -162,3 +176,53 @@ def test_neovim_preview_waits_for_apply_pending(tmp_path: Path):
     assert any("copyAsDecode.server.applyPending" in m for m in log["messages"]), log["messages"]
     assert log.get("pending_error") is None and log["pending_result"]["status"] == "done", log
     assert buffer == engine_output(text, log["instruction"], settings, focus_line=bug_line + 1)
+
+
+APPLY_SCRIPT = Path(__file__).parent / "nvim" / "apply.lua"
+README = Path(__file__).resolve().parents[1] / "README.md"
+# A chat model's answer for examples/buggy_add.py: the fixed line, the docstring elided.
+APPLY_UPDATE = "def add(a, b):\n    # ... existing code ...\n    return a + b\n"
+
+
+def readme_apply_command() -> str:
+    """The README's ``:CopyAsDecodeApply`` definition, as a user pastes it into their config."""
+    readme = README.read_text()
+    start = readme.index('vim.api.nvim_create_user_command("CopyAsDecodeApply"')
+    end = readme.index('end, { nargs = "?" })', start) + len('end, { nargs = "?" })')  # the command's last line
+    return readme[start:end] + "\n"
+
+
+def engine_apply(text: str, update: str) -> str:
+    """What the engine merges for the server's apply request under the default settings, in this
+    process (one thread, like the server)."""
+    import torch
+
+    from engine.api import Engine
+    from engine.settings import Settings
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        engine = Engine.load("default")
+        result = engine.edit(EditRequest.from_settings(Settings(), text, "", update=update, language="python"))
+    finally:
+        torch.set_num_threads(threads)
+    assert result.stop_reason == "done" and result.changed, "the case no longer exercises an apply"
+    return result.output_text
+
+
+@pytest.mark.skipif(NVIM is None, reason=NO_NVIM)
+def test_neovim_applies_a_register_with_the_readmes_command(tmp_path: Path):
+    source = tmp_path / "project" / EXAMPLE.name
+    source.parent.mkdir()
+    source.write_text(EXAMPLE.read_text())
+    snippet = tmp_path / "apply_command.lua"
+    snippet.write_text(readme_apply_command())
+    env = neovim_env(tmp_path, source, {})
+    env.update({"CAD_SNIPPET": str(snippet), "CAD_REGISTER": "a", "CAD_UPDATE": APPLY_UPDATE})
+    log = run_script(APPLY_SCRIPT, env, tmp_path)
+    editing = [s["message"] for s in log["statuses"] if s["state"] == "editing"]
+    assert editing and editing[-1].startswith("apply: "), log
+    assert log["statuses"][-1]["state"] == "ready" and log["progress"] > 0, log
+    assert (tmp_path / "buffer.txt").read_text() == engine_apply(EXAMPLE.read_text(), APPLY_UPDATE) == NEAR_FIXED
+    assert source.read_text() == EXAMPLE.read_text()  # the buffer was never written to disk

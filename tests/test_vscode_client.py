@@ -14,8 +14,10 @@ examples/buggy_add.py (def line, docstring, buggy `return a - b`) with the caret
 one line above the bug: "AI fix" from the quick-fix menu must give the actual fix (`return a + b`,
 def line and docstring kept), not merely whatever the engine computes. The client's initialize
 request (logged with `copyAsDecode.trace.server: verbose`) must advertise
-`workspace.workspaceEdit.changeAnnotationSupport`. One code-server session runs
-all four edits (the model loads once).
+`workspace.workspaceEdit.changeAnnotationSupport`. A fifth step copies a chat model's fix for
+examples/buggy_add.py (the docstring elided by `# ... existing code ...`) to the clipboard and runs
+"Copy-as-Decode: Apply Clipboard": the file must end as the engine's merge. One code-server
+session runs all five edits (the model loads once).
 
 Set-up: scripts/vscode-deps.sh (apt: chromium and build headers, as root; code-server from npm
 into ~/.cache/copy-as-decode). Without node/npm/chromium/code-server the tests skip, naming what
@@ -25,8 +27,10 @@ Artifacts: artifacts/vscode-ai-fix.png (the editor after the edit), artifacts/vs
 extension logs); docs/vscode-ai-fix.png and docs/vscode-preview.png are written when missing or
 when COPY_AS_DECODE_UPDATE_DOCS=1.
 
-`test_the_readme_leaves_the_server_settings_to_the_reference` is fast and needs neither Node nor the
-model (package.json and src/settings.ts are checked against the schema in tests/test_settings_schema.py).
+`test_the_readme_leaves_the_server_settings_to_the_reference` and
+`test_apply_clipboard_is_contributed_and_runs_the_servers_apply_command` are fast and need neither
+Node nor the model (package.json and src/settings.ts are checked against the schema in
+tests/test_settings_schema.py).
 """
 
 from __future__ import annotations
@@ -71,7 +75,9 @@ READY_TIMEOUT_S = 150        # code-server up + extension activated + server sta
 
 PREVIEW_FOLDER = "review"    # its .copy-as-decode.toml sets apply_mode = "preview"
 FILES = {"palette": "buggy.py", "quickfix": "quickfix.py", "preview": f"{PREVIEW_FOLDER}/preview.py",
-         "near": "buggy_add.py"}
+         "near": "buggy_add.py", "apply": "apply_add.py"}
+# The "apply" step: "Apply Clipboard" on examples/buggy_add.py with a chat model's fix on the clipboard.
+APPLY_UPDATE = "def add(a, b):\n    # ... existing code ...\n    return a + b\n"
 # The "near" step: examples/buggy_add.py with the caret on its docstring (line 2), next to the bug
 # on line 3; the file must end up with the fix itself (tests/test_examples.py: the CLI's --focus 2).
 NEAR_FIXED = 'def add(a, b):\n    """Return the sum of a and b."""\n    return a + b\n'
@@ -179,6 +185,22 @@ def test_the_readme_leaves_the_server_settings_to_the_reference() -> None:
     assert rows == set(settings) - server, "the README's table: exactly the extension's own settings"
 
 
+def test_apply_clipboard_is_contributed_and_runs_the_servers_apply_command() -> None:
+    """"Copy-as-Decode: Apply Clipboard" is in the palette, the extension registers it, and the
+    server command it sends is the one the language server registers."""
+    from lsp_server.actions import COMMAND_APPLY_UPDATE
+
+    contributes = json.loads((CLIENT / "package.json").read_text())["contributes"]
+    titles = {c["command"]: f"{c['category']}: {c['title']}" for c in contributes["commands"]}
+    assert titles["copyAsDecode.applyClipboard"] == "Copy-as-Decode: Apply Clipboard"
+    assert {"command": "copyAsDecode.applyClipboard", "when": "editorIsOpen"} in contributes["menus"]["commandPalette"]
+    extension = (CLIENT / "src" / "extension.ts").read_text()
+    assert re.search(r'registerCommand\("copyAsDecode\.applyClipboard", \(\) => applyClipboard\(\)\)', extension)
+    assert re.search(r"sendEdit\(running, SERVER_APPLY_COMMAND, ", extension)
+    settings = (CLIENT / "src" / "settings.ts").read_text()
+    assert f'export const SERVER_APPLY_COMMAND = "{COMMAND_APPLY_UPDATE}";' in settings
+
+
 @pytest.mark.editor
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
@@ -284,7 +306,8 @@ class Workbench:
 @pytest.fixture(scope="module")
 def workbench(tools: Tools, vsix: Path, expected_fix: str, tmp_path_factory: pytest.TempPathFactory) -> Workbench:
     """Run AI Fix four times in one code-server: palette, quick-fix menu, under preview, and from
-    the quick-fix menu with the caret next to the bug (examples/buggy_add.py)."""
+    the quick-fix menu with the caret next to the bug (examples/buggy_add.py); then Apply
+    Clipboard on examples/buggy_add.py."""
     tmp_path = tmp_path_factory.mktemp("code-server")
     timings: dict[str, float] = {}
     t_start = time.monotonic()
@@ -297,7 +320,7 @@ def workbench(tools: Tools, vsix: Path, expected_fix: str, tmp_path_factory: pyt
     workspace = tmp_path / "workspace"
     (workspace / PREVIEW_FOLDER).mkdir(parents=True)
     for kind, name in FILES.items():
-        (workspace / name).write_text(BUGGY if kind != "near" else EXAMPLE.read_text())
+        (workspace / name).write_text(BUGGY if kind not in ("near", "apply") else EXAMPLE.read_text())
     (workspace / PREVIEW_FOLDER / ".copy-as-decode.toml").write_text(PREVIEW_SETTINGS)
     (workspace / ".vscode").mkdir()
     (workspace / ".vscode" / "settings.json").write_text(json.dumps({
@@ -341,7 +364,8 @@ def workbench(tools: Tools, vsix: Path, expected_fix: str, tmp_path_factory: pyt
     port = _free_port()
     log = out_dir / "code-server.log"
     shots = {"palette": ARTIFACTS / "vscode-ai-fix.png", "quickfix": out_dir / "quickfix.png",
-             "preview": ARTIFACTS / "vscode-preview.png", "near": out_dir / "near.png"}
+             "preview": ARTIFACTS / "vscode-preview.png", "near": out_dir / "near.png",
+             "apply": out_dir / "apply.png"}
     for shot in shots.values():
         shot.unlink(missing_ok=True)
     stdout = stderr = ""
@@ -367,7 +391,9 @@ def workbench(tools: Tools, vsix: Path, expected_fix: str, tmp_path_factory: pyt
                       for kind in ("palette", "quickfix", "preview")]
             # last, so that the cases above do not depend on it
             + [{"kind": "near", "trigger": "quickfix", "file": FILES["near"], "caretOn": NEAR_CARET_ON,
-                "screenshot": str(shots["near"])}],
+                "screenshot": str(shots["near"])},
+               {"kind": "apply", "file": FILES["apply"], "caretOn": NEAR_CARET_ON, "clipboard": APPLY_UPDATE,
+                "screenshot": str(shots["apply"])}],
         }
         config_path = out_dir / "drive.json"
         config_path.write_text(json.dumps(config, indent=2))
@@ -511,3 +537,26 @@ def test_ai_fix_near_the_bug_in_code_server(workbench: Workbench) -> None:
     assert commands[0]["kind"] == "fix" and commands[0]["focus"]["line"] == NEAR_FOCUS_LINE - 1, (
         f"the caret was not on line {NEAR_FOCUS_LINE} (the docstring): {commands[0]}")
     _finished_step(workbench, "near", NEAR_FIXED, against="the fix (`return a + b`, def line and docstring kept)")
+
+
+@pytest.mark.model
+@pytest.mark.editor
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_apply_clipboard_in_code_server(workbench: Workbench, default_engine) -> None:
+    """"Copy-as-Decode: Apply Clipboard" from the palette merges the clipboard into the open file:
+    the file ends as the engine's merge of the same request (examples/buggy_add.py fixed), and
+    the server was asked through its apply command with the clipboard's text."""
+    from lsp_server.actions import COMMAND_APPLY_UPDATE
+
+    from engine.api import EditRequest
+    from engine.settings import Settings
+
+    merged = default_engine.edit(EditRequest.from_settings(
+        Settings(), EXAMPLE.read_text(), "", update=APPLY_UPDATE, language="python", mode=MODE,
+        max_new_tokens=MAX_NEW_TOKENS)).output_text
+    assert merged == NEAR_FIXED
+    _finished_step(workbench, "apply", merged, "the engine's merge")
+    sent = [p for p in _traced(workbench.log, "Sending request", "workspace/executeCommand")
+            if p.get("command") == COMMAND_APPLY_UPDATE]
+    assert sent and sent[0]["arguments"][0]["update"] == APPLY_UPDATE, f"no {COMMAND_APPLY_UPDATE}{workbench.context}"

@@ -5,7 +5,9 @@
 * :mod:`.completion`: one chat completion: messages through the chat template, decoded by
   :class:`engine.decoding.greedy.DraftedDecode` with the prediction as the draft source (lossless under
   greedy), stop strings, streamed text deltas and the prediction's accepted/rejected counts.
+* :mod:`.apply`: apply (merge an update into a file) in the conventions apply clients speak: a chat
+  completion holding ``<code>``/``<update>`` and ``POST /v1/code/apply``.
 * :mod:`.queue`: one decode at a time on an in-process backend, with a bounded wait queue; a
   remote backend (vLLM) runs requests concurrently.
-* :mod:`.app`: the FastAPI routes (chat completions, models, the engine's own edits, health).
+* :mod:`.app`: the FastAPI routes (chat completions, models, the engine's own edits, apply, health).
 """

@@ -1,5 +1,6 @@
 """The FastAPI application: OpenAI's chat completions (with Predicted Outputs) and models, the
-engine's own edit request, and a health probe.
+engine's own edit request, apply (a chat completion holding ``<code>``/``<update>``, and
+``/v1/code/apply``: :mod:`.apply`), and a health probe.
 
 Bodies are read here with a size limit (413) and parsed by :mod:`.schemas` (400 in OpenAI's
 shape, not FastAPI's 422), so every error a client sees has OpenAI's shape. Streams are
@@ -23,13 +24,26 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from engine.api import EditError, Engine
+from engine.api import EditError, Engine, language_for
 from engine.decoding.tables import tables_for
+from engine.openai_api.apply import (
+    ApplyParts,
+    ApplyRefused,
+    ApplyRun,
+    applied,
+    apply_extension,
+    apply_parts,
+    apply_request,
+    apply_usage,
+    finish_reason,
+    unplaced_json,
+)
 from engine.openai_api.completion import ChatDecode, build_job, chat_messages
 from engine.openai_api.edits import EditRun, body_request
 from engine.openai_api.errors import ApiError, error_body
 from engine.openai_api.queue import DecodeQueue, Ticket
 from engine.openai_api.schemas import (
+    ApplyBody,
     ChatCompletionRequest,
     EditBody,
     check_supported,
@@ -130,6 +144,10 @@ def create_app(engine: Engine, config: ServerConfig) -> FastAPI:
         req = await read_body(request, ChatCompletionRequest)
         check_model(req.model)
         check_supported(req)
+        user = [m for m in req.messages if m.role == "user"]
+        parts = apply_parts(content_text(user[-1].content)) if user else None
+        if parts is not None:
+            return await chat_apply(request, req, parts)
         prediction = content_text(req.prediction.content) if req.prediction is not None else None
         job = build_job(loaded, chat_messages(req.messages), req.token_limit(), req.stop_strings(), req.temperature,
                         req.top_p, req.seed, prediction or None, config.settings.verify,
@@ -158,6 +176,44 @@ def create_app(engine: Engine, config: ServerConfig) -> FastAPI:
         return JSONResponse(completion_json(cid, config.model_id, decode.text, decode.finish_reason, usage,
                                             stop_extension(decode.stop_reason, decode.stop_detail)),
                             headers=headers)
+
+    def start_apply(parts: ApplyParts, partial: bool, max_tokens: int | None = None,
+                    path: str | None = None) -> tuple[ApplyRun, Ticket]:
+        """The apply's run and its place in the queue; an input the engine refuses is a 400."""
+        try:
+            edit = apply_request(config.settings, parts, partial, max_tokens, language_for(path or ""))
+        except EditError as exc:
+            raise ApiError(400, str(exc), "invalid_apply") from None
+        return ApplyRun(engine, edit), queue.admit()
+
+    async def chat_apply(request: Request, req: ChatCompletionRequest, parts: ApplyParts) -> Response:
+        """A chat completion that asks for an apply: the merged file is the assistant's content."""
+        run, ticket = start_apply(parts, req.partial, req.token_limit())
+        cid = completion_id()
+        if req.stream:
+            usage_wanted = bool(req.stream_options and req.stream_options.include_usage)
+            return StreamingResponse(_apply_chat_events(queue, ticket, run, cid, config.model_id, usage_wanted),
+                                     media_type="text/event-stream")
+        if await _collect(request, queue, ticket, run.deltas) is None:
+            return Response(status_code=499)
+        result = applied(run)
+        return JSONResponse(completion_json(cid, config.model_id, result.output_text, finish_reason(result),
+                                            apply_usage(result), apply_extension(result)))
+
+    @app.post("/v1/code/apply")
+    async def code_apply(request: Request) -> Response:
+        authorize(request)
+        body = await read_body(request, ApplyBody)
+        run, ticket = start_apply(ApplyParts(body.initial_code, body.edit_snippet, body.instruction), body.partial,
+                                  path=body.path)
+        if body.stream:
+            return StreamingResponse(_code_apply_events(queue, ticket, run), media_type="text/event-stream")
+        if await _collect(request, queue, ticket, run.deltas) is None:
+            return Response(status_code=499)
+        result = applied(run)
+        unplaced = unplaced_json(result)
+        return JSONResponse({"mergedCode": result.output_text, "usage": apply_usage(result, openai=False),
+                             **({"unplaced": unplaced} if unplaced else {})})
 
     @app.post("/v1/edits/copy-as-decode")
     async def edits(request: Request) -> Response:
@@ -237,6 +293,40 @@ async def _chat_events(queue: DecodeQueue, ticket: Ticket, work: Callable[[Calla
     if usage_wanted:
         yield sse(chunk_json(cid, model, created, {}, None,
                              usage_json(prompt_tokens, decode.completion_tokens, decode.accepted, decode.rejected)))
+    yield "data: [DONE]\n\n"
+
+
+async def _apply_chat_events(queue: DecodeQueue, ticket: Ticket, run: ApplyRun, cid: str, model: str,
+                             usage_wanted: bool) -> AsyncIterator[str]:
+    """A streamed chat apply: the merged file in content deltas as it resolves; a merge that must
+    not be written ends with an error event instead of a finish (the client keeps nothing)."""
+    created = int(time.time())
+    yield sse(chunk_json(cid, model, created, {"role": "assistant", "content": ""}, None))
+    async for delta in queue.run(ticket, run.deltas):
+        yield sse(chunk_json(cid, model, created, {"content": delta}, None))
+    try:
+        result = applied(run)
+    except ApplyRefused as refused:
+        yield sse(refused.body())
+        return
+    yield sse(chunk_json(cid, model, created, {}, finish_reason(result), extension=apply_extension(result)))
+    if usage_wanted:
+        yield sse(chunk_json(cid, model, created, {}, None, apply_usage(result)))
+    yield "data: [DONE]\n\n"
+
+
+async def _code_apply_events(queue: DecodeQueue, ticket: Ticket, run: ApplyRun) -> AsyncIterator[str]:
+    """A streamed ``/v1/code/apply``: ``{"mergedCode": delta}`` events, then ``{"usage"}`` (and
+    ``unplaced``), or an error event for a merge that must not be written."""
+    async for delta in queue.run(ticket, run.deltas):
+        yield sse({"mergedCode": delta})
+    try:
+        result = applied(run)
+    except ApplyRefused as refused:
+        yield sse(refused.body())
+        return
+    unplaced = unplaced_json(result)
+    yield sse({"usage": apply_usage(result, openai=False), **({"unplaced": unplaced} if unplaced else {})})
     yield "data: [DONE]\n\n"
 
 

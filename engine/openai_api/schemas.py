@@ -11,7 +11,7 @@ import time
 import uuid
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from engine.core.choices import Verify
 from engine.openai_api.errors import ApiError
@@ -77,6 +77,7 @@ class ChatCompletionRequest(BaseModel):
     tools: list[Any] | None = None
     tool_choice: Any = None
     functions: list[Any] | None = None
+    partial: bool = False  # an apply (engine.openai_api.apply) that places only some chunks answers them
 
     def stop_strings(self) -> tuple[str, ...]:
         stops = [self.stop] if isinstance(self.stop, str) else list(self.stop or [])
@@ -122,6 +123,22 @@ class EditBody(BaseModel):
     path: str | None = None
     verify: Verify | None = None  # None: the server's --verify
     stream: bool = False
+
+
+class ApplyBody(BaseModel):
+    """``POST /v1/code/apply`` (Relace's shape): merge ``editSnippet`` into ``initialCode``
+    (snake_case names are taken too, as Relace's newer clients send them). Fields a client adds
+    for its own service (``model``, metadata) are ignored: one engine serves every apply.
+    ``partial``: write what could be placed and list the rest; ``path`` only names the language."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    initial_code: str = Field(validation_alias=AliasChoices("initialCode", "initial_code"))
+    edit_snippet: str = Field(validation_alias=AliasChoices("editSnippet", "edit_snippet"))
+    instruction: str = ""
+    stream: bool = False
+    partial: bool = False
+    path: str | None = None
 
 
 def completion_id() -> str:

@@ -2,7 +2,9 @@
  * The VS Code side of copy-as-decode: a thin client in the style of ruff-vscode. It starts the
  * language server (`python -m lsp_server` over stdio), forwards the palette commands to the
  * server's `copyAsDecode.server.edit` command, asks for the instruction of "AI edit…" (also when
- * it comes from a server code action), and shows the server's state in the status bar.
+ * it comes from a server code action), sends the clipboard to `copyAsDecode.server.applyUpdate`
+ * ("Apply Clipboard": merge a change written elsewhere into the active document), and shows the
+ * server's state in the status bar.
  * All editing behaviour lives in the server: it applies its edits itself (workspace/applyEdit)
  * and reports work-done progress, so Neovim and VS Code get the same product. An edit to review
  * (applyMode "preview", or a destructive fix) comes as a WorkspaceEdit whose change annotation
@@ -25,6 +27,7 @@ import {
 } from "vscode-languageclient/node";
 
 import {
+  buildApplyArguments,
   buildEditArguments,
   buildServerLaunch,
   classifyProbe,
@@ -47,6 +50,7 @@ import {
   resolvePython,
   RESTART_SETTINGS,
   SECTION,
+  SERVER_APPLY_COMMAND,
   SERVER_EDIT_COMMAND,
   serverExitMessage,
   tailOf,
@@ -80,6 +84,7 @@ export function activate(context: vscode.ExtensionContext): void {
   context.subscriptions.push(
     vscode.commands.registerCommand("copyAsDecode.aiFix", () => paletteEdit("fix")),
     vscode.commands.registerCommand("copyAsDecode.aiEdit", () => paletteEdit("edit")),
+    vscode.commands.registerCommand("copyAsDecode.applyClipboard", () => applyClipboard()),
     vscode.commands.registerCommand("copyAsDecode.restartServer", () => restart()),
     vscode.commands.registerCommand("copyAsDecode.showLog", () => output.show(true)),
     vscode.workspace.onDidChangeConfiguration((e) => {
@@ -346,25 +351,54 @@ async function trackEdit<T>(run: () => Promise<T>): Promise<T> {
   }
 }
 
+/** The running client, or undefined after telling the user that the server is not running. */
+async function runningClient(): Promise<LanguageClient | undefined> {
+  await lifecycle;
+  const running = client;
+  if (running && running.state === State.Running) {
+    return running;
+  }
+  const choice = await vscode.window.showErrorMessage(
+    "Copy-as-Decode: the language server is not running.",
+    "Show Log",
+    "Restart Server",
+  );
+  if (choice === "Show Log") {
+    output.show(true);
+  } else if (choice === "Restart Server") {
+    await restart();
+  }
+  return undefined;
+}
+
+/** "Apply Clipboard": the server merges the clipboard (a change written elsewhere) into the
+ * active document, streamed in like an AI fix. */
+async function applyClipboard(): Promise<void> {
+  const editor = vscode.window.activeTextEditor;
+  if (!editor) {
+    void vscode.window.showInformationMessage("Copy-as-Decode: open the file to apply the clipboard to first.");
+    return;
+  }
+  const running = await runningClient();
+  if (!running) {
+    return;
+  }
+  const args = buildApplyArguments(running.code2ProtocolConverter.asUri(editor.document.uri), await vscode.env.clipboard.readText());
+  if (!args) {
+    void vscode.window.showInformationMessage("Copy-as-Decode: the clipboard is empty; copy the change to apply first.");
+    return;
+  }
+  await sendEdit(running, SERVER_APPLY_COMMAND, args, "apply");
+}
+
 async function paletteEdit(kind: EditKind): Promise<void> {
   const editor = vscode.window.activeTextEditor;
   if (!editor) {
     void vscode.window.showInformationMessage("Copy-as-Decode: open a file to edit first.");
     return;
   }
-  await lifecycle;
-  const running = client;
-  if (!running || running.state !== State.Running) {
-    const choice = await vscode.window.showErrorMessage(
-      "Copy-as-Decode: the language server is not running.",
-      "Show Log",
-      "Restart Server",
-    );
-    if (choice === "Show Log") {
-      output.show(true);
-    } else if (choice === "Restart Server") {
-      await restart();
-    }
+  const running = await runningClient();
+  if (!running) {
     return;
   }
   const c2p = running.code2ProtocolConverter;
@@ -394,13 +428,16 @@ async function paletteEdit(kind: EditKind): Promise<void> {
     kind,
     focus,
   );
+  await sendEdit(running, SERVER_EDIT_COMMAND, args, `AI ${kind}`);
+}
+
+/** Run one of the server's edit commands, telling the user when the request itself fails. */
+async function sendEdit(running: LanguageClient, command: string, args: object, what: string): Promise<void> {
   try {
-    await trackEdit(() =>
-      running.sendRequest(ExecuteCommandRequest.type, { command: SERVER_EDIT_COMMAND, arguments: [args] }),
-    );
+    await trackEdit(() => running.sendRequest(ExecuteCommandRequest.type, { command, arguments: [args] }));
   } catch (e) {
-    output.appendLine(`AI ${kind} failed: ${errorText(e)}`);
-    void vscode.window.showErrorMessage(`Copy-as-Decode: AI ${kind} failed: ${errorText(e)}`, "Show Log").then((c) => {
+    output.appendLine(`${what} failed: ${errorText(e)}`);
+    void vscode.window.showErrorMessage(`Copy-as-Decode: ${what} failed: ${errorText(e)}`, "Show Log").then((c) => {
       if (c === "Show Log") {
         output.show(true);
       }

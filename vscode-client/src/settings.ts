@@ -11,8 +11,9 @@ import * as path from "path";
 /** Settings section shared with the server (it pulls it with `workspace/configuration`). */
 export const SECTION = "copyAsDecode";
 
-/** The server's command; the extension's own palette ids must differ from it (see README). */
+/** The server's commands; the extension's own palette ids must differ from them (see README). */
 export const SERVER_EDIT_COMMAND = "copyAsDecode.server.edit";
+export const SERVER_APPLY_COMMAND = "copyAsDecode.server.applyUpdate";
 
 /** The server is `python -m lsp_server` (the same module the console script `copy-as-decode serve` runs). */
 export const SERVER_MODULE = "lsp_server";
@@ -274,6 +275,22 @@ export function buildEditArguments(
 ): EditArguments {
   const trimmed = instruction?.trim();
   return { uri, range: selection, instruction: trimmed ? trimmed : null, kind, focus };
+}
+
+/** The single argument of `copyAsDecode.server.applyUpdate`: the update merged into the document. */
+export interface ApplyArguments {
+  uri: string;
+  update: string;
+  instruction: string | null;
+}
+
+/** The arguments of "Apply Clipboard", or undefined when the clipboard holds nothing to apply. */
+export function buildApplyArguments(uri: string, clipboard: string, instruction: string | null = null): ApplyArguments | undefined {
+  if (!clipboard.trim()) {
+    return undefined;
+  }
+  const trimmed = instruction?.trim();
+  return { uri, update: clipboard, instruction: trimmed ? trimmed : null };
 }
 
 /**

@@ -6,6 +6,8 @@
 // VS Code's Refactor Preview to show the edit, checks that the file is still untouched, ticks
 // the change (edits that need confirmation start unticked), opens its diff, takes the
 // screenshot, presses the preview's Apply button and then waits for the edit as above.
+// A step with `clipboard` puts that text on the clipboard (the page is granted clipboard access)
+// and runs "Copy-as-Decode: Apply Clipboard" from the palette instead of AI Fix.
 //
 //   node drive.mjs config.json
 //
@@ -14,7 +16,8 @@
 //   steps: [{ kind (the step's name in the result: "palette", "quickfix", "preview", ...),
 //             trigger? ("palette" | "quickfix"; default: the palette for the kinds "palette" and
 //             "preview", else the quick-fix menu), file (may be in a folder: "a/b.py"),
-//             caretOn (text of the line to click: the caret goes there), screenshot? }],
+//             caretOn (text of the line to click: the caret goes there), screenshot?,
+//             clipboard? (apply this text with "Apply Clipboard") }],
 //   failureScreenshot
 // }
 // Prints progress on stderr and one JSON line on stdout: {ok, steps: [{kind, file, trigger,
@@ -303,6 +306,7 @@ async function main() {
   let page;
   try {
     const context = await browser.newContext({ viewport: { width: 1280, height: 760 } });
+    await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: new URL(cfg.url).origin });
     page = await context.newPage();
     page.on("pageerror", (e) => log(`page error: ${e.message}`));
     log(`opening ${cfg.url}`);
@@ -328,7 +332,11 @@ async function main() {
       await clickLine(page, step.caretOn);
       const trigger = step.trigger || (step.kind === "palette" || step.kind === "preview" ? "palette" : "quickfix");
       let how;
-      if (trigger === "palette") {
+      if (step.clipboard !== undefined) {
+        await page.evaluate((text) => navigator.clipboard.writeText(text), step.clipboard);
+        await runFromPalette(page, "Copy-as-Decode: Apply Clipboard");
+        how = "palette";
+      } else if (trigger === "palette") {
         await runFromPalette(page, "Copy-as-Decode: AI Fix");
         how = "palette";
       } else {

@@ -3,6 +3,7 @@ import { test } from "node:test";
 
 import {
   APPLY_MODES,
+  buildApplyArguments,
   buildEditArguments,
   buildServerLaunch,
   classifyProbe,
@@ -24,6 +25,7 @@ import {
   resolvePython,
   RESTART_SETTINGS,
   SELECTOR_CHOICES,
+  SERVER_APPLY_COMMAND,
   SERVER_EDIT_COMMAND,
   SERVER_KEYS,
   serverExitMessage,
@@ -39,10 +41,11 @@ test("the palette command ids differ from the server's command id", () => {
   assert.deepEqual(ids.sort(), [
     "copyAsDecode.aiEdit",
     "copyAsDecode.aiFix",
+    "copyAsDecode.applyClipboard",
     "copyAsDecode.restartServer",
     "copyAsDecode.showLog",
   ]);
-  assert.ok(!ids.includes(SERVER_EDIT_COMMAND));
+  assert.ok(!ids.includes(SERVER_EDIT_COMMAND) && !ids.includes(SERVER_APPLY_COMMAND));
 });
 
 test("settings mirror the server's, with resource scope", () => {
@@ -156,6 +159,13 @@ test("buildEditArguments passes the selection, also an empty one (the cursor)", 
     focus: null,
   });
   assert.equal(buildEditArguments("untitled:Untitled-1", null, "  ", "fix").instruction, null);
+});
+
+test("buildApplyArguments sends the clipboard as it is, and nothing for an empty one", () => {
+  const update = "def add(a, b):\n    return a + b\n";
+  assert.deepEqual(buildApplyArguments("file:///a.py", update), { uri: "file:///a.py", update, instruction: null });
+  assert.equal(buildApplyArguments("file:///a.py", update, " Fix add ")?.instruction, "Fix add");
+  assert.equal(buildApplyArguments("file:///a.py", " \n\t"), undefined);
 });
 
 test("fixFocus: the first diagnostic's start, else the cursor or a one-line selection, else none", () => {

@@ -1,0 +1,159 @@
+"""Apply over HTTP, in the two conventions apply clients speak: a chat completion whose last user
+message holds ``<code>…</code>`` and ``<update>…</update>`` (optionally ``<instruction>…</instruction>``;
+Morph's format, what Continue's ``apply`` role sends with its prompt template), and
+``POST /v1/code/apply`` with ``{"initialCode", "editSnippet"}`` (Relace's). Both run the engine's
+apply request (:class:`engine.api.EditRequest` with ``update``), the one the CLI's ``apply`` runs,
+so the merged file is the CLI's for the same case.
+
+Clients write ``<code>…</code>`` (Continue's and Morph's templates) and ``<code>\\n…\\n</code>``:
+a newline right after an opening tag is the template's, and so is then one before the closing tag,
+so the file's own final newline survives either way (:func:`apply_parts`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from engine.api import EditError, EditRequest, Engine
+from engine.apply.job import unplaced_message
+from engine.decoding.events import EditFinished, EditResult, OpResolved
+from engine.openai_api.errors import ApiError
+from engine.openai_api.schemas import EXTENSION, usage_json
+from engine.settings import Settings
+
+
+@dataclass(frozen=True)
+class ApplyParts:
+    """The parts of an apply message: the file, the update, the instruction ("" when none)."""
+
+    code: str
+    update: str
+    instruction: str = ""
+
+
+def _tagged(text: str) -> str:
+    """A tag's text: a newline right after the opening tag is the template's (``<code>\\n…\\n</code>``),
+    and so is then one newline before the closing tag."""
+    for newline in ("\r\n", "\n"):
+        if text.startswith(newline):
+            text = text[len(newline):]
+            return text[:-len(newline)] if text.endswith(newline) else text
+    return text
+
+
+def apply_parts(message: str) -> ApplyParts | None:
+    """The apply request in a user message, or None when it is not one (both ``<code>`` and a
+    later ``<update>`` are needed). The code runs to the last ``</code>`` before the last
+    ``<update>``, and the update to the last ``</update>``, so a file that itself holds these tags
+    (HTML, a prompt template) is taken whole."""
+    start = message.find("<code>")
+    update_at = message.rfind("<update>")
+    if start < 0 or update_at < start:
+        return None
+    code_end = message.rfind("</code>", start, update_at)
+    update_end = message.rfind("</update>", update_at)
+    if code_end < 0 or update_end < 0:
+        return None
+    code = _tagged(message[start + len("<code>"):code_end])
+    update = _tagged(message[update_at + len("<update>"):update_end])
+    instruction = ""
+    begin = message.find("<instruction>", 0, start)
+    if begin >= 0:
+        end = message.find("</instruction>", begin, start)
+        if end >= 0:
+            instruction = message[begin + len("<instruction>"):end].strip()
+    return ApplyParts(code, update, instruction)
+
+
+def apply_request(settings: Settings, parts: ApplyParts, partial: bool = False, max_tokens: int | None = None,
+                  language: str = "") -> EditRequest:
+    """The validated apply request for ``parts`` under the server's ``settings``, as the CLI's
+    ``apply`` builds it (its mode ``auto`` is resolved by the engine: the aligner's program);
+    ``max_tokens``: the bound on the merged file's tokens, else the setting's. Raises
+    :class:`EditError` saying why the engine would refuse it."""
+    return EditRequest.from_settings(settings, parts.code, parts.instruction, update=parts.update, partial=partial,
+                                     max_new_tokens=max_tokens, language=language)
+
+
+def unplaced_json(result: EditResult) -> list[dict[str, Any]]:
+    """The chunks of the update the merge could not place, as JSON (their update lines and text)."""
+    return [chunk.summary() for chunk in result.unplaced]
+
+
+class ApplyRun:
+    """One apply's merged text as it resolves (``deltas``, for the queue's worker thread); after
+    it ends ``result`` holds the engine's result, or ``error`` why the engine refused the input."""
+
+    def __init__(self, engine: Engine, request: EditRequest):
+        self.engine, self.request = engine, request
+        self.result: EditResult | None = None
+        self.error: str | None = None
+
+    def deltas(self, cancelled: Callable[[], bool]) -> Iterator[str]:
+        """The merged file's text in order; their concatenation is ``result.output_text``."""
+        try:
+            for event in self.engine.stream(self.request, cancelled):
+                if isinstance(event, OpResolved) and event.text:
+                    yield event.text
+                elif isinstance(event, EditFinished):
+                    self.result = event.result
+        except EditError as exc:
+            self.error = str(exc)
+
+    def refusal(self) -> str | None:
+        """Why the merge must not be written, or None: an input the engine refused, or chunks of
+        the update it could not place (a ``partial`` request writes what was placed instead)."""
+        if self.error is not None:
+            return self.error
+        result = self.result
+        assert result is not None
+        if result.stop_reason == "unplaced":
+            return unplaced_message(result.unplaced, written=False)
+        return None
+
+
+class ApplyRefused(ApiError):
+    """An apply whose merge must not be written (:meth:`ApplyRun.refusal`); the body lists the
+    update's chunks that could not be placed."""
+
+    def __init__(self, message: str, unplaced: list[dict[str, Any]]):
+        super().__init__(400, message, "unplaced" if unplaced else "apply_failed")
+        self.unplaced = unplaced
+
+    def body(self) -> dict[str, Any]:
+        return {**super().body(), **({"unplaced": self.unplaced} if self.unplaced else {})}
+
+
+def applied(run: ApplyRun) -> EditResult:
+    """The finished apply's result, or :class:`ApplyRefused`."""
+    refusal = run.refusal()
+    if refusal is not None:
+        raise ApplyRefused(refusal, unplaced_json(run.result) if run.result is not None else [])
+    assert run.result is not None
+    return run.result
+
+
+def finish_reason(result: EditResult) -> str:
+    """OpenAI's finish reason of a merge: ``length`` when it was cut short, as of any completion."""
+    return "length" if result.stop_reason in ("max_tokens", "loop") else "stop"
+
+
+def apply_usage(result: EditResult, openai: bool = True) -> dict[str, Any]:
+    """The apply's usage: the prompt, and the merged file's tokens as its completion (copied ones
+    included); ``openai``: in OpenAI's shape, else Relace's three counts."""
+    usage = usage_json(result.prompt_tokens, result.tokens.total, 0, 0)
+    return usage if openai else {k: usage[k] for k in ("prompt_tokens", "completion_tokens", "total_tokens")}
+
+
+def apply_extension(result: EditResult) -> dict[str, Any]:
+    """The engine's own field when the merge stopped short (``stop_reason``) or placed only some
+    chunks (``unplaced``, under ``partial``); empty otherwise."""
+    unplaced = unplaced_json(result)
+    stopped = result.stop_reason not in ("done", "unplaced")
+    if not stopped and not unplaced:
+        return {}
+    detail = next((w for w in result.warnings if "loop" in w), "") if result.stop_reason == "loop" else ""
+    return {EXTENSION: {"stop_reason": result.stop_reason, "detail": detail,
+                        **({"unplaced": unplaced} if unplaced else {})}}
