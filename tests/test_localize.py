@@ -154,3 +154,33 @@ def test_a_cursor_scores_only_the_lines_near_it(default_engine) -> None:
             assert (a.tokens, round(a.total, 3)) == (b.tokens, round(b.total, 3)), a.line
         else:
             assert b.tokens == 0, b.line
+
+
+@pytest.mark.model
+def test_no_forward_where_one_line_can_be_the_answer(default_engine) -> None:
+    """One code line in the region, or none but the cursor's within its window: the plan the
+    forward would give, without the forward; the warm-up then reads the edit's own prompt."""
+    from engine.decoding.localize import _SURPRISES, plan_focus
+    from engine.decoding.prompt import PromptParts
+
+    loaded = default_engine.model_for("program")
+    _SURPRISES.pop(loaded.runtime, None)
+    one = "# the answer\nx = 41\n# more words\n"
+    plan = plan_focus(loaded, PromptParts(instruction="Fix the bug.", region=one, language="python"))
+    assert (plan.hint, plan.noop_line, plan.source, plan.seconds, plan.forwards) == (2, 2, "localized", 0.0, 0)
+    alone = "x = 41\n" + "# note\n" * 8 + "y = 2\n"
+    for policy in ("hold", "guard", "keep", "move"):
+        on = plan_focus(loaded, PromptParts(instruction="Fix the bug.", region=alone, language="python",
+                                            focus_line=1), policy=policy)
+        assert (on.hint, on.noop_line, on.source, on.cursor_share, on.seconds) == (1, 1, "user", 1.0, 0.0)
+        prose = plan_focus(loaded, PromptParts(instruction="Fix the bug.", region=alone, language="python",
+                                               focus_line=5), policy=policy)
+        assert (prose.hint, prose.noop_line, prose.source, prose.seconds) == (5, None, "user", 0.0)
+    from engine.api import EditRequest
+    from engine.decoding.warm import warm_prompt
+
+    request = EditRequest(text=one, instruction="Fix the bug.", mode="program", language="python")
+    default_engine.forget_prompts()
+    assert warm_prompt(loaded, request, lambda: False, 4096).forwarded > 0
+    result = default_engine.edit(request)
+    assert result.breakdown["prefix_reused"] > 0 and "localize_s" not in result.breakdown

@@ -277,6 +277,10 @@ def plan_focus(loaded: Any, parts: PromptParts, localize: bool = True, noop: boo
       (keep 48 / 27, guard 45 / 25); without a cursor it is guard (15 / 9 passes; keep's unguarded
       hint gave 9 on Python).
 
+    No forward runs where its answer is known without one: a region with one code line (it is
+    the best line), or a cursor whose window holds no other code line; the plan is the one the
+    forward would give, and the edit's prefill reads its prompt itself.
+
     Without ``localize``: the hint is the user's focus, guarded when ``noop``. ``cancelled``: see
     :func:`line_surprise` (raises engine.core.errors.Cancelled).
     """
@@ -291,6 +295,9 @@ def plan_focus(loaded: Any, parts: PromptParts, localize: bool = True, noop: boo
     # Only candidates are ever ranked: the LM head runs on their rows alone (not on docstrings).
     candidates = frozenset(i for i, line in enumerate(lines, start=1) if line.strip() and i not in prose)
     if user is None:
+        if len(candidates) == 1:  # the one code line is the best line: no forward can say otherwise
+            (only,) = candidates
+            return FocusPlan(only, only if guard else None, "localized")
         surprise = line_surprise(loaded, parts, candidates, cancelled=cancelled)
         ranked = rank_lines(surprise.lines, parts.region, STATISTIC, exclude=prose)
         best = ranked[0] if ranked else None
@@ -304,6 +311,8 @@ def plan_focus(loaded: Any, parts: PromptParts, localize: bool = True, noop: boo
     may_move = policy != "keep"
     layout = prompt_layout(loaded.selector) if on_code and policy != "move" else None
     near = frozenset(range(user - CURSOR_WINDOW, user + CURSOR_WINDOW + 1)) & candidates
+    if near <= {user}:  # no other line to rank: the cursor's line is the best one, or there is none
+        return _unranked(user, on_code, noop)
     surprise = line_surprise(loaded, replace(parts, focus_line=user), near, layout, cancelled)
     ranked = rank_lines(surprise.lines, parts.region, STATISTIC, cursor=user, scale=CURSOR_SCALE,
                         window=CURSOR_WINDOW, exclude=prose)
@@ -316,6 +325,15 @@ def plan_focus(loaded: Any, parts: PromptParts, localize: bool = True, noop: boo
                          surprise.seconds, share, surprise.forwards)
     agree = best == user  # the localizer's best line near the cursor is the cursor's: guard it
     return FocusPlan(user, user if noop and agree else None, "user", surprise.seconds, share, surprise.forwards)
+
+
+def _unranked(user: int, on_code: bool, noop: bool) -> FocusPlan:
+    """The plan where the cursor's window holds no candidate but the cursor's own line, as the
+    forward would give it under every policy: a cursor on code is the best line (share 1.0,
+    guarded when ``noop``); off code, the hint stays on it unguarded (nothing was ranked)."""
+    if on_code:
+        return FocusPlan(user, user if noop else None, "user", cursor_share=1.0)
+    return FocusPlan(user, None, "user")
 
 
 def _share(surprise: Sequence[LineSurprise], cursor: int, best: int) -> float | None:
