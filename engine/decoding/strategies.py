@@ -219,7 +219,7 @@ class LocalProgram:
     def warm(self, loaded: LoadedModel, request: EditRequest, parts: PromptParts, ids: list[int],
              cancelled: Callable[[], bool]) -> Warmed:
         """The localizer's forward, as the edit runs it: its KV and its surprise are kept. Where
-        the localizer needs no forward (its answer is known without one), the edit's own prompt."""
+        it runs none (a small region, or an answer known without one), the edit's own prompt."""
         def read() -> None:
             plan = plan_focus(loaded, parts, localize=request.localize, noop=request.noop_deviation,
                               policy=request.focus_policy, cancelled=cancelled)

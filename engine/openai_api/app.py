@@ -53,8 +53,8 @@ class ServerConfig:
     """``model_id``: the name ``/v1/models`` lists and requests must use; ``api_key``: when set,
     requests need ``Authorization: Bearer <key>``; ``settings``: the server's settings, whose
     request-level ones (engine.decoding.request.REQUEST_SETTINGS) an edit body may override,
-    whose ``verify`` rule a prediction's drafts follow (unless a request names its own) and whose ``chat_max_tokens`` a chat
-    completion without ``max_tokens`` gets."""
+    whose ``verify`` rule a prediction's drafts follow (unless a request names its own) and whose
+    ``chat_max_tokens`` a chat completion without ``max_tokens`` gets."""
 
     model_id: str
     max_waiting: int = 8
