@@ -157,8 +157,9 @@ def _text_ids(loaded: LoadedModel, parts: PromptParts) -> list[int]:
 
 
 def _localizer_prompt(loaded: LoadedModel, request: EditRequest, parts: PromptParts) -> tuple[list[int], str]:
-    """Program mode reads the localizer's prompt first; where no localizer runs (no selector, one
-    line, or ``localize`` off) nothing is read ahead."""
+    """Program mode reads the localizer's prompt first (where the localizer runs no forward, the
+    warm-up reads the edit's own prompt instead: LocalProgram.warm); where no localizer runs (no
+    selector, one line, or ``localize`` off) nothing is read ahead."""
     if not (request.localize and loaded.selector and len(split_lines(parts.region)) >= 2):
         return [], "no localizer forward to read ahead"
     return prompt_with_lines(loaded.tokenizer, parts)[0], ""
