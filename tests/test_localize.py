@@ -177,7 +177,8 @@ def test_no_forward_where_its_answer_is_known_or_the_region_is_small(default_eng
     for policy in ("hold", "guard", "keep", "move"):
         on = plan_focus(loaded, PromptParts(instruction="Fix the bug.", region=alone, language="python",
                                             focus_line=1), policy=policy)
-        assert (on.hint, on.noop_line, on.source, on.cursor_share, on.seconds) == (1, 1, "user", 1.0, 0.0)
+        assert (on.hint, on.noop_line, on.source, on.cursor_share, on.seconds, on.scored) == (1, 1, "user", 1.0, 0.0,
+                                                                                               False)
         prose = plan_focus(loaded, PromptParts(instruction="Fix the bug.", region=alone, language="python",
                                                focus_line=5), policy=policy)
         assert (prose.hint, prose.noop_line, prose.source, prose.seconds) == (5, None, "user", 0.0)

@@ -224,7 +224,7 @@ class LocalProgram:
         def read() -> None:
             plan = plan_focus(loaded, parts, localize=request.localize, noop=request.noop_deviation,
                               policy=request.focus_policy, cancelled=cancelled)
-            if plan.seconds:
+            if plan.scored:
                 return
             job = DecodeJob.start(loaded, request, replace(parts, focus_line=plan.hint), cancelled)
             self.prompt(job)
