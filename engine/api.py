@@ -13,6 +13,7 @@ a remote backend (vLLM) they run concurrently and the server batches them.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from dataclasses import dataclass, field, replace
@@ -134,6 +135,13 @@ class Engine:
         with self._lock:
             for loaded in self.models():
                 loaded.close()
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """The engine to the caller alone, after any running edit or warm-up (the engine's lock):
+        for forwards outside an edit, such as doctor's timing probe."""
+        with self._lock:
+            yield
 
     def stream(self, request: EditRequest, cancelled: Callable[[], bool] = never_cancelled) -> Iterator[Event]:
         """Events of one edit, as they happen. ``cancelled`` is polled before the edit starts,

@@ -152,6 +152,13 @@ def uri_argument(raw: Any, command: str, shape: str = '{"uri": str | null}', req
     return uri
 
 
+def flag_argument(raw: Any, name: str) -> bool:
+    """Whether the one argument object of a command (see :func:`uri_argument`) sets ``name`` to true."""
+    if isinstance(raw, (list, tuple)) and len(raw) == 1:
+        raw = raw[0]
+    return isinstance(raw, Mapping) and raw.get(name) is True
+
+
 def fix_instruction(diagnostics: Sequence[types.Diagnostic]) -> str:
     """"Fix: <message>; <message>" from the diagnostics (deduplicated), or "Fix the bug"."""
     messages: list[str] = []

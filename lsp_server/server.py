@@ -5,7 +5,8 @@ Features: "AI fix" / "AI edit…" code actions, the commands ``copyAsDecode.serv
 the document the same way), ``copyAsDecode.server.cancel`` (``{"uri": str | null}``:
 stop running/queued edits), ``copyAsDecode.server.applyPending`` (``{"uri": str | null}``: apply
 the edit held for review, for clients that cannot preview an annotated edit) and
-``copyAsDecode.server.settings`` (``{"uri": str}``: the effective settings, for debugging), and
+``copyAsDecode.server.settings`` (``{"uri": str, "doctor": bool}``: the effective settings, for
+debugging; with ``doctor``, also ``copy-as-decode doctor``'s report for them), and
 the notification ``copyAsDecode/status``
 (``{"state": "loading" | "ready" | "editing" | "error", "message": str}``) that status bars show.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +33,7 @@ from lsp_server.actions import (
     COMMAND_SETTINGS,
     EditArgs,
     code_actions,
+    flag_argument,
     uri_argument,
 )
 from lsp_server.documents import DocumentStore, path_of
@@ -185,6 +188,21 @@ class CopyAsDecodeServer(LanguageServer):
             await self.engine_for(key)
         except Exception:  # noqa: BLE001 - already reported to the user by engine_for
             pass
+
+    async def doctor(self, settings: Settings) -> dict[str, Any]:
+        """``copy-as-decode doctor``'s report for ``settings`` (engine.doctor_report): the model as
+        an edit loads it (``load_s``: how long it was waited for), the probe in a worker thread once
+        no edit or warm-up runs on it; a model that cannot load gives the command's failure
+        (``ok`` false, the error and the fix)."""
+        from engine.doctor_report import load_failure, report
+
+        began = time.perf_counter()
+        try:
+            engine = await self.engine_for(ModelKey.of(settings))
+        except Exception as exc:  # noqa: BLE001 - answered as doctor answers it (and shown by engine_for)
+            return load_failure(exc)
+        self.warmups.stop()
+        return await asyncio.to_thread(report, engine, settings, time.perf_counter() - began)
 
     async def engine_for(self, key: ModelKey) -> Any:
         """The engine for ``key``; loads it with a progress bar and status notifications.
@@ -400,8 +418,11 @@ def create_server(pool: ModelPool | None = None) -> CopyAsDecodeServer:
         except ValueError as exc:
             return ls.fail(str(exc))
         effective, warnings = await ls.settings_for(uri) if uri else ls.config.settings_for(None)
-        return {"settings": effective.lsp_dict(), "warnings": warnings, "loadedModels": ls.pool.names(),
-                "warmUps": ls.warmups.done[-5:]}
+        answer = {"settings": effective.lsp_dict(), "warnings": warnings, "loadedModels": ls.pool.names(),
+                  "warmUps": ls.warmups.done[-5:]}
+        if flag_argument(args, "doctor"):
+            answer["doctor"] = await ls.doctor(effective)
+        return answer
 
     @server.feature(types.SHUTDOWN)
     def shutdown(ls: CopyAsDecodeServer, *args: Any) -> None:

@@ -46,12 +46,16 @@ def test_rank_lines_by_surprise_and_cursor() -> None:
 
 
 @pytest.mark.model
-def test_plan_focus_on_the_example(default_engine) -> None:
+def test_plan_focus_on_the_example(default_engine, monkeypatch: pytest.MonkeyPatch) -> None:
     """examples/buggy_add.py: the least natural line is the bug; under guard
     the hint goes there and is guarded wherever the cursor is; under keep a user focus on code is
-    kept; without the localizer the focus is exactly what was sent."""
+    kept; without the localizer the focus is exactly what was sent. (Its two code lines are a
+    region the product runs without the localizer, FEW_LINES: lowered here to test the ranking.)"""
+    import engine.decoding.localize
     from engine.decoding.localize import _SURPRISES, CURSOR_WINDOW, plan_focus
     from engine.decoding.prompt import PromptParts
+
+    monkeypatch.setattr(engine.decoding.localize, "FEW_LINES", 1)
 
     text = (Path(__file__).resolve().parents[1] / "examples" / "buggy_add.py").read_text()
     loaded = default_engine.model_for("program")
@@ -154,3 +158,44 @@ def test_a_cursor_scores_only_the_lines_near_it(default_engine) -> None:
             assert (a.tokens, round(a.total, 3)) == (b.tokens, round(b.total, 3)), a.line
         else:
             assert b.tokens == 0, b.line
+
+
+@pytest.mark.model
+def test_no_forward_where_its_answer_is_known_or_the_region_is_small(default_engine) -> None:
+    """A cursor whose window holds no other code line: the plan the forward would give, without
+    the forward. A region of at most FEW_LINES code lines: no forward either (a cursor on code is
+    the guarded hint, else the last code line with a word). The warm-up then reads the edit's own
+    prompt."""
+    from engine.api import EditRequest
+    from engine.decoding.localize import _SURPRISES, FEW_LINES, plan_focus
+    from engine.decoding.prompt import PromptParts
+    from engine.decoding.warm import warm_prompt
+
+    loaded = default_engine.model_for("program")
+    _SURPRISES.pop(loaded.runtime, None)
+    alone = "x = 41\n" + "# note\n" * 8 + "".join(f"y{i} = {i}\n" for i in range(FEW_LINES))
+    for policy in ("hold", "guard", "keep", "move"):
+        on = plan_focus(loaded, PromptParts(instruction="Fix the bug.", region=alone, language="python",
+                                            focus_line=1), policy=policy)
+        assert (on.hint, on.noop_line, on.source, on.cursor_share, on.seconds, on.scored) == (1, 1, "user", 1.0, 0.0,
+                                                                                               False)
+        prose = plan_focus(loaded, PromptParts(instruction="Fix the bug.", region=alone, language="python",
+                                               focus_line=5), policy=policy)
+        assert (prose.hint, prose.noop_line, prose.source, prose.seconds) == (5, None, "user", 0.0)
+    text = (Path(__file__).resolve().parents[1] / "examples" / "buggy_add.py").read_text()  # 2 code lines
+    parts = PromptParts(instruction="Fix the bug in add.", region=text, language="python")
+    for policy in ("hold", "guard", "keep", "move"):
+        guarded = 3 if policy in ("hold", "guard") else None  # as the localizer's own line would be
+        plan = plan_focus(loaded, parts, policy=policy)
+        assert (plan.hint, plan.noop_line, plan.source, plan.seconds) == (3, guarded, "localized", 0.0)
+        for focus, want in ((1, (1, 1, "user")), (2, (3, guarded, "moved")), (3, (3, 3, "user"))):  # 2: the docstring
+            near = plan_focus(loaded, PromptParts(instruction=parts.instruction, region=text, focus_line=focus),
+                              policy=policy)
+            assert (near.hint, near.noop_line, near.source, near.seconds) == (*want, 0.0), (policy, focus)
+    js = "const isOdd = (n) => {\n  return n % 2 === 0;\n};\n"  # the closing line is never the hint
+    assert plan_focus(loaded, PromptParts(instruction="Fix isOdd.", region=js, language="javascript")).hint == 2
+    request = EditRequest(text=text, instruction="Fix the bug in add.", mode="program", language="python")
+    default_engine.forget_prompts()
+    assert warm_prompt(loaded, request, lambda: False, 4096).forwarded > 0
+    result = default_engine.edit(request)
+    assert result.breakdown["prefix_reused"] > 0 and "localize_s" not in result.breakdown

@@ -577,9 +577,10 @@ async def test_a_crlf_selection_gets_its_lf_twins_edit(client: LanguageClient, w
     editor: Editor = client.editor
     uri = uri_of(workspace, f"program/crlf_{client.profile[:6]}.py")
     editor.open(uri, to_crlf(lf))
-    rng = {"start": {"line": 1, "character": 0}, "end": {"line": 2, "character": len("    return a - b")}}
+    # the whole function: a selection of its last two lines alone is a fix the model writes prose after
+    rng = {"start": {"line": 0, "character": 0}, "end": {"line": 2, "character": len("    return a - b")}}
     outcome = await execute(client, {"uri": uri, "range": rng, "instruction": "Fix the bug", "kind": "fix"})
-    want, result, _ = expected(engine, lf, "Fix the bug", lines=(2, 3), mode="program", max_new_tokens=48)
+    want, result, _ = expected(engine, lf, "Fix the bug", lines=(1, 3), mode="program", max_new_tokens=48)
     assert editor.text(uri) == to_crlf(want), outcome
     assert outcome["summary"]["program"] == to_crlf(result.program.serialize())
     for state in editor.history[uri]:

@@ -155,7 +155,7 @@ def test_setting_turns_reuse_off(default_engine: Engine):
         program_runtime = default_engine.model_for("program").runtime
         program_budget, program_runtime.prefixes.max_tokens = program_runtime.prefixes.max_tokens, 0
         try:
-            request = EditRequest(BUGGY, "Fix the bug in add.", mode="program", max_new_tokens=32)
+            request = EditRequest(BUGGY * 2, "Fix the bug in add.", mode="program", max_new_tokens=32)  # > FEW_LINES
             assert all(default_engine.edit(request).breakdown.get("localize_s", 0) > 0 for _ in range(2))
         finally:
             program_runtime.prefixes.max_tokens = program_budget

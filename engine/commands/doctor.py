@@ -10,18 +10,14 @@ import argparse
 import json
 import sys
 import time
-from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 from engine.api import Engine
 from engine.commands.edit import ENGINE_FLAGS, workspace_settings
-from engine.core.choices import Mode
 from engine.core.errors import EditError, ModelLoadError
-from engine.runtime.probe import Probe, probe
-from engine.runtime.protocol import is_local
+from engine.doctor_report import load_failure, report
 from engine.runtime.selector.adapter import resolve_selector
-from engine.settings import SPECS, Settings, add_setting_flags, engine_arguments, given_flags, with_flags
+from engine.settings import add_setting_flags, engine_arguments, given_flags, with_flags
 from engine.verdict import EXIT_BAD_REQUEST
 
 DESCRIPTION = """\
@@ -40,20 +36,6 @@ exit status:
   0  this configuration runs
   2  it cannot: the model or the backend is missing (the message names the fix)
 """
-# The most drafted tokens a verify could carry, for asking a backend how many it allows.
-DRAFT_ASK = 16
-# What a load error's setting is, when its message does not say how to fix it.
-LOAD_FIX = ("set `model` (--model) to 'default', a .gguf file, a model folder or a hub id in the local cache, "
-            "and `backend` (--backend) to one that is installed")
-
-
-@dataclass(frozen=True)
-class Line:
-    """One fact: its value, why it is so, and the setting (snake_case name) that changes it."""
-
-    value: str
-    why: str
-    setting: str
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -73,100 +55,20 @@ def run(args: argparse.Namespace) -> int:
         resolve_selector(settings.selector, settings.model)  # a bad adapter folder fails before the model loads
         engine = Engine.load(**engine_arguments(settings))
     except (ModelLoadError, EditError) as exc:
-        message = str(exc)
-        fix = "" if any(word in message for word in ("pip install", "hf download", "use '", "; run")) else LOAD_FIX
+        failure = load_failure(exc)
         if args.json:
-            print(json.dumps({"ok": False, "error": message, "fix": fix}, indent=2))
+            print(json.dumps(failure, indent=2))
         else:
-            print(f"error: {message}" + (f"\nfix: {fix}" if fix else ""), file=sys.stderr)
+            print(f"error: {failure['error']}" + (f"\nfix: {failure['fix']}" if failure["fix"] else ""),
+                  file=sys.stderr)
         return EXIT_BAD_REQUEST
     load_s = time.perf_counter() - began
     try:
-        lines, estimate = diagnose(engine, settings)
+        facts = report(engine, settings, load_s)
     finally:
         engine.close()
     if args.json:
-        print(json.dumps({"ok": True, "load_s": round(load_s, 2), "lines": {k: asdict(v) for k, v in lines.items()},
-                          "estimate": estimate}, indent=2))
+        print(json.dumps({k: v for k, v in facts.items() if k != "screen"}, indent=2))
     else:
-        print(screen(lines, load_s))
+        print(facts["screen"])
     return 0
-
-
-def diagnose(engine: Engine, settings: Settings) -> tuple[dict[str, Line], dict[str, Any] | None]:
-    """The facts of a loaded engine under ``settings``, and the probe's numbers (None on a server)."""
-    mode: Mode = engine.resolve_mode(settings.mode)
-    runtime = engine.model_for(mode).runtime
-    facts = runtime.facts()
-    chosen = " (llama.cpp for a .gguf when installed, else transformers)" if settings.backend == "auto" else ""
-    lines = {
-        "model": Line(settings.model, f"found at {engine.loaded.runtime.facts()['weights']}", "model"),
-        "backend": Line(engine.loaded.backend, f"{settings.backend} asked{chosen}", "backend"),
-        "device": Line(engine.loaded.device, f"{settings.device} asked", "device"),
-        "threads": Line(facts["threads"].split(" ", 1)[0], facts["threads"].partition(" ")[2].strip("()"),
-                        "threads"),
-        "context": Line(f"{runtime.context_limit() or 'unknown'} tokens",
-                        "prompt plus generated text (the setting is llama.cpp's; elsewhere the model's own limit)",
-                        "context_size"),
-    }
-    if "flash attention" in facts:
-        why = ("auto: off on the CPU, where its kernel takes fewer than 64 rows one at a time"
-               if settings.flash_attention == "auto" else f"{settings.flash_attention} asked")
-        lines["flash attention"] = Line(facts["flash attention"], why, "flash_attention")
-    found = engine.selector
-    lines["selector"] = Line(found or "none", (f"found, so mode {settings.mode} runs {mode}, on {facts['weights']}"
-                                               if found else
-                                               f"none found or asked for, so mode {settings.mode} runs {mode}"),
-                             "selector")
-    lines["verify"] = _verify(engine, settings)
-    lines["prompt cache"] = Line(f"{settings.prefix_cache_tokens} tokens" if runtime.keeps_prompts else "off",
-                                 "the next edit reuses the KV of the last prompts' shared prefix"
-                                 if runtime.keeps_prompts else "every edit prefills its whole prompt",
-                                 "prefix_cache_tokens")
-    if not is_local(runtime):
-        return lines, None
-    measured = probe(runtime)
-    lines["estimate"] = _estimate(measured)
-    estimate = {"step_ms": round(measured.step_s * 1000, 1), "s": {str(n): round(r, 2) for n, r in measured.ratios.items()},
-                "probe_s": round(measured.seconds, 2)}
-    return lines, estimate
-
-
-def _verify(engine: Engine, settings: Settings) -> Line:
-    """What the verify rule means on the text modes' backend, and whether speculative drafts there."""
-    runtime = engine.loaded.runtime
-    if not is_local(runtime):
-        return Line(settings.verify, "the server checks the drafts", "verify")
-    session = runtime.session()  # takes no context until its first append
-    try:
-        rule, room = session.verify_rule(settings.verify), session.draft_room(DRAFT_ASK, settings.verify)
-    finally:
-        session.close()
-    means = f"{settings.verify} means {rule} here" if settings.verify == "auto" else rule
-    if room == 0:
-        drafts = ("speculative drafts nothing: this build's batched forwards round differently from one-token "
-                  "steps, so an exact verify holds one row and decodes like ar (verify argmax drafts, but its output may "
-                  "differ from ar's)")
-    else:
-        drafts = ("speculative drafts: a verify of any size gives exactly what its steps would" if room >= DRAFT_ASK
-                  else f"speculative drafts up to {room} tokens a verify (the most rows that round as steps do)")
-    return Line(means, drafts, "verify")
-
-
-def _estimate(measured: Probe) -> Line:
-    ratios = ", ".join(f"s({n}) = {r:.1f}" for n, r in measured.ratios.items())
-    widest = max(measured.ratios)
-    return Line(f"up to {measured.speedup(widest):.1f}x on copied text",
-                f"estimate from a {measured.seconds:.1f} s probe: a step {measured.step_s * 1000:.0f} ms, an N-token "
-                f"forward costs s(N) steps ({ratios}), so {widest} tokens in one forward run "
-                f"{measured.speedup(widest):.1f}x as fast as {widest} steps", "threads")
-
-
-def screen(lines: dict[str, Line], load_s: float) -> str:
-    """The facts as one screen: name, value and why, then the setting (file key and flag)."""
-    out = []
-    for name, line in lines.items():
-        spec = SPECS[line.setting]
-        out.append(f"{name:<16}{line.value}\n{'':<16}{line.why}  [{spec.name}, {spec.flag}]")
-    out.append(f"{'loaded in':<16}{load_s:.1f} s")
-    return "\n".join(out)

@@ -34,7 +34,7 @@ from engine.decoding.prompt import (
 from engine.decoding.remote_decode import RemoteProgramDecoder, decode_text_remote
 from engine.decoding.tables import ModelTables, tables_for
 from engine.decoding.text_decoder import decode_text
-from engine.language.program import CopyTokens
+from engine.language.program import PROGRAM_OPENING, CopyTokens
 from engine.runtime.models import LoadedModel
 from engine.runtime.protocol import is_local
 from engine.runtime.selector.adapter import prompt_layout
@@ -157,8 +157,9 @@ def _text_ids(loaded: LoadedModel, parts: PromptParts) -> list[int]:
 
 
 def _localizer_prompt(loaded: LoadedModel, request: EditRequest, parts: PromptParts) -> tuple[list[int], str]:
-    """Program mode reads the localizer's prompt first; where no localizer runs (no selector, one
-    line, or ``localize`` off) nothing is read ahead."""
+    """Program mode reads the localizer's prompt first (where the localizer runs no forward, the
+    warm-up reads the edit's own prompt instead: LocalProgram.warm); where no localizer runs (no
+    selector, one line, or ``localize`` off) nothing is read ahead."""
     if not (request.localize and loaded.selector and len(split_lines(parts.region)) >= 2):
         return [], "no localizer forward to read ahead"
     return prompt_with_lines(loaded.tokenizer, parts)[0], ""
@@ -218,10 +219,24 @@ class LocalProgram:
 
     def warm(self, loaded: LoadedModel, request: EditRequest, parts: PromptParts, ids: list[int],
              cancelled: Callable[[], bool]) -> Warmed:
-        """The localizer's forward, as the edit runs it: its KV and its surprise are kept."""
-        return _warm_in_process(loaded, lambda: plan_focus(
-            loaded, parts, localize=request.localize, noop=request.noop_deviation, policy=request.focus_policy,
-            cancelled=cancelled))
+        """The localizer's forward, as the edit runs it: its KV and its surprise are kept. Where
+        it runs none (a small region, or an answer known without one), the edit's own prompt."""
+        def read() -> None:
+            plan = plan_focus(loaded, parts, localize=request.localize, noop=request.noop_deviation,
+                              policy=request.focus_policy, cancelled=cancelled)
+            if plan.scored:
+                return
+            job = DecodeJob.start(loaded, request, replace(parts, focus_line=plan.hint), cancelled)
+            self.prompt(job)
+            session = loaded.session()
+            session.cancelled = cancelled
+            try:
+                # with the program's forced opening, as the decoder's prefill forwards it
+                session.append(job.prompt_ids + encode(loaded.tokenizer, PROGRAM_OPENING), "prefill", marks=job.marks)
+            finally:
+                session.close()
+
+        return _warm_in_process(loaded, read)
 
     def prepare(self, job: DecodeJob) -> None:
         _prefetch_grammar(job)

@@ -67,8 +67,8 @@ class ServerConfig:
     """``model_id``: the name ``/v1/models`` lists and requests must use; ``api_key``: when set,
     requests need ``Authorization: Bearer <key>``; ``settings``: the server's settings, whose
     request-level ones (engine.decoding.request.REQUEST_SETTINGS) an edit body may override,
-    whose ``verify`` rule a prediction's drafts follow and whose ``chat_max_tokens`` a chat
-    completion without ``max_tokens`` gets."""
+    whose ``verify`` rule a prediction's drafts follow (unless a request names its own) and whose
+    ``chat_max_tokens`` a chat completion without ``max_tokens`` gets."""
 
     model_id: str
     max_waiting: int = 8
@@ -150,7 +150,7 @@ def create_app(engine: Engine, config: ServerConfig) -> FastAPI:
             return await chat_apply(request, req, parts)
         prediction = content_text(req.prediction.content) if req.prediction is not None else None
         job = build_job(loaded, chat_messages(req.messages), req.token_limit(), req.stop_strings(), req.temperature,
-                        req.top_p, req.seed, prediction or None, config.settings.verify,
+                        req.top_p, req.seed, prediction or None, req.verify_rule(config.settings.verify),
                         config.settings.chat_max_tokens)
         ticket = queue.admit()
 

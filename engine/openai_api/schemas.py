@@ -55,6 +55,16 @@ class StreamOptions(BaseModel):
     include_usage: bool = False
 
 
+class ChatExtension(BaseModel):
+    """The engine's own request fields, under ``copy_as_decode`` (OpenAI clients send it with
+    ``extra_body``): ``verify`` is how a prediction's drafts are verified for this request (one of
+    engine.core.choices.VERIFY_RULES; None: the server's ``--verify``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    verify: Verify | None = None
+
+
 class ChatCompletionRequest(BaseModel):
     """``POST /v1/chat/completions``. ``temperature`` defaults to 0 (greedy; OpenAI's default is 1):
     an edit engine's clients want the model's most likely rewrite, and drafting from the prediction
@@ -78,6 +88,12 @@ class ChatCompletionRequest(BaseModel):
     tool_choice: Any = None
     functions: list[Any] | None = None
     partial: bool = False  # an apply (engine.openai_api.apply) that places only some chunks answers them
+    copy_as_decode: ChatExtension | None = None
+
+    def verify_rule(self, server: str) -> str:
+        """The request's verify rule if it names one, else the server's."""
+        named = self.copy_as_decode.verify if self.copy_as_decode is not None else None
+        return named or server
 
     def stop_strings(self) -> tuple[str, ...]:
         stops = [self.stop] if isinstance(self.stop, str) else list(self.stop or [])

@@ -56,7 +56,13 @@ import {
   tailOf,
   userLevelSettings,
 } from "./settings";
-import { STATUS_NOTIFICATION, statusFromNotification, StatusView } from "./status";
+import {
+  doctorSummary,
+  SERVER_SETTINGS_COMMAND,
+  STATUS_NOTIFICATION,
+  statusFromNotification,
+  StatusView,
+} from "./status";
 
 const CLIENT_ID = "copyAsDecode";
 const CLIENT_NAME = "Copy-as-Decode";
@@ -321,6 +327,9 @@ async function startClient(): Promise<void> {
     const s = statusFromNotification(params);
     if (s && client === created) {
       status.update((m) => m.server(s));
+      if (s.state === "ready" && status.model.doctor === undefined) {
+        void askDoctor(created);
+      }
     }
   });
   try {
@@ -508,4 +517,27 @@ function watchPythonExtension(context: vscode.ExtensionContext): void {
 
 function errorText(e: unknown): string {
   return e instanceof Error ? e.message : String(e);
+}
+
+/** The doctor report's summary for the active document, into the status bar item's tooltip. */
+async function askDoctor(running: LanguageClient): Promise<void> {
+  const document = vscode.window.activeTextEditor?.document;
+  if (!document) {
+    return;
+  }
+  status.model.doctor = ""; // asked: no second request while this one runs
+  try {
+    const reply: unknown = await running.sendRequest(ExecuteCommandRequest.type, {
+      command: SERVER_SETTINGS_COMMAND,
+      arguments: [{ uri: document.uri.toString(), doctor: true }],
+    });
+    const summary = doctorSummary(reply);
+    if (client === running && summary) {
+      status.update((m) => {
+        m.doctor = summary;
+      });
+    }
+  } catch (e) {
+    output.appendLine(`doctor report failed: ${errorText(e)}`);
+  }
 }

@@ -5,6 +5,8 @@
  * the server's work-done progress ("Loading model", "AI edit" with percentages), the server's
  * `copyAsDecode/status` notification (loading, ready, editing, error) and the lifetime of edit
  * commands the extension forwards (editing until the command returns).
+ * Once the server is ready, the tooltip also shows the summary of `copy-as-decode doctor`'s report
+ * for the active document (the server's settings command with `doctor: true`).
  * `describeStatus` is pure; `StatusView` only copies its result onto a status bar item.
  */
 
@@ -28,6 +30,8 @@ export interface StatusNotification {
 }
 
 export const STATUS_NOTIFICATION = "copyAsDecode/status";
+/** The server's settings command; with `doctor: true` it answers `copy-as-decode doctor`'s report too. */
+export const SERVER_SETTINGS_COMMAND = "copyAsDecode.server.settings";
 
 /** The value of a work-done `$/progress` notification (LSP WorkDoneProgressBegin/Report/End). */
 export interface WorkDoneValue {
@@ -65,9 +69,30 @@ export function statusFromNotification(params: unknown): Status | undefined {
   return status;
 }
 
-export function describeStatus(status: Status): StatusLook {
+/**
+ * The tooltip line of the settings command's `doctor` report: its summary (mode, model, backend,
+ * device, threads, verify rule, the probe's estimate), or why the configuration cannot run.
+ */
+export function doctorSummary(reply: unknown): string | undefined {
+  const doctor = (reply as { doctor?: unknown } | null)?.doctor;
+  if (typeof doctor !== "object" || doctor === null) {
+    return undefined;
+  }
+  const d = doctor as { ok?: unknown; summary?: unknown; error?: unknown; fix?: unknown };
+  if (d.ok === true && typeof d.summary === "string" && d.summary) {
+    return d.summary;
+  }
+  if (d.ok === false && typeof d.error === "string") {
+    return `cannot run: ${d.error}${typeof d.fix === "string" && d.fix ? ` (fix: ${d.fix})` : ""}`;
+  }
+  return undefined;
+}
+
+/** `doctor`: the summary of the doctor report, shown in the tooltip while the server is ready or editing. */
+export function describeStatus(status: Status, doctor?: string): StatusLook {
   const detail = status.message ? `: ${status.message}` : "";
-  const hint = "\nClick to show the log.";
+  const hint = (doctor && (status.state === "ready" || status.state === "editing") ? `\n${doctor}` : "") +
+    "\nClick to show the log.";
   switch (status.state) {
     case "stopped":
       return { text: `$(circle-slash) ${NAME}`, tooltip: `${NAME} server stopped${detail}${hint}` };
@@ -101,6 +126,8 @@ export class StatusModel {
   private editProgress: Status | undefined;
   /** Work-done progress the server reports, by token (a model load or an edit). */
   private readonly progress = new Map<string, Status>();
+  /** The summary of the server's doctor report for the model in use (undefined: not asked yet). */
+  doctor: string | undefined;
 
   current(): Status {
     if (this.base.state === "error" || this.base.state === "starting" || this.base.state === "stopped") {
@@ -131,6 +158,7 @@ export class StatusModel {
   client(state: "starting" | "running" | "stopped", message?: string): void {
     if (state === "starting") {
       this.base = { state: "starting" };
+      this.doctor = undefined;
       this.pendingEdits = 0;
       this.editProgress = undefined;
       this.progress.clear();
@@ -148,6 +176,9 @@ export class StatusModel {
 
   /** The server said something (`copyAsDecode/status`). */
   server(status: Status): void {
+    if (status.state === "loading") {
+      this.doctor = undefined; // another model: its report is asked for once it is ready
+    }
     if (status.state === "editing") {
       this.editProgress = status;
       if (this.base.state === "loading") {
@@ -212,7 +243,7 @@ export class StatusView {
 
   update(mutate: (model: StatusModel) => void): void {
     mutate(this.model);
-    const look = describeStatus(this.model.current());
+    const look = describeStatus(this.model.current(), this.model.doctor);
     this.item.text = look.text;
     this.item.tooltip = look.tooltip;
     this.item.backgroundColor = look.background ? this.themeColor(look.background) : undefined;

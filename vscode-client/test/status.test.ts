@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { describeStatus, StatusModel, statusFromNotification } from "../src/status";
+import { describeStatus, doctorSummary, StatusModel, statusFromNotification } from "../src/status";
 
 test("describeStatus: one look per state", () => {
   assert.match(describeStatus({ state: "starting" }).text, /starting/);
@@ -86,4 +86,39 @@ test("StatusModel: the server's editing status ends its loading status", () => {
   m.server({ state: "ready", message: "done" });
   m.editFinished();
   assert.deepEqual(m.current(), { state: "ready", message: "done" });
+});
+
+test("doctorSummary: the report's summary, or why the configuration cannot run", () => {
+  const summary = "program mode; default; llamacpp on cpu; 1 thread(s); verify auto means exact here";
+  assert.equal(doctorSummary({ settings: {}, doctor: { ok: true, summary, lines: {} } }), summary);
+  assert.equal(
+    doctorSummary({ doctor: { ok: false, error: "GGUF file not found", fix: "set `model`" } }),
+    "cannot run: GGUF file not found (fix: set `model`)",
+  );
+  assert.equal(doctorSummary({ doctor: { ok: false, error: "no llama_cpp", fix: "" } }), "cannot run: no llama_cpp");
+  assert.equal(doctorSummary({ settings: {} }), undefined);
+  assert.equal(doctorSummary(null), undefined);
+  assert.equal(doctorSummary({ doctor: { ok: true } }), undefined);
+});
+
+test("describeStatus: the doctor summary is in the tooltip while ready or editing", () => {
+  const summary = "program mode; default";
+  assert.match(describeStatus({ state: "ready" }, summary).tooltip, /ready\nprogram mode; default\nClick/);
+  assert.match(describeStatus({ state: "editing" }, summary).tooltip, /program mode; default/);
+  assert.doesNotMatch(describeStatus({ state: "error", message: "x" }, summary).tooltip, /program mode/);
+  assert.equal(describeStatus({ state: "ready" }).tooltip, "Copy-as-Decode ready\nClick to show the log.");
+});
+
+test("StatusModel: a restart or another model's load forgets the doctor summary", () => {
+  const m = new StatusModel();
+  m.client("starting");
+  m.client("running");
+  m.doctor = "program mode";
+  m.server({ state: "ready" });
+  assert.equal(m.doctor, "program mode");
+  m.server({ state: "loading", message: "other" });
+  assert.equal(m.doctor, undefined);
+  m.doctor = "speculative mode";
+  m.client("starting");
+  assert.equal(m.doctor, undefined);
 });
