@@ -233,9 +233,8 @@ def run(args: argparse.Namespace) -> int:
             write_atomic(path, result.output_text)
     unchanged = no_fix(result)
     if args.json:
-        print(json.dumps({**json_summary(result, compared, verdict.damage, message, targets if write else [],
-                                         request.language, verdict.syntax),
-                          "no_fix": unchanged.json() if unchanged else None}, indent=2))
+        print(json.dumps(json_summary(result, compared, verdict.damage, message, targets if write else [],
+                                      request.language, verdict.syntax), indent=2))
     else:
         _report(out, args.file, result, compared)
         if unchanged:
