@@ -92,7 +92,10 @@ class CandidatesRun(EditRun):
             self.error = str(exc)
             return
         best = self.search.best
-        self.result = best.result if best is not None else None
+        if best is None:  # cancelled before the first candidate finished
+            self.error = "the edit was cancelled"
+            return
+        self.result = best.result
         yield {"event": "finished"}
 
     def summary(self) -> dict[str, Any]:
