@@ -31,6 +31,7 @@ from engine.evaluation.focus import focus_for
 from engine.training.synth import first_changed_line
 
 SUFFIX = {"python": ".py", "javascript": ".js"}
+CORPORA = ("humanevalfix-python", "humanevalfix-js")  # the corpora whose tests the check runner runs
 
 
 def check_for(case: EditCase, folder: Path, timeout: float) -> tuple[CheckSpec, Path]:
@@ -45,6 +46,7 @@ def check_for(case: EditCase, folder: Path, timeout: float) -> tuple[CheckSpec, 
 
 
 def near_focus(case: EditCase, setting: str) -> int | None:
+    """The focus a search sends for ``case`` (engine.evaluation.focus: ``near`` is the editor's cursor)."""
     try:
         changed = first_changed_line(case.input, case.gold)
     except ValueError:

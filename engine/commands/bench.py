@@ -230,13 +230,15 @@ def run_candidate_edits(args: argparse.Namespace) -> int:
     """``bench edits --candidates K,... --check tests`` (engine.bench.candidates)."""
     from rich.console import Console
 
-    from engine.bench.candidates import parse_arms, run_candidates_corpus
+    from engine.bench.candidates import CORPORA, parse_arms, run_candidates_corpus
 
     console = Console(stderr=True)
     try:
         arms = parse_arms(args.candidates)
         if args.check != "tests":
             raise ValueError("--candidates needs --check tests (the corpus tests are the check)")
+        if args.corpus not in CORPORA:
+            raise ValueError(f"--candidates runs on {' or '.join(CORPORA)} (their tests are the check)")
         load_corpus(args.corpus)
         engine = _load(args, console, reuse_prompts=True)
     except (CorpusError, ModelLoadError, ValueError) as exc:
