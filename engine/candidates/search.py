@@ -7,7 +7,9 @@ The candidates of a round are, in the order they are decoded:
    candidates);
 2. greedy edits hinted and guarded at the localizer's next lines (``EditResult.focus.ranked``:
    the lines the first edit ranked, best first; engine/decoding/localize.py);
-3. seeded samples (``EditRequest.temperature``/``seed``) at the first edit's line.
+3. seeded samples (``EditRequest.temperature``/``seed``) at the first edit's line: the program
+   decoder has no beam search, so sampling gives the other gens at a line (figures in
+   docs/benchmarks.md, "Checked candidates"; beam is not measured against it).
 
 Each shares the prompt the first one read: the program prompt up to its focus hint is the same
 for every candidate, so the runtime's prefix cache (engine/runtime/prefix_cache.py) gives its KV
