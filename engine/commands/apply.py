@@ -55,7 +55,7 @@ exit status:
   3  the merge did not finish (token limit, or a loop)
   4  refused: it would delete most of the file
   5  refused: the file parsed before the merge and does not after it
-  6  some of the update matches nothing in the file: nothing was written (the
+  7  some of the update matches nothing in the file: nothing was written (the
      unmatched update lines are named; --partial writes the rest)
 """
 

@@ -69,12 +69,24 @@ class UnplacedChunk:
         return {"lines": [self.start, self.end], "text": self.text}
 
 
+@dataclass(frozen=True)
+class FocusLines:
+    """Where a program edit looked, in document lines (see :class:`EditResult`)."""
+
+    hint: int | None = None
+    guarded: int | None = None
+    ranked: tuple[int, ...] = ()
+
+
 @dataclass
 class EditResult:
     """Outcome of one edit. ``output_text`` is the whole document; ``region_output`` replaces the
     edited region (lines ``region[0]..region[1]``, 1-based inclusive, or the whole text).
     ``unplaced`` (an apply): the update's chunks that could not be placed; unless the request
-    was ``partial`` the result then stops as ``unplaced`` with the document unchanged."""
+    was ``partial`` the result then stops as ``unplaced`` with the document unchanged.
+    ``focus``: where a program edit looked (document lines, 1-based): ``hint`` the line the prompt
+    named, ``guarded`` the line whose no-op gen deviates (engine.decoding.noop_gen), ``ranked``
+    the localizer's candidate lines best first; empty when none was chosen."""
 
     mode: str
     model: str
@@ -92,6 +104,7 @@ class EditResult:
     breakdown: dict[str, float] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     unplaced: list[UnplacedChunk] = field(default_factory=list)
+    focus: FocusLines = field(default_factory=FocusLines)
 
     @property
     def changed(self) -> bool:
@@ -114,6 +127,7 @@ class EditResult:
             "breakdown": self.breakdown,
             "warnings": self.warnings,
             "unplaced": [chunk.summary() for chunk in self.unplaced],
+            "focus": {"hint": self.focus.hint, "guarded": self.focus.guarded, "ranked": list(self.focus.ranked)},
         }
 
 
