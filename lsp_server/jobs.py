@@ -217,10 +217,7 @@ class LiveEdit:
                 detail=f"{type(failure).__name__}: {failure}" if failure is not None else "no result"))
         verdict = judge(result, self.instruction, self.settings.max_new_tokens, self.language)
         if verdict.kind == "cancelled" or self.cancel.is_set():
-            restored = RESTORED if await writer.restore(live) else ""
-            if self.cancel.reason == "superseded":
-                return Outcome("superseded", CANCELLED.format(what=SUPERSEDED, restored=restored))
-            return Outcome("cancelled", CANCELLED.format(what="cancelled", restored=restored))
+            return await self._stopped(live)
         if verdict.kind == "unfinished":
             restored = await writer.restore(live)
             note = LEFT_UNCHANGED if restored or live.shown == live.input else LEFT_PARTIAL
@@ -239,6 +236,13 @@ class LiveEdit:
         if not result.changed:
             return Outcome("unchanged", UNCHANGED.format(mode=result.mode, tokens=result.tokens.total))
         return Outcome("done", DONE.format(summary=summary_text(result)), syntax=verdict.syntax.json())
+
+    async def _stopped(self, live: LiveRegion) -> Outcome:
+        """Cancelled or superseded: the region's original text back when the edit had shown any."""
+        restored = RESTORED if await self.writer.restore(live) else ""
+        if self.cancel.reason == "superseded":
+            return Outcome("superseded", CANCELLED.format(what=SUPERSEDED, restored=restored))
+        return Outcome("cancelled", CANCELLED.format(what="cancelled", restored=restored))
 
     def _lost(self) -> Outcome:
         lost = self.writer.lost
