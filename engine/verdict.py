@@ -15,6 +15,7 @@ from engine.core.lines import split_lines
 from engine.decoding.events import EditResult
 
 EXIT_CANCELLED, EXIT_BAD_REQUEST, EXIT_UNFINISHED, EXIT_DESTRUCTIVE, EXIT_SYNTAX = 1, 2, 3, 4, 5
+EXIT_NO_VERIFIED_FIX = 6  # a check was given and no candidate passed it (engine.candidates)
 
 
 def check_focus(focus: int | None, text: str, lines: tuple[int, int] | None) -> None:
@@ -106,3 +107,47 @@ def json_summary(result: EditResult, compared: dict[str, EditResult], damage: Ed
     summary["refused"] = message or None
     summary["written"] = [str(path) for path in written]
     return summary
+
+
+@dataclass(frozen=True)
+class NoFix:
+    """A finished edit that changed nothing, said so (:func:`no_fix`): ``line`` where the model
+    kept the code (document numbering; None: it copied every line), ``why`` in words, and
+    ``advice``: what to try, in the CLI's flags (a front door with other controls words its own
+    from ``line``)."""
+
+    line: int | None
+    why: str
+    advice: str
+
+    @property
+    def message(self) -> str:
+        return f"no fix found: {self.why}; {self.advice}"
+
+    def json(self) -> dict[str, Any]:
+        return {"line": self.line, "why": self.why, "advice": self.advice, "message": self.message}
+
+
+def no_fix(result: EditResult) -> NoFix | None:
+    """Why a finished edit came back unchanged, or None when it changed something or did not
+    finish (a cancel or a loop says so itself). The line is the one the no-op deviation guarded
+    (engine/decoding/noop_gen.py), else the prompt's hint; the breakdown tells whether the model
+    wrote that line back and the deviation found no change likely enough to force."""
+    if result.changed or result.stop_reason != "done":
+        return None
+    line = result.focus.guarded or result.focus.hint
+    gap = result.breakdown.get("noop_gen_refused_gap_min")
+    if line is None:
+        why = "the model copied every line as it is"
+    elif gap is not None:
+        why = (f"the model kept line {line} as it is: it wrote the line back, and the no-op deviation found no "
+               f"likelier change (the best change there scored {gap:.2f} nats below keeping it, more than a "
+               "forced change may)")
+    elif line == result.focus.guarded:
+        why = f"the model kept the code at line {line}: it copied the line instead of writing it"
+    else:
+        why = f"the model kept the code at line {line}, the line it was pointed at"
+    named = f"line {line}" if line is not None else "the line"
+    advice = (f"try --candidates 4 (other lines and other changes; with --check CMD only one that passes is "
+              f"written), or an instruction that names the problem (e.g. \"{named}: the loop stops one short\")")
+    return NoFix(line, why, advice)

@@ -56,10 +56,22 @@ class OpResolved:
     elapsed_s: float
 
 
+@dataclass(frozen=True)
+class FocusLines:
+    """Where a program edit looked, in document lines (see :class:`EditResult`)."""
+
+    hint: int | None = None
+    guarded: int | None = None
+    ranked: tuple[int, ...] = ()
+
+
 @dataclass
 class EditResult:
     """Outcome of one edit. ``output_text`` is the whole document; ``region_output`` replaces the
-    edited region (lines ``region[0]..region[1]``, 1-based inclusive, or the whole text)."""
+    edited region (lines ``region[0]..region[1]``, 1-based inclusive, or the whole text).
+    ``focus``: where a program edit looked (document lines, 1-based): ``hint`` the line the prompt
+    named, ``guarded`` the line whose no-op gen deviates (engine.decoding.noop_gen), ``ranked``
+    the localizer's candidate lines best first; empty when none was chosen."""
 
     mode: str
     model: str
@@ -76,6 +88,7 @@ class EditResult:
     timings: dict[str, float] = field(default_factory=dict)
     breakdown: dict[str, float] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    focus: FocusLines = field(default_factory=FocusLines)
 
     @property
     def changed(self) -> bool:
@@ -97,6 +110,7 @@ class EditResult:
             "timings": self.timings,
             "breakdown": self.breakdown,
             "warnings": self.warnings,
+            "focus": {"hint": self.focus.hint, "guarded": self.focus.guarded, "ranked": list(self.focus.ranked)},
         }
 
 

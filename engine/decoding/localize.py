@@ -244,8 +244,9 @@ class FocusPlan:
     noop_line: int | None
     source: str
     seconds: float = 0.0
-    cursor_share: float | None = None
-    forwards: int = 0  # the localizer's forwards (its prompt's chunks)  # a cursor on code: its weighted surprise / the best line's
+    cursor_share: float | None = None  # a cursor on code: its weighted surprise / the best line's
+    forwards: int = 0  # the localizer's forwards (its prompt's chunks)
+    ranked: tuple[int, ...] = ()  # the localizer's candidate lines, best first (engine.candidates tries several)
 
 
 def plan_focus(loaded: Any, parts: PromptParts, localize: bool = True, noop: bool = True,
@@ -295,7 +296,7 @@ def plan_focus(loaded: Any, parts: PromptParts, localize: bool = True, noop: boo
         ranked = rank_lines(surprise.lines, parts.region, STATISTIC, exclude=prose)
         best = ranked[0] if ranked else None
         return FocusPlan(best, best if guard else None, "localized" if ranked else "none", surprise.seconds,
-                         forwards=surprise.forwards)
+                         forwards=surprise.forwards, ranked=tuple(ranked))
     # With a cursor only the lines near it are ever ranked: score just those (a few LM-head rows).
     # A cursor on code reads the program prompt hinted at the cursor (hint and all): where the hint
     # stays there (keep, or guard when the best line is the cursor's: about half the time) the
@@ -313,9 +314,10 @@ def plan_focus(loaded: Any, parts: PromptParts, localize: bool = True, noop: boo
         may_move = False  # close enough to the best: the user's line stays, as under keep
     if not on_code or (may_move and best != user):
         return FocusPlan(best, best if guard and ranked else None, "moved" if best != user else "user",
-                         surprise.seconds, share, surprise.forwards)
+                         surprise.seconds, share, surprise.forwards, tuple(ranked))
     agree = best == user  # the localizer's best line near the cursor is the cursor's: guard it
-    return FocusPlan(user, user if noop and agree else None, "user", surprise.seconds, share, surprise.forwards)
+    return FocusPlan(user, user if noop and agree else None, "user", surprise.seconds, share, surprise.forwards,
+                     tuple(ranked))
 
 
 def _share(surprise: Sequence[LineSurprise], cursor: int, best: int) -> float | None:

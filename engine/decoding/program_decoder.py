@@ -91,6 +91,7 @@ class _Mark:
     in_gen: bool
     state: RollbackPoint
     track: "tuple | None" = None  # (gen, rest, line start) while a gen body spells the input (engine.decoding.noop_gen)
+    index: int = 0  # the token's place among the chosen ones (ProgramDecoder.logprobs)
 
 
 class ProgramDecoder(ProgramWalker):
@@ -140,6 +141,10 @@ class ProgramDecoder(ProgramWalker):
                      if focus_line is not None and teacher_program is None and temperature <= 0 else None)
         self.noop_deviations = 0
         self.noop_gap_max = 0.0
+        # The program's score: the log-probability (under the grammar's mask) of each chosen token,
+        # by its place among them; a rollback leaves stale places past the end, overwritten or unread.
+        self.logprobs: dict[int, float] = {}
+        self.choice_logprob = 0.0  # the last choose()'s
 
     # -- the loop -------------------------------------------------------------------------------
 
@@ -170,6 +175,7 @@ class ProgramDecoder(ProgramWalker):
             if known is None:
                 banned = self.mask()
                 token = self.choose(logits, banned)
+                self.logprobs[self.writer.generated] = self.choice_logprob
             else:
                 token, known = known, None
             n_ops = len(self.writer.ops)
@@ -218,6 +224,8 @@ class ProgramDecoder(ProgramWalker):
             breakdown["drafted_tokens"] = self.drafted
             breakdown["draft_accepted"] = self.draft_accepted
         breakdown["decode_steps"] = self.writer.generated
+        if self.teacher is None:
+            breakdown["logprob"] = round(sum(self.logprobs.get(i, 0.0) for i in range(self.writer.generated)), 4)
         if self.noop_deviations:
             breakdown["noop_gen_deviations"] = self.noop_deviations
             breakdown["noop_gen_gap_max"] = round(self.noop_gap_max, 3)
@@ -229,13 +237,16 @@ class ProgramDecoder(ProgramWalker):
     # -- one step -------------------------------------------------------------------------------
 
     def choose(self, logits: torch.Tensor, banned: set[int], bitmask: Any = None, in_gen: bool | None = None) -> int:
-        """The model's (or the teacher's) choice under the mask filled last (or the one given)."""
+        """The model's (or the teacher's) choice under the mask filled last (or the one given);
+        the model's log-probability of it (under the mask) goes to ``choice_logprob``."""
         bitmask = self.bitmask if bitmask is None else bitmask
         in_gen = self.writer.scanner.in_gen if in_gen is None else in_gen
         if self.teacher is not None:
             return self.teacher.choose(bitmask, banned)
-        scores = logits if self.bias is None else logits + self.bias
-        return _choose(scores, bitmask, self.tables, in_gen, banned, self.temperature, self.generator)
+        scores = masked_scores(logits if self.bias is None else logits + self.bias, bitmask, self.tables, in_gen, banned)
+        token = _pick(scores, self.temperature, self.generator)
+        self.choice_logprob = float(scores[token] - torch.logsumexp(scores, dim=-1))
+        return token
 
     # -- no-op gens (engine.decoding.noop_gen) -------------------------------------------------------------
 
@@ -288,6 +299,9 @@ class ProgramDecoder(ProgramWalker):
         self.pending, self.pending_chosen = [], []
         self.noop_deviations += 1
         self.noop_gap_max = max(self.noop_gap_max, deviation.gap)
+        # The alternative's log-probability: the choice's there, less the gap (one softmax).
+        index = self.writer.generated
+        self.logprobs[index] = self.logprobs.get(index, 0.0) - deviation.gap
         self.take_choice(deviation.token)
 
     # -- drafting -------------------------------------------------------------------------------
@@ -345,7 +359,7 @@ class ProgramDecoder(ProgramWalker):
                 return False
             marks.append(_Mark(token=token, row=len(self.pending) - 1, kv_length=self.position,
                                bitmask=self.bitmask.clone(), banned=banned, in_gen=self.writer.scanner.in_gen,
-                               state=self.save(), track=self.noop_track()))
+                               state=self.save(), track=self.noop_track(), index=self.writer.generated))
             before, copies, n_ops = len(self.writer.scanner.text), self.writer.copied, len(self.writer.ops)
             self.take_choice(token)
             if self.finished_noop_gen(n_ops):
@@ -384,6 +398,7 @@ class ProgramDecoder(ProgramWalker):
             if self.teacher is not None:
                 break  # the teacher's drafts stopped at its first disagreement: all of them stand
             choice = self.choose(out[i], mark.banned, bitmask=mark.bitmask, in_gen=mark.in_gen)
+            self.logprobs[mark.index] = self.choice_logprob  # the drafted token's, or the choice taken instead
             if choice == mark.token and mark.track is not None:
                 self._note(mark, out[i], mark.bitmask)
             if choice != mark.token:
@@ -412,10 +427,8 @@ def masked_scores(logits: torch.Tensor, bitmask, tables: ModelTables, in_gen: bo
     return scores
 
 
-def _choose(logits: torch.Tensor, bitmask, tables: ModelTables, in_gen: bool, banned: set[int],
-            temperature: float, generator: torch.Generator) -> int:
-    """Greedy (or sampled) choice among tokens the grammar and the constraints allow."""
-    scores = masked_scores(logits, bitmask, tables, in_gen, banned)
+def _pick(scores: torch.Tensor, temperature: float, generator: torch.Generator) -> int:
+    """Greedy (or sampled) choice among the tokens ``scores`` (masked_scores) allows."""
     if temperature <= 0:
         return int(torch.argmax(scores))
     probs = torch.softmax(scores / temperature, dim=-1)

@@ -8,7 +8,8 @@ import time
 from typing import Any, Callable, Iterator
 
 from engine.core.lines import split_lines
-from engine.decoding.events import EditFinished, EditResult, EditStarted, Event, OpResolved
+from engine.decoding.events import EditFinished, EditResult, EditStarted, Event, FocusLines, OpResolved
+from engine.decoding.localize import FocusPlan
 from engine.decoding.outcome import DecodeOutcome
 from engine.decoding.program_decoder import FeedRecorder
 from engine.decoding.prompt import PromptParts
@@ -39,6 +40,15 @@ def prepared(loaded: LoadedModel, request: EditRequest, cancelled: Callable[[], 
     strategy.prepare(job)
     strategy.prompt(job)
     return job, strategy
+
+
+def focus_lines(plan: FocusPlan | None, start: int) -> FocusLines:
+    """``plan``'s lines in document numbering (``start``: the region's first line, 0-based)."""
+    if plan is None:
+        return FocusLines()
+    def doc(line: int | None) -> int | None:
+        return None if line is None else line + start
+    return FocusLines(doc(plan.hint), doc(plan.noop_line), tuple(line + start for line in plan.ranked))
 
 
 def run_edit(loaded: LoadedModel, request: EditRequest, cancelled: Callable[[], bool],
@@ -78,6 +88,6 @@ def run_edit(loaded: LoadedModel, request: EditRequest, cancelled: Callable[[], 
         timings={"total_s": round(total, 6),
                  "decode_s": round(sum(v for k, v in outcome.breakdown.items() if k.endswith("_s") and k != "prefill_s"), 6),
                  "prefill_s": outcome.breakdown.get("prefill_s", 0.0)},
-        breakdown=outcome.breakdown, warnings=outcome.warnings,
+        breakdown=outcome.breakdown, warnings=outcome.warnings, focus=focus_lines(plan, a),
     )
     yield EditFinished(result)
