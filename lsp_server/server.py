@@ -298,11 +298,12 @@ class CopyAsDecodeServer(LanguageServer):
         return self.report(Outcome("done", PENDING_APPLIED.format(reason=pending.reason), edits_applied=1))
 
     def report(self, outcome: Outcome) -> dict:
-        """Tell the user how an edit ended (a log line when it went well, a message otherwise)."""
-        if outcome.status in ("done", "unchanged"):
+        """Tell the user how an edit ended (a log line when it was applied, a message otherwise:
+        an edit that changed nothing says so, and why)."""
+        if outcome.status == "done":
             self.log_to_client(f"copy-as-decode: {outcome.message}", types.MessageType.Info)
         else:
-            quiet = outcome.status in ("cancelled", "superseded", "declined")
+            quiet = outcome.status in ("unchanged", "cancelled", "superseded", "declined")
             self.show(outcome.message, types.MessageType.Info if quiet else
                       types.MessageType.Error if outcome.status == "error" else types.MessageType.Warning)
         self.status("error" if outcome.status == "error" else "ready", outcome.message)

@@ -145,7 +145,7 @@ class EditSession:
             return CheckedFix(self._context(), args.uri, region, args.instruction or "", settings, self.cancel,
                               check=spec, path=path, focus_line=line, focus_policy=args.focus_policy)
         return LiveEdit(self._context(), args.uri, region, args.instruction or "", settings, self.cancel,
-                        focus_line=line, focus_policy=args.focus_policy)
+                        focus_line=line, focus_policy=args.focus_policy, kind=args.kind)
 
     def _checked(self, settings: "Settings") -> bool:
         return self.args.kind == "fix" and bool(settings.check_command)

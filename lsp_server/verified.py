@@ -20,10 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine.candidates import Candidate, CheckOutcome, CheckSpec, Search, search_fixes
-from engine.candidates.check import run_check, trimmed
+from engine.candidates import Candidate, CheckOutcome, CheckSpec, Search, run_check, search_fixes
+from engine.candidates.check import trimmed
+from engine.verdict import NoFix, no_fix
 from lsp_server.edits import LiveRegion, minimal_replacement, text_edit, unified_diff, workspace_edit
-from lsp_server.jobs import Cancel, LiveEdit
+from lsp_server.jobs import NAMED, NO_FIX, Cancel, LiveEdit
 from lsp_server.outcome import Outcome
 from lsp_server.progress import WorkDoneProgress
 from lsp_server.worker import on_loop, run_blocking
@@ -61,13 +62,12 @@ def how_it_failed(check: CheckOutcome) -> str:
 
 
 def candidate_json(candidate: Candidate) -> dict[str, Any]:
-    """One candidate in the command's answer: its place, score, guard refusal and check."""
-    check = candidate.check
-    return {"index": candidate.index, "round": candidate.round, "score": round(candidate.score, 4),
-            "changed": candidate.result.changed, "refused": candidate.refused,
-            "check": None if check is None else {
-                "passed": check.passed, "exitCode": check.exit_code, "seconds": round(check.seconds, 3),
-                "timedOut": check.timed_out, "output": trimmed(check.output)}}
+    """One candidate in the command's answer, as ``copy-as-decode edit --json`` lists it, with
+    the tail of its check's output."""
+    out = candidate.json()
+    if candidate.check is not None:
+        out["check"] = {**candidate.check.json(), "output": trimmed(candidate.check.output)}
+    return out
 
 
 @dataclass
@@ -104,7 +104,7 @@ class CheckedFix(LiveEdit):
                  settings: "Settings", cancel: Cancel, *, check: CheckSpec, path: Path,
                  focus_line: int | None = None, focus_policy: str | None = None):
         super().__init__(ctx, uri, lines, instruction, settings, cancel, focus_line=focus_line,
-                         focus_policy=focus_policy)
+                         focus_policy=focus_policy, kind="fix")
         self.check = check
         self.path = path
         self.search: Search | None = None
@@ -146,17 +146,23 @@ class CheckedFix(LiveEdit):
         outcome.candidates = [candidate_json(c) for c in search.candidates]
         return outcome
 
+    def advice(self, found: NoFix) -> str:
+        named = NAMED.format(line=f"line {found.line}" if found.line is not None else "line N")
+        return f"more candidates or rounds (copyAsDecode.candidates, maxRounds), or {named}"
+
     def _none_passed(self, live: LiveRegion, search: Search) -> Outcome:
-        checked = [c for c in search.candidates if c.check is not None and not c.check.cancelled]
-        if checked:
-            best = max(checked, key=lambda c: c.score)
-            assert best.check is not None
+        """Nothing is written: no fix was found (every candidate changed nothing), or none passed."""
+        best = search.best
+        found = no_fix(best.result) if best is not None else None
+        if found is not None and not any(c.result.changed for c in search.candidates):
+            return Outcome("unchanged", NO_FIX.format(why=found.why, advice=self.advice(found)))
+        if best is not None and best.check is not None:
             name = self.uri.rsplit("/", 1)[-1]
             self._log(f"copy-as-decode: the best unverified candidate for {name} (not written):\n"
                       f"{unified_diff(live.input, live.final_text(best.result.region_output), name)}"
                       f"its check's output:\n{best.check.output}")
             words = BEST_CHECK.format(how=how_it_failed(best.check), output=trimmed(best.check.output))
-        elif any(c.refused for c in search.candidates):
+        elif best is not None and best.refused:
             words = ALL_REFUSED.format(reasons="; ".join(dict.fromkeys(c.refused or "" for c in search.candidates
                                                                        if c.refused)))
         else:

@@ -22,11 +22,13 @@ from lsprotocol import types
 from pytest_lsp import LanguageClient, client_capabilities
 from support import ADD as BUGGY
 from support import wait_until
-from test_lsp_server import SERVER, Editor, _attach_editor, execute, progress_of, uri_of
+from test_lsp_server import SERVER, Editor, _attach_editor, execute, messages, progress_of, uri_of
 
 pytestmark = [pytest.mark.model, pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(300)]
 
 FIX = "Fix: add must return the sum of a and b"
+IS_EVEN = "def is_even(n):\n    return n % 2 == 1\n"  # two distinct fixes among the candidates
+MEAN = "def mean(xs):\n    total = 0\n    for x in xs:\n        total += x\n    return total / (len(xs) - 1)\n"
 NEXT = "copyAsDecode.server.nextCandidate"
 CANCEL = "copyAsDecode.server.cancel"
 CHECK = """\
@@ -39,6 +41,9 @@ if name.startswith("fail_"):
 if name.startswith("sleep_"):
     pathlib.Path("sleeping.pid").write_text(str(os.getpid()))
     time.sleep(60)
+if name.startswith("next_") and not pathlib.Path("next.slow").exists():
+    pathlib.Path("next.slow").write_text("")
+    time.sleep(5)  # the first check: slow enough that the other candidates decode meanwhile
 if name.startswith("pass_"):
     scope = {}
     exec(text, scope)
@@ -55,6 +60,8 @@ def workspace(tmp_path_factory) -> Path:
     (root / ".copy-as-decode.toml").write_text("max_new_tokens = 48\ncandidates = 3\nwarm_up = \"off\"\n")
     (root / "check.py").write_text(CHECK)
     (root / "evil.py").write_text(EVIL)
+    (root / "many").mkdir()
+    (root / "many" / ".copy-as-decode.toml").write_text("candidates = 6\n")
     (root / "evil").mkdir()
     (root / "evil" / ".copy-as-decode.toml").write_text(f'check_command = "{sys.executable} ../evil.py"\n')
     return root
@@ -74,8 +81,8 @@ async def client(lsp_client: LanguageClient, workspace: Path):
     await lsp_client.shutdown_session()
 
 
-def fix(uri: str) -> dict:
-    return {"uri": uri, "range": None, "instruction": FIX, "kind": "fix",
+def fix(uri: str, instruction: str = FIX) -> dict:
+    return {"uri": uri, "range": None, "instruction": instruction, "kind": "fix",
             "focus": {"line": 1, "character": 4, "source": "cursor"}}
 
 
@@ -158,9 +165,9 @@ def _alive(pid: int) -> bool:
 
 async def test_the_next_candidate_replaces_the_written_one(client: LanguageClient, workspace: Path):
     editor: Editor = client.editor
-    uri = uri_of(workspace, "next_add.py", BUGGY)
-    editor.open(uri, BUGGY)
-    outcome = await execute(client, fix(uri))
+    uri = uri_of(workspace, "many/next_is_even.py", IS_EVEN)
+    editor.open(uri, IS_EVEN)
+    outcome = await execute(client, fix(uri, "Fix the bug"))
     assert outcome["status"] == "done", outcome
     first = editor.text(uri)
     offered = [a for a in await actions(client, uri) if a.title.startswith("AI fix: next candidate")]
@@ -174,7 +181,7 @@ async def test_the_next_candidate_replaces_the_written_one(client: LanguageClien
         command=action.command.command, arguments=action.command.arguments))
     assert answer["status"] == "done", answer
     second = editor.text(uri)
-    assert second not in (first, BUGGY)
+    assert second not in (first, IS_EVEN)
     # the turn comes back round to the first candidate
     for _ in range(total - 1):
         (action,) = [a for a in await actions(client, uri) if a.title.startswith("AI fix: next candidate")]
@@ -190,6 +197,23 @@ async def test_the_next_candidate_replaces_the_written_one(client: LanguageClien
     answer = await client.workspace_execute_command_async(types.ExecuteCommandParams(command=NEXT,
                                                                                      arguments=[{"uri": uri}]))
     assert answer["status"] == "error" and "no other candidate" in answer["message"]
+
+
+async def test_a_fix_that_changes_nothing_says_so(client: LanguageClient, workspace: Path):
+    """Every candidate wrote the code back: no fix found, where and why the model kept it, what
+    to try; nothing was checked and nothing written."""
+    editor: Editor = client.editor
+    uri = uri_of(workspace, "fail_mean.py", MEAN)
+    editor.open(uri, MEAN)
+    outcome = await execute(client, fix(uri, "Fix the bug"))
+    if any(c["changed"] for c in outcome["candidates"]):
+        pytest.skip(f"the model changed the code here: {outcome['candidates']}")
+    assert outcome["status"] == "unchanged", outcome
+    message = outcome["message"]
+    assert message.startswith("AI fix: no fix found: the model") and "Try more candidates" in message
+    assert "instruction that names the problem" in message and message in messages(client)
+    assert editor.text(uri) == MEAN and not editor.sent[uri]
+    assert all(c["check"] is None for c in outcome["candidates"])
 
 
 async def test_a_workspace_file_cannot_set_the_check_command(client: LanguageClient, workspace: Path):
