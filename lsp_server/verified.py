@@ -252,6 +252,8 @@ class NextCandidate:
         server, alternatives = self.server, self.alternatives
         doc = server.documents.get(self.uri)
         offer = alternatives.offers[position]
+        if doc is None or not self.current():
+            return Outcome("conflict", NEXT_LOST.format(number=position + 1))
         replacement = minimal_replacement(doc.text, offer.document)
         if replacement is None:
             return Outcome("unchanged", NO_NEXT)

@@ -126,11 +126,14 @@ async def test_a_failing_check_writes_nothing_and_says_so(client: LanguageClient
     assert not [a for a in await actions(client, uri) if a.title.startswith("AI fix: next")]
 
 
-async def test_a_cancel_during_the_check_ends_the_fix_at_once(client: LanguageClient, workspace: Path):
+@pytest.mark.parametrize("how", ["command", "progress"])
+async def test_a_cancel_during_the_check_ends_the_fix_at_once(client: LanguageClient, workspace: Path, how: str):
+    """Neovim's users run the cancel command; VS Code cancels from the progress bar."""
     editor: Editor = client.editor
-    uri = uri_of(workspace, "sleep_add.py", BUGGY)
+    uri = uri_of(workspace, f"sleep_add_{how}.py", BUGGY)
     editor.open(uri, BUGGY)
     pid_file = workspace / "sleeping.pid"
+    pid_file.unlink(missing_ok=True)
     running = asyncio.ensure_future(execute(client, fix(uri)))
 
     async def sleeping() -> bool:
@@ -139,8 +142,13 @@ async def test_a_cancel_during_the_check_ends_the_fix_at_once(client: LanguageCl
     await wait_until(sleeping, "the check to start", client, timeout=240)
     pid = int(pid_file.read_text())
     started = time.monotonic()
-    await client.workspace_execute_command_async(types.ExecuteCommandParams(command=CANCEL,
-                                                                            arguments=[{"uri": uri}]))
+    if how == "command":
+        await client.workspace_execute_command_async(types.ExecuteCommandParams(command=CANCEL,
+                                                                                arguments=[{"uri": uri}]))
+    else:
+        token = next(token for token, values in client.progress_reports.items()
+                     if getattr(values[0], "title", "") == "AI fix" and not isinstance(values[-1], types.WorkDoneProgressEnd))
+        client.window_work_done_progress_cancel(types.WorkDoneProgressCancelParams(token=token))
     outcome = await asyncio.wait_for(running, 5)
     elapsed = time.monotonic() - started
     assert outcome["status"] == "cancelled", outcome

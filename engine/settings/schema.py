@@ -137,8 +137,8 @@ class Settings(BaseModel):
     check_timeout: int = setting(60, "Seconds one run of checkCommand may take; a run that takes longer is killed "
                                  "and fails.", low=1, high=3600)
     candidates: int = setting(4, "With checkCommand: most candidate fixes one AI fix decodes and checks; the first "
-                              "that passes is written, the other passing ones are offered as \"AI fix: next "
-                              "candidate\".", low=1, high=16)
+                              "that passes is written, the others are offered as \"AI fix: next candidate\" "
+                              "(each checked before it is written).", low=1, high=16)
     max_rounds: int = setting(1, "With checkCommand: rounds of candidates; when none passes, the first failing "
                               "check's output joins the instruction for the next round.", low=1, high=5)
 
