@@ -16,7 +16,8 @@ An output already seen (in any round) is dropped, an unchanged one is not checke
 (engine.verdict.judge: an unfinished, looping, destructive or syntax-breaking edit) removes a
 candidate before any check. Checks run on a worker thread while the next candidate decodes; the
 first that passes ends the search. When none passes and ``max_rounds`` allows, the first failing
-check's output (trimmed) joins the instruction for one more round.
+check's output (trimmed; the check's on the unchanged file when no candidate was checked) joins
+the instruction for one more round.
 """
 
 from __future__ import annotations
@@ -35,15 +36,17 @@ from engine.core.choices import never_cancelled
 from engine.decoding.events import EditResult
 from engine.verdict import judge
 
-SAMPLE_TEMPERATURE = 0.8  # the sampled candidates' temperature (the model's own distribution, flattened a little)
+SAMPLE_TEMPERATURE = 1.0  # the sampled candidates' temperature: the model's own distribution
+ATTEMPTS = 2  # decodes a round may spend per candidate it keeps (a duplicate is dropped and another tried)
 
 
 @dataclass
 class Candidate:
     """One candidate: its edit, the model's score (the log-probability of the program's chosen
     tokens, engine.decoding.program_decoder; 0 in a text mode), the check's outcome (None: not
-    checked) or a guard's reason to refuse it. ``how``: which variant it is; ``seconds`` and
-    ``forwarded``: its decode's time and the tokens it forwarded through the model."""
+    checked) or a guard's reason to refuse it (``exit_code``: the CLI's status for that refusal,
+    engine.verdict). ``how``: which variant it is; ``seconds`` and ``forwarded``: its decode's
+    time and the tokens it forwarded through the model."""
 
     index: int
     round: int
@@ -54,6 +57,7 @@ class Candidate:
     how: str = ""
     seconds: float = 0.0
     forwarded: int = 0
+    exit_code: int = 0
 
     def json(self) -> dict[str, object]:
         return {"index": self.index, "round": self.round, "how": self.how, "score": round(self.score, 4),
@@ -78,6 +82,7 @@ class Search:
     stop_reason: str
     seconds: float = 0.0
     seconds_to_pass: float | None = None
+    decodes: int = 0  # edits decoded, duplicates included
 
     @property
     def best(self) -> Candidate | None:
@@ -89,20 +94,21 @@ class Search:
     def json(self) -> dict[str, object]:
         return {"stop_reason": self.stop_reason, "rounds": self.rounds, "seconds": round(self.seconds, 3),
                 "seconds_to_pass": None if self.seconds_to_pass is None else round(self.seconds_to_pass, 3),
-                "passed": self.passed.index if self.passed is not None else None,
+                "passed": self.passed.index if self.passed is not None else None, "decodes": self.decodes,
                 "candidates": [c.json() for c in self.candidates]}
 
 
 def variants(request: EditRequest, first: EditResult, k: int) -> list[tuple[str, EditRequest]]:
-    """The requests of candidates 2..k after ``first``: about half the localizer's next lines
-    (greedy, hinted and guarded there), the rest seeded samples at the first edit's line."""
+    """The requests tried after ``first`` for candidates 2..k: up to half of them greedy at the
+    localizer's next lines (hinted and guarded there), then seeded samples at the first edit's
+    line, enough to stand in for duplicates (ATTEMPTS tries a candidate)."""
     extra = max(0, k - 1)
     line = first.focus.hint
     others = [n for n in first.focus.ranked if n != line]
     hinted = others[:math.ceil(extra / 2)]
     out = [(f"greedy at line {n}", replace(request, focus_line=n, localize=False)) for n in hinted]
     at = replace(request, focus_line=line, localize=False) if line is not None else request
-    for seed in range(1, extra - len(hinted) + 1):
+    for seed in range(1, ATTEMPTS * k - 1 - len(hinted) + 1):
         where = f" at line {line}" if line is not None else ""
         out.append((f"sampled (seed {seed}){where}",
                     replace(at, temperature=SAMPLE_TEMPERATURE, seed=seed)))
@@ -121,6 +127,7 @@ class _Round:
     progress: Callable[[str], None]
     started: float = field(default_factory=time.perf_counter)
     seen: set[str] = field(default_factory=set)
+    decodes: int = 0
     candidates: list[Candidate] = field(default_factory=list)
     found: threading.Event = field(default_factory=threading.Event)
     passed: Candidate | None = None
@@ -152,13 +159,12 @@ def search_fixes(engine: Engine, request: EditRequest, *, k: int, check: CheckSp
             checks = _one_round(state, current, number, checker)
             for future in checks:
                 future.result()
-            if state.passed is not None or cancelled():
+            if state.passed is not None or cancelled() or number == max_rounds:
                 break
-            failing = next((c for c in state.candidates if c.round == number and c.check is not None
-                            and not c.check.passed), None)
-            if failing is None:
-                break  # nothing was checked (every candidate refused or a duplicate): the output cannot guide a round
-            current = replace(request, instruction=with_feedback(request.instruction, check, failing.check))
+            feedback = _feedback(state, request, number)
+            if feedback is None:
+                break  # the file as it is passes the check: its output cannot guide a round
+            current = replace(request, instruction=with_feedback(request.instruction, check, feedback))
     ordered = sorted(state.candidates, key=lambda c: (c.refused is not None, -c.score, c.index))
     if cancelled() and state.passed is None:
         reason = "cancelled"
@@ -166,7 +172,22 @@ def search_fixes(engine: Engine, request: EditRequest, *, k: int, check: CheckSp
         reason = "unchecked"
     else:
         reason = "passed" if state.passed is not None else "exhausted"
-    return Search(ordered, state.passed, rounds, reason, time.perf_counter() - state.started, state.seconds_to_pass)
+    return Search(ordered, state.passed, rounds, reason, time.perf_counter() - state.started, state.seconds_to_pass,
+                  state.decodes)
+
+
+def _feedback(state: _Round, request: EditRequest, number: int) -> CheckOutcome | None:
+    """The failing check output the next round is told: the round's first failing candidate's,
+    else (every candidate refused, unchanged or a duplicate) the check's on the file as it is;
+    None when that passes."""
+    failing = next((c.check for c in state.candidates if c.round == number and c.check is not None
+                    and not c.check.passed), None)
+    if failing is not None:
+        return failing
+    assert state.check is not None and state.file_path is not None
+    state.progress(f"round {number}: checking the file as it is, for the next round")
+    outcome = run_check(state.check, state.file_path, request.text, state.cancelled)
+    return None if outcome.passed or outcome.cancelled else outcome
 
 
 def with_feedback(instruction: str, check: CheckSpec | None, outcome: CheckOutcome | None) -> str:
@@ -179,20 +200,21 @@ def _one_round(state: _Round, request: EditRequest, number: int, checker: Thread
     """Decode the round's candidates, handing each to the check thread as it is ready."""
     checks: list[Future] = []
     plans: list[tuple[str, EditRequest]] = [("as asked", request)]
-    i = 0
-    while i < len(plans) and not state.stopped():
-        how, variant = plans[i]
-        i += 1
-        label = f"{'' if number == 1 else f'round {number}, '}candidate {i} of {state.k}"
+    tried = kept = 0
+    while tried < len(plans) and kept < state.k and not state.stopped():
+        how, variant = plans[tried]
+        tried += 1
+        label = f"{'' if number == 1 else f'round {number}, '}candidate {kept + 1} of {state.k}"
         state.progress(f"{label}: decoding")
         candidate = _decode(state, variant, len(state.candidates) + 1, number, how)
         if candidate is None:
             break  # cancelled, or a check passed meanwhile
-        if i == 1:
+        if tried == 1:
             plans += variants(request, candidate.result, state.k)
         if candidate.result.output_text in state.seen:
             state.progress(f"{label}: the same output as an earlier one, dropped")
             continue
+        kept += 1
         state.seen.add(candidate.result.output_text)
         state.candidates.append(candidate)
         if candidate.refused is not None:
@@ -208,6 +230,7 @@ def _decode(state: _Round, request: EditRequest, index: int, number: int, how: s
     started = time.perf_counter()
     with runtime.meter() as log:
         result = state.engine.edit(request, cancelled=state.stopped)
+    state.decodes += 1
     seconds = time.perf_counter() - started
     if result.stop_reason == "cancelled":
         return None
@@ -216,7 +239,7 @@ def _decode(state: _Round, request: EditRequest, index: int, number: int, how: s
     if refused is None and not result.changed:
         refused = "it changes nothing"
     return Candidate(index, number, result, float(result.breakdown.get("logprob", 0.0)), refused=refused,
-                     how=how, seconds=seconds, forwarded=sum(log.sizes()))
+                     how=how, seconds=seconds, forwarded=sum(log.sizes()), exit_code=verdict.exit_code)
 
 
 def _check(state: _Round, candidate: Candidate, label: str) -> None:

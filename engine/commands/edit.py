@@ -28,7 +28,7 @@ from engine.settings import (
     load_workspace_settings,
     with_flags,
 )
-from engine.verdict import EXIT_BAD_REQUEST, EXIT_CANCELLED, check_focus, json_summary, judge
+from engine.verdict import EXIT_BAD_REQUEST, EXIT_CANCELLED, check_focus, json_summary, judge, no_fix
 
 # The settings that choose and load the model, as flags of every command that loads one.
 ENGINE_FLAGS = ("model", "device", "dtype", "selector", "backend", "threads", "context_size", "batch_size",
@@ -45,8 +45,19 @@ and pld mode), a diff and the time each phase took.
 It never writes an edit that did not finish, would delete or rewrite most of the
 region for a fix, or breaks the file's syntax, unless --force is given.
 
-example:
+With --check CMD it tries up to --candidates K fixes (other lines the model
+finds likely, other changes at the line) and runs CMD on each in a temporary
+copy of FILE's folder ({file} is the candidate's path there; exit status 0
+passes). Only a candidate that passes is written; with --max-rounds 2 the
+first failing check's output joins the instruction for one more round. The
+check runs in the current folder, with variables whose names hold KEY, TOKEN,
+SECRET or PASSWORD removed from its environment, and is killed with its
+process group after --check-timeout seconds.
+
+examples:
   copy-as-decode edit examples/buggy_add.py -i "Fix the bug in add." --focus 3
+  copy-as-decode edit stats.py -i "Fix mean." --in-place --candidates 4 \
+      --check "python -m pytest -q test_stats.py --override-ini=pythonpath=$(dirname {file})"
 
 exit status:
   0  done (and written where asked)
@@ -56,6 +67,8 @@ exit status:
   4  refused: it would delete or rewrite most of the region for a fix
   5  refused: the file parsed before the edit and does not after it (Python and
      JavaScript are checked)
+  6  --check: no candidate passed the check; nothing was written (the best
+     candidate's diff and its check output are printed)
 """
 
 
@@ -84,6 +97,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print a machine-readable summary instead of the report")
     p.add_argument("--compare", default="", help="also run these modes on the same request (comma list) and "
                    "print the timings side by side, e.g. --compare ar")
+    p.add_argument("--check", metavar="CMD", help="a shell command that accepts a fix: {file} is the path of a "
+                   "temporary copy holding the candidate; exit status 0 passes; only a passing candidate is written")
+    p.add_argument("--check-timeout", type=float, default=60.0, metavar="S", help="seconds one check may run "
+                   "before its process group is killed (default 60)")
+    p.add_argument("--candidates", type=int, default=1, metavar="K", help="candidates a round (default 1); "
+                   "without --check the best-scored one a guard lets through is written")
+    p.add_argument("--max-rounds", type=int, default=1, metavar="R", help="with --check: rounds of candidates, each "
+                   "after the first told the first failing check's output (default 1)")
     p.set_defaults(func=run)
 
 
@@ -99,6 +120,10 @@ def validate_args(args: argparse.Namespace) -> None:
         raise EditError("--in-place and --output exclude each other: write FILE itself or another path, not both")
     if args.focus is not None and args.focus < 1:
         raise EditError(f"--focus {args.focus}: lines are 1-based")
+    if args.candidates < 1 or args.max_rounds < 1 or args.check_timeout <= 0:
+        raise EditError("--candidates and --max-rounds must be at least 1, --check-timeout above 0")
+    if (args.check or args.candidates > 1) and compare:
+        raise EditError("--compare times one edit: it does not combine with --check or --candidates")
     parse_lines(args.lines)
 
 
@@ -163,6 +188,7 @@ def workspace_settings(path: Path) -> Settings:
 
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
+    from rich.markup import escape
 
     out = Console(stderr=args.json)
     err = Console(stderr=True)
@@ -182,6 +208,8 @@ def run(args: argparse.Namespace) -> int:
             engine = Engine.load(**engine_arguments(settings), progress=lambda m: err.print(f"[dim]{m}[/dim]"))
         request = replace(request, mode=engine.resolve_mode(request.mode))
         err.print(f"[dim]backend: {engine.model_for(request.mode).runtime.describe()}[/dim]")
+        if args.check or args.candidates > 1:
+            return _run_candidates(args, engine, request, out, err)
         others = [m.strip() for m in args.compare.split(",") if m.strip() and m.strip() != request.mode]
         if others:
             engine.prime()  # so the first timed mode does not pay one-time costs
@@ -203,11 +231,15 @@ def run(args: argparse.Namespace) -> int:
     if write:
         for path in targets:
             write_atomic(path, result.output_text)
+    unchanged = no_fix(result)
     if args.json:
-        print(json.dumps(json_summary(result, compared, verdict.damage, message, targets if write else [],
-                                      request.language, verdict.syntax), indent=2))
+        print(json.dumps({**json_summary(result, compared, verdict.damage, message, targets if write else [],
+                                         request.language, verdict.syntax),
+                          "no_fix": unchanged.json() if unchanged else None}, indent=2))
     else:
         _report(out, args.file, result, compared)
+        if unchanged:
+            err.print(f"[bold yellow]{escape(unchanged.message)}[/bold yellow]")
     if status and write:
         err.print(f"[bold yellow]warning:[/bold yellow] {message}; written anyway (--force)")
         return 0
@@ -216,6 +248,39 @@ def run(args: argparse.Namespace) -> int:
         err.print(f"[bold red]error:[/bold red] {message}; {what}"
                   + ("" if status == EXIT_CANCELLED else " (--force writes it anyway)"))
     return status
+
+
+def _run_candidates(args: argparse.Namespace, engine: Engine, request: EditRequest, out, err) -> int:
+    """``--check`` / ``--candidates``: the search (engine.candidates), then write what it chose."""
+    from rich.markup import escape
+
+    from engine.candidates import CheckSpec, search_fixes
+    from engine.candidates.outcome import decide, search_summary
+
+    check = CheckSpec(args.check, args.check_timeout, Path.cwd()) if args.check else None
+    with err.status("candidates...") as status:
+        search = search_fixes(engine, request, k=args.candidates, check=check, max_rounds=args.max_rounds,
+                              file_path=args.file, progress=lambda message: status.update(message))
+    decision = decide(search, check is not None)
+    targets = [path for path, wanted in ((args.output, bool(args.output)), (args.file, args.in_place)) if wanted]
+    written = targets if decision.write is not None else []
+    for path in written:
+        write_atomic(path, decision.write.result.output_text)
+    if args.json:
+        print(json.dumps(search_summary(search, decision, request, written), indent=2))
+        return decision.exit_code
+    for candidate in search.candidates:
+        out.print(escape(decision.line(candidate)))
+    shown = decision.write or search.best
+    if shown is not None:
+        _report(out, args.file, shown.result, {})
+        if shown.check is not None and not shown.check.passed:
+            out.print("\n[bold]check output[/bold]")
+            out.print(escape(shown.check.output.rstrip()), soft_wrap=True)
+    if decision.message:
+        err.print(f"[bold {'red' if decision.exit_code else 'yellow'}]{escape(decision.message)}"
+                  f"[/bold {'red' if decision.exit_code else 'yellow'}]")
+    return decision.exit_code
 
 
 def _run_one(engine: Engine, request: EditRequest, out, quiet: bool) -> EditResult:

@@ -26,7 +26,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from engine.api import EditError, Engine
 from engine.decoding.tables import tables_for
 from engine.openai_api.completion import ChatDecode, build_job, chat_messages
-from engine.openai_api.edits import EditRun, body_request
+from engine.openai_api.edits import CandidatesRun, EditRun, body_request
 from engine.openai_api.errors import ApiError, error_body
 from engine.openai_api.queue import DecodeQueue, Ticket
 from engine.openai_api.schemas import (
@@ -168,8 +168,11 @@ def create_app(engine: Engine, config: ServerConfig) -> FastAPI:
             edit = body_request(engine, body, config.settings)
         except EditError as exc:
             raise ApiError(400, str(exc), "invalid_edit") from None
+        if body.candidates is not None and body.stream:
+            raise ApiError(400, "'candidates' answers once, when every candidate is decoded: it cannot be streamed",
+                           "invalid_value", "stream")
         ticket = queue.admit()
-        run = EditRun(engine, edit)
+        run = EditRun(engine, edit) if body.candidates is None else CandidatesRun(engine, edit, body.candidates)
         if body.stream:
             return StreamingResponse(_edit_events(queue, ticket, run), media_type="text/event-stream")
         items = await _collect(request, queue, ticket, run.events)

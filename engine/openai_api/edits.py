@@ -1,6 +1,8 @@
 """The engine's own edit request over HTTP (``POST /v1/edits/copy-as-decode``): any mode,
 program mode included, answered with the JSON ``copy-as-decode edit --json`` prints (plus
-``output_text``, which the CLI writes to a file instead), or streamed as the engine's events."""
+``output_text``, which the CLI writes to a file instead), or streamed as the engine's events.
+With ``candidates`` K: up to K distinct candidates (engine.candidates), unchecked: a check
+command is never accepted over HTTP (engine.openai_api.schemas.EditBody)."""
 
 from __future__ import annotations
 
@@ -9,10 +11,11 @@ from dataclasses import replace
 from typing import Any
 
 from engine.api import EditError, EditRequest, Engine, language_for
+from engine.candidates import Search, search_fixes
 from engine.decoding.events import EditFinished, EditResult, EditStarted, Event, OpResolved
 from engine.openai_api.schemas import EditBody
 from engine.settings import Settings
-from engine.verdict import check_focus, judge, json_summary
+from engine.verdict import check_focus, judge, json_summary, no_fix
 
 
 def body_request(engine: Engine, body: EditBody, settings: Settings) -> EditRequest:
@@ -43,8 +46,9 @@ def event_json(event: Event, request: EditRequest) -> dict[str, Any]:
 def result_json(result: EditResult, request: EditRequest) -> dict[str, Any]:
     """``edit --json``'s summary (``refused`` says why the CLI would not write it) plus the text."""
     verdict = judge(result, request.instruction, request.max_new_tokens, request.language)
+    unchanged = no_fix(result)
     return {**json_summary(result, {}, verdict.damage, verdict.message, [], request.language, verdict.syntax),
-            "output_text": result.output_text}
+            "output_text": result.output_text, "no_fix": unchanged.json() if unchanged else None}
 
 
 class EditRun:
@@ -71,3 +75,30 @@ class EditRun:
     def summary(self) -> dict[str, Any]:
         assert self.result is not None
         return result_json(self.result, self.request)
+
+
+class CandidatesRun(EditRun):
+    """An edit answered with up to ``k`` unchecked candidates (engine.candidates.search_fixes):
+    the best candidate's summary, as an edit's, plus ``candidates`` (each with its output text)."""
+
+    def __init__(self, engine: Engine, request: EditRequest, k: int):
+        super().__init__(engine, request)
+        self.k = k
+        self.search: Search | None = None
+
+    def events(self, cancelled: Callable[[], bool]) -> Iterator[dict[str, Any]]:
+        try:
+            self.search = search_fixes(self.engine, self.request, k=self.k, check=None, cancelled=cancelled)
+        except EditError as exc:
+            self.error = str(exc)
+            return
+        best = self.search.best
+        self.result = best.result if best is not None else None
+        yield {"event": "finished"}
+
+    def summary(self) -> dict[str, Any]:
+        assert self.search is not None and self.result is not None
+        listed = [{**c.json(), "output_text": c.result.output_text} for c in self.search.candidates]
+        return {**result_json(self.result, self.request), "candidates": listed,
+                "search": {"stop_reason": self.search.stop_reason, "decodes": self.search.decodes,
+                           "seconds": round(self.search.seconds, 3)}}

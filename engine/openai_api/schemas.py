@@ -11,12 +11,15 @@ import time
 import uuid
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from engine.core.choices import Verify
 from engine.openai_api.errors import ApiError
 
 MAX_STOP = 32
+MAX_CANDIDATES = 16  # candidates one edit request may ask for
+# Fields a check command could come in: a check runs code on the server, so none is ever accepted here.
+CHECK_FIELDS = ("check", "check_command", "check_timeout", "checks")
 EXTENSION = "copy_as_decode"  # the key of the engine's own fields in a completion (stop_extension)
 
 
@@ -107,7 +110,9 @@ def check_supported(req: ChatCompletionRequest) -> None:
 class EditBody(BaseModel):
     """``POST /v1/edits/copy-as-decode``: the engine's own edit request (see
     :class:`engine.api.EditRequest`). ``lines`` is ``[first, last]`` (1-based, inclusive); ``focus``
-    the line the problem is at or near; ``path`` only names the language of the code fences."""
+    the line the problem is at or near; ``path`` only names the language of the code fences;
+    ``candidates``: answer up to K distinct candidates, best score first, none of them checked
+    (engine.candidates; not streamed)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -122,6 +127,19 @@ class EditBody(BaseModel):
     path: str | None = None
     verify: Verify | None = None  # None: the server's --verify
     stream: bool = False
+    candidates: int | None = Field(default=None, ge=1, le=MAX_CANDIDATES)  # up to K unchecked candidates
+
+    @model_validator(mode="before")
+    @classmethod
+    def refuse_check(cls, data: Any) -> Any:
+        """A check command runs code: only a person at their own machine gives one (the CLI, an
+        editor's user setting), never a request over HTTP."""
+        named = [name for name in CHECK_FIELDS if isinstance(data, dict) and name in data]
+        if named:
+            raise ApiError(400, f"'{named[0]}': this server never runs a check command (it would run code sent over "
+                           "HTTP); ask for unchecked 'candidates' and check them where you run your tests",
+                           "check_not_allowed", named[0])
+        return data
 
 
 def completion_id() -> str:
