@@ -245,8 +245,8 @@ def next_candidate_action(uri: str, number: int, total: int, params: types.CodeA
     if not _kind_wanted(types.CodeActionKind.QuickFix.value, only):
         return None
     title = NEXT_TITLE.format(number=number, total=total)
-    return types.CodeAction(title=title, kind=types.CodeActionKind.QuickFix,
-                            command=types.Command(title=title, command=COMMAND_NEXT_CANDIDATE, arguments=[{"uri": uri}]))
+    command = types.Command(title=title, command=COMMAND_NEXT_CANDIDATE, arguments=[{"uri": uri}])
+    return types.CodeAction(title=title, kind=types.CodeActionKind.QuickFix, command=command)
 
 
 def _focus(cursor: types.Range, diagnostics: Sequence[types.Diagnostic]) -> dict | None:

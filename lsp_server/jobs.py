@@ -252,7 +252,8 @@ class LiveEdit:
     def advice(self, found: NoFix) -> str:
         """What to try after no fix was found, in this editor's controls."""
         named = NAMED.format(line=f"line {found.line}" if found.line is not None else "line N")
-        return f"checkCommand (your tests) in your user settings, so that several fixes are tried and checked, or {named}"
+        return (f"checkCommand (your tests) in your user settings, so that several fixes are tried and checked, "
+                f"or {named}")
 
     async def _stopped(self, live: LiveRegion) -> Outcome:
         """Cancelled or superseded: the region's original text back when the edit had shown any."""

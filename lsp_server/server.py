@@ -3,7 +3,7 @@
 Features: "AI fix" / "AI edit…" code actions, the commands ``copyAsDecode.server.edit``
 (stream an edit into the document), ``copyAsDecode.server.cancel`` (``{"uri": str | null}``:
 stop running/queued edits), ``copyAsDecode.server.applyPending`` (``{"uri": str | null}``: apply
-the edit held for review, for clients that cannot preview an annotated edit) and
+the edit held for review, for clients that cannot preview an annotated edit),
 ``copyAsDecode.server.settings`` (``{"uri": str}``: the effective settings, for debugging),
 ``copyAsDecode.server.nextCandidate`` (``{"uri": str}``: write a checked fix's next candidate,
 lsp_server/verified.py), and the notification ``copyAsDecode/status``

@@ -147,7 +147,8 @@ async def test_a_cancel_during_the_check_ends_the_fix_at_once(client: LanguageCl
                                                                                 arguments=[{"uri": uri}]))
     else:
         token = next(token for token, values in client.progress_reports.items()
-                     if getattr(values[0], "title", "") == "AI fix" and not isinstance(values[-1], types.WorkDoneProgressEnd))
+                     if getattr(values[0], "title", "") == "AI fix"
+                     and not isinstance(values[-1], types.WorkDoneProgressEnd))
         client.window_work_done_progress_cancel(types.WorkDoneProgressCancelParams(token=token))
     outcome = await asyncio.wait_for(running, 5)
     elapsed = time.monotonic() - started

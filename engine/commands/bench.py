@@ -128,8 +128,9 @@ def add_parser(subparsers: Any) -> None:
     edits.add_argument("--test-timeout", type=float, default=15.0, help="seconds per test run (free family)")
     edits.add_argument("--no-tests", action="store_true", help="free family: skip pass@1")
     edits.add_argument("--no-warmup", action="store_true", help="skip the warm-up (not for real measurements)")
-    edits.add_argument("--candidates", metavar="K,...", help="checked candidates instead of arms (engine.candidates): "
-                       "one search per K (comma list, e.g. 1,4,8), near the cursor; needs --check tests")
+    edits.add_argument("--candidates", dest="candidate_counts", metavar="K,...", help="checked candidates instead "
+                       "of arms (engine.candidates): one search per K (comma list, e.g. 1,4,8), near the cursor; "
+                       "needs --check tests")
     edits.add_argument("--check", choices=("tests",), help="with --candidates: the corpus tests are the check")
     edits.add_argument("--rounds", type=int, default=2, help="with --candidates: rounds a search may take (default 2)")
     edits.set_defaults(func=run_edits)
@@ -234,7 +235,7 @@ def run_candidate_edits(args: argparse.Namespace) -> int:
 
     console = Console(stderr=True)
     try:
-        ks = [int(k) for k in args.candidates.split(",")]
+        ks = [int(k) for k in args.candidate_counts.split(",")]
         if args.check != "tests" or min(ks) < 1 or args.rounds < 1:
             raise ValueError("--candidates needs --check tests, each K and --rounds at least 1")
         load_corpus(args.corpus)
@@ -255,7 +256,7 @@ def run_candidate_edits(args: argparse.Namespace) -> int:
 def run_edits(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    if args.candidates:
+    if args.candidate_counts:
         return run_candidate_edits(args)
 
     from engine.bench.bounds import KernelCurve  # lazy: loads torch
