@@ -1,7 +1,7 @@
 """``bench edits --candidates K,... --check tests``: checked candidates on a corpus (engine.candidates).
 
-Per case and K (the arms, their order rotated per case), one search of up to K candidates a
-round and up to ``rounds`` rounds, near the cursor (engine.evaluation.focus) and without a hint
+Per case and arm (``K`` or ``KxR``: up to K candidates a round, R rounds, default 1; the arms'
+order rotated per case), one search, near the cursor (engine.evaluation.focus) and without a hint
 beyond it, checked by the case's own tests through the user's check runner: the candidate file
 sits in a temporary folder beside a file holding the test code, and the check command is
 ``python -m engine.bench.corpus_check`` on the two. Every search starts as a first edit
@@ -52,6 +52,21 @@ def near_focus(case: EditCase, setting: str) -> int | None:
     return focus_for(setting, changed, len(split_lines(case.input)), case.id)
 
 
+def parse_arms(spec: str) -> list[tuple[int, int]]:
+    """``1,4,8x2`` -> [(1, 1), (4, 1), (8, 2)]: (candidates a round, rounds) per arm."""
+    arms = []
+    for item in spec.split(","):
+        k, _, rounds = item.strip().partition("x")
+        arms.append((int(k), int(rounds or 1)))
+    if not arms or min(min(arm) for arm in arms) < 1:
+        raise ValueError(f"--candidates {spec!r}: each K and R must be at least 1")
+    return arms
+
+
+def label(arm: tuple[int, int]) -> str:
+    return f"{arm[0]}" if arm[1] == 1 else f"{arm[0]}x{arm[1]}"
+
+
 def run_arm(engine: Engine, case: EditCase, k: int, rounds: int, focus: str, timeout: float) -> dict[str, Any]:
     """One search on ``case`` with up to ``k`` candidates a round, as a record."""
     engine.forget_prompts()
@@ -64,7 +79,7 @@ def run_arm(engine: Engine, case: EditCase, k: int, rounds: int, focus: str, tim
     first = min(search.candidates, key=lambda c: c.index) if search.candidates else None
     passed = search.passed
     wrong = passed is not None and not run_tests(case, passed.result.output_text, timeout).passed
-    return {"k": k, "verified": passed is not None, "round": passed.round if passed else None,
+    return {"k": k, "max_rounds": rounds, "verified": passed is not None, "round": passed.round if passed else None,
             "passed_index": passed.index if passed else None, "wrong_written": wrong,
             "seconds": round(search.seconds, 3),
             "seconds_to_pass": None if search.seconds_to_pass is None else round(search.seconds_to_pass, 3),
@@ -82,53 +97,54 @@ def warm_up(engine: Engine) -> None:
                             language="python"))
 
 
-def run_candidates_corpus(engine: Engine, corpus: str, ks: Sequence[int], rounds: int, *, limit: int | None,
+def run_candidates_corpus(engine: Engine, corpus: str, arms: Sequence[tuple[int, int]], *, limit: int | None,
                           offset: int, focus: str, timeout: float, command: str,
                           on_partial: Callable[[dict[str, Any]], None] | None = None,
                           progress: Callable[[str], None] = lambda message: None) -> dict[str, Any]:
-    """Every arm (K in ``ks``) on the corpus's cases ``offset .. offset + limit``; the record."""
+    """Every arm on the corpus's cases ``offset .. offset + limit``; the record."""
     cases = load_corpus(corpus)[offset:offset + limit if limit else None]
     warm_up(engine)
     records: list[dict[str, Any]] = []
+    labels = [label(arm) for arm in arms]
 
     def record(complete: bool) -> dict[str, Any]:
-        return {"corpus": corpus, "ks": list(ks), "rounds": rounds, "focus": focus, "offset": offset,
+        return {"corpus": corpus, "arms": labels, "focus": focus, "offset": offset,
                 "cases": len(records), "complete": complete, "command": command, "model": engine.name,
                 "backend": engine.model_for(engine.default_mode()).runtime.describe(),
-                "machine": machine_info(engine.loaded.device), "summary": summarize(records, ks, rounds),
+                "machine": machine_info(engine.loaded.device), "summary": summarize(records, arms),
                 "records": records}
 
     for i, case in enumerate(cases):
-        order = list(ks[i % len(ks):]) + list(ks[:i % len(ks)])
-        arms = {}
-        for k in order:
-            progress(f"{case.id}: K={k}")
-            arms[str(k)] = run_arm(engine, case, k, rounds, focus, timeout)
-        records.append({"id": case.id, "arms": {str(k): arms[str(k)] for k in ks}})
+        runs = {}
+        for arm in list(arms[i % len(arms):]) + list(arms[:i % len(arms)]):
+            progress(f"{case.id}: K={label(arm)}")
+            runs[label(arm)] = run_arm(engine, case, arm[0], arm[1], focus, timeout)
+        records.append({"id": case.id, "arms": {name: runs[name] for name in labels}})
         if on_partial is not None:
             on_partial(record(False))
     return record(True)
 
 
-def summarize(records: Sequence[dict[str, Any]], ks: Sequence[int], rounds: int) -> dict[str, Any]:
-    """Per K and round: verified fixes, wrong fixes written, the median time to a verified fix
-    over the single-shot edit's (the smallest K's first candidate on the same case),
+def summarize(records: Sequence[dict[str, Any]], arms: Sequence[tuple[int, int]]) -> dict[str, Any]:
+    """Per arm and round: verified fixes, wrong fixes written, the median time to a verified fix
+    over the single-shot edit's (the first arm's first candidate on the same case: list K=1 first),
     and the forwarded tokens of each candidate after the first over the first's."""
     out: dict[str, Any] = {}
-    for k in ks:
-        arms = [r["arms"][str(k)] for r in records]
-        single = {r["id"]: r["arms"][str(min(ks))]["single_shot_s"] for r in records}
-        ratios = [a["seconds_to_pass"] / single[r["id"]] for r, a in zip(records, arms)
+    first = label(arms[0])
+    for arm in arms:
+        runs = [r["arms"][label(arm)] for r in records]
+        single = {r["id"]: r["arms"][first]["single_shot_s"] for r in records}
+        ratios = [a["seconds_to_pass"] / single[r["id"]] for r, a in zip(records, runs)
                   if a["verified"] and single[r["id"]]]
-        by_index = [sorted(a["candidates"], key=lambda c: c["index"]) for a in arms]
+        by_index = [sorted(a["candidates"], key=lambda c: c["index"]) for a in runs]
         extra = [c["forwarded"] / tried[0]["forwarded"] for tried in by_index if tried and tried[0]["forwarded"]
                  for c in tried[1:]]
-        out[str(k)] = {"cases": len(arms),
-                       "verified_by_round": [sum(1 for a in arms if a["verified"] and a["round"] <= n)
-                                             for n in range(1, rounds + 1)],
-                       "wrong_written": sum(1 for a in arms if a["wrong_written"]),
-                       "single_shot_passed": sum(1 for a in arms if a["first_passed"]),
-                       "median_time_to_fix_vs_single_shot": median(ratios),
-                       "median_extra_candidate_forwarded_vs_first": median(extra),
-                       "mean_decodes": round(sum(a["decodes"] for a in arms) / len(arms), 2) if arms else None}
+        out[label(arm)] = {"cases": len(runs),
+                           "verified_by_round": [sum(1 for a in runs if a["verified"] and a["round"] <= n)
+                                                 for n in range(1, arm[1] + 1)],
+                           "wrong_written": sum(1 for a in runs if a["wrong_written"]),
+                           "single_shot_passed": sum(1 for a in runs if a["first_passed"]),
+                           "median_time_to_fix_vs_single_shot": median(ratios),
+                           "median_extra_candidate_forwarded_vs_first": median(extra),
+                           "mean_decodes": round(sum(a["decodes"] for a in runs) / len(runs), 2) if runs else None}
     return out

@@ -37,7 +37,7 @@ from engine.decoding.events import EditResult
 from engine.verdict import judge
 
 SAMPLE_TEMPERATURE = 1.0  # the sampled candidates' temperature: the model's own distribution
-ATTEMPTS = 2  # decodes a round may spend per candidate it keeps (a duplicate is dropped and another tried)
+ATTEMPTS = 1.5  # decodes a round may spend per candidate it keeps (a duplicate is dropped and another tried)
 
 
 @dataclass
@@ -108,7 +108,7 @@ def variants(request: EditRequest, first: EditResult, k: int) -> list[tuple[str,
     hinted = others[:math.ceil(extra / 2)]
     out = [(f"greedy at line {n}", replace(request, focus_line=n, localize=False)) for n in hinted]
     at = replace(request, focus_line=line, localize=False) if line is not None else request
-    for seed in range(1, ATTEMPTS * k - 1 - len(hinted) + 1):
+    for seed in range(1, math.ceil(ATTEMPTS * k) - len(hinted)):
         where = f" at line {line}" if line is not None else ""
         out.append((f"sampled (seed {seed}){where}",
                     replace(at, temperature=SAMPLE_TEMPERATURE, seed=seed)))

@@ -4,7 +4,7 @@
     copy-as-decode bench edits --corpus NAME --family forced|free [--arms ar,program,...]
                                [--offset K] [--limit N] [--selector auto|none|PATH]
                                [--json PATH] [--plot PATH] [--kernel PATH]
-    copy-as-decode bench edits --corpus NAME --family free --candidates 1,4,8 --check tests [--rounds 2]
+    copy-as-decode bench edits --corpus NAME --family free --candidates 1,4,8x2 --check tests
     copy-as-decode bench localize --corpus NAME [--limit N] [--base] [--json PATH]  # where is the bug?
     copy-as-decode bench merge PART.json... --json OUT   # case ranges run apart -> one result
     copy-as-decode bench report [--results DIR] [--into NOTES.md]
@@ -128,11 +128,10 @@ def add_parser(subparsers: Any) -> None:
     edits.add_argument("--test-timeout", type=float, default=15.0, help="seconds per test run (free family)")
     edits.add_argument("--no-tests", action="store_true", help="free family: skip pass@1")
     edits.add_argument("--no-warmup", action="store_true", help="skip the warm-up (not for real measurements)")
-    edits.add_argument("--candidates", dest="candidate_counts", metavar="K,...", help="checked candidates instead "
-                       "of arms (engine.candidates): one search per K (comma list, e.g. 1,4,8), near the cursor; "
-                       "needs --check tests")
+    edits.add_argument("--candidates", dest="candidate_arms", metavar="K[xR],...", help="checked candidates "
+                       "instead of arms (engine.candidates): one search per arm, K candidates a round and R rounds "
+                       "(default 1), near the cursor, e.g. 1,4,8x2; needs --check tests")
     edits.add_argument("--check", choices=("tests",), help="with --candidates: the corpus tests are the check")
-    edits.add_argument("--rounds", type=int, default=2, help="with --candidates: rounds a search may take (default 2)")
     edits.set_defaults(func=run_edits)
 
     backends = sub.add_parser("backends", help="backends side by side: ar tokens/s per case and s(N)")
@@ -231,20 +230,20 @@ def run_candidate_edits(args: argparse.Namespace) -> int:
     """``bench edits --candidates K,... --check tests`` (engine.bench.candidates)."""
     from rich.console import Console
 
-    from engine.bench.candidates import run_candidates_corpus
+    from engine.bench.candidates import parse_arms, run_candidates_corpus
 
     console = Console(stderr=True)
     try:
-        ks = [int(k) for k in args.candidate_counts.split(",")]
-        if args.check != "tests" or min(ks) < 1 or args.rounds < 1:
-            raise ValueError("--candidates needs --check tests, each K and --rounds at least 1")
+        arms = parse_arms(args.candidate_arms)
+        if args.check != "tests":
+            raise ValueError("--candidates needs --check tests (the corpus tests are the check)")
         load_corpus(args.corpus)
         engine = _load(args, console, reuse_prompts=True)
     except (CorpusError, ModelLoadError, ValueError) as exc:
         print(f"copy-as-decode bench edits: {exc}", file=sys.stderr)
         return 2
     partial = (lambda data: write_json(args.json, data)) if args.json else None
-    data = run_candidates_corpus(engine, args.corpus, ks, args.rounds, limit=args.limit, offset=args.offset,
+    data = run_candidates_corpus(engine, args.corpus, arms, limit=args.limit, offset=args.offset,
                                  focus="near", timeout=args.test_timeout, command=command_line(), on_partial=partial,
                                  progress=lambda message: console.print(f"[dim]{message}[/dim]"))
     if args.json:
@@ -256,7 +255,7 @@ def run_candidate_edits(args: argparse.Namespace) -> int:
 def run_edits(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    if args.candidate_counts:
+    if args.candidate_arms:
         return run_candidate_edits(args)
 
     from engine.bench.bounds import KernelCurve  # lazy: loads torch
