@@ -95,7 +95,8 @@ def judge(result: EditResult, instruction: str, max_new_tokens: int, language: s
 
 def json_summary(result: EditResult, compared: dict[str, EditResult], damage: EditDamage | None, message: str,
                  written: list[Path], language: str = "", syntax: SyntaxVerdict | None = None) -> dict[str, Any]:
-    """What ``--json`` prints (the OpenAI-compatible server's edit endpoint answers the same).
+    """What ``--json`` prints (the OpenAI-compatible server's edit endpoint answers the same);
+    ``no_fix`` says why an edit that finished unchanged changed nothing (:func:`no_fix`).
     ``syntax``: the parser's verdict on the whole document (engine.checks.syntax.SyntaxVerdict.json);
     the one :func:`judge` found is passed in, else the document is parsed here."""
     summary = result.summary()
@@ -106,6 +107,8 @@ def json_summary(result: EditResult, compared: dict[str, EditResult], damage: Ed
     summary["damage"] = damage.json() if damage is not None else None
     summary["refused"] = message or None
     summary["written"] = [str(path) for path in written]
+    unchanged = no_fix(result)
+    summary["no_fix"] = unchanged.json() if unchanged else None
     return summary
 
 

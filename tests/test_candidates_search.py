@@ -57,9 +57,14 @@ class ScriptedEngine:
         return result(request.text, output, score=-float(len(self.asked)), ranked=(3, 2, 1))
 
 
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "buggy_add.py"
+
+
 def buggy_file(tmp_path: Path) -> Path:
+    """A copy of examples/buggy_add.py (its text is BUGGY)."""
     path = tmp_path / "add.py"
-    path.write_text(BUGGY)
+    path.write_text(EXAMPLE.read_text())
+    assert path.read_text() == BUGGY
     return path
 
 

@@ -74,6 +74,6 @@ def search_summary(search: Search, decision: Decision, request: EditRequest, wri
         out = json_summary(shown.result, {}, verdict.damage, decision.message if decision.exit_code else "",
                            written, request.language, verdict.syntax)
     out["exit_code"] = decision.exit_code
-    out["no_fix"] = decision.no_fix.json() if decision.no_fix else None
+    out["no_fix"] = decision.no_fix.json() if decision.no_fix else out.get("no_fix")
     out["search"] = search.json()
     return out

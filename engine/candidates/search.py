@@ -161,10 +161,11 @@ def search_fixes(engine: Engine, request: EditRequest, *, k: int, check: CheckSp
                 future.result()
             if state.passed is not None or cancelled() or number == max_rounds:
                 break
+            assert check is not None  # (without one there is one round)
             feedback = _feedback(state, request, number)
             if feedback is None:
                 break  # the file as it is passes the check: its output cannot guide a round
-            current = replace(request, instruction=with_feedback(request.instruction, check, feedback))
+            current = replace(request, instruction=with_feedback(request.instruction, check.command, feedback.output))
     ordered = sorted(state.candidates, key=lambda c: (c.refused is not None, -c.score, c.index))
     if cancelled() and state.passed is None:
         reason = "cancelled"
@@ -190,10 +191,9 @@ def _feedback(state: _Round, request: EditRequest, number: int) -> CheckOutcome 
     return None if outcome.passed or outcome.cancelled else outcome
 
 
-def with_feedback(instruction: str, check: CheckSpec | None, outcome: CheckOutcome | None) -> str:
+def with_feedback(instruction: str, command: str, output: str) -> str:
     """The next round's instruction: the user's, then the failing check's output, trimmed."""
-    assert check is not None and outcome is not None
-    return f"{instruction}\nA previous attempt failed the check `{check.command}`:\n{trimmed(outcome.output)}"
+    return f"{instruction}\nA previous attempt failed the check `{command}`:\n{trimmed(output)}"
 
 
 def _one_round(state: _Round, request: EditRequest, number: int, checker: ThreadPoolExecutor) -> list[Future]:

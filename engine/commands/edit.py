@@ -56,8 +56,8 @@ process group after --check-timeout seconds.
 
 examples:
   copy-as-decode edit examples/buggy_add.py -i "Fix the bug in add." --focus 3
-  copy-as-decode edit stats.py -i "Fix mean." --in-place --candidates 4 \
-      --check "python -m pytest -q test_stats.py --override-ini=pythonpath=$(dirname {file})"
+  copy-as-decode edit stats.py -i "Fix mean." --in-place --candidates 4 \\
+      --check 'cd "$(dirname {file})" && python -m pytest -q test_stats.py'
 
 exit status:
   0  done (and written where asked)
@@ -233,9 +233,8 @@ def run(args: argparse.Namespace) -> int:
             write_atomic(path, result.output_text)
     unchanged = no_fix(result)
     if args.json:
-        print(json.dumps({**json_summary(result, compared, verdict.damage, message, targets if write else [],
-                                         request.language, verdict.syntax),
-                          "no_fix": unchanged.json() if unchanged else None}, indent=2))
+        print(json.dumps(json_summary(result, compared, verdict.damage, message, targets if write else [],
+                                      request.language, verdict.syntax), indent=2))
     else:
         _report(out, args.file, result, compared)
         if unchanged:
@@ -264,8 +263,9 @@ def _run_candidates(args: argparse.Namespace, engine: Engine, request: EditReque
     decision = decide(search, check is not None)
     targets = [path for path, wanted in ((args.output, bool(args.output)), (args.file, args.in_place)) if wanted]
     written = targets if decision.write is not None else []
-    for path in written:
-        write_atomic(path, decision.write.result.output_text)
+    if decision.write is not None:
+        for path in written:
+            write_atomic(path, decision.write.result.output_text)
     if args.json:
         print(json.dumps(search_summary(search, decision, request, written), indent=2))
         return decision.exit_code

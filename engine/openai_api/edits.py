@@ -15,7 +15,7 @@ from engine.candidates import Search, search_fixes
 from engine.decoding.events import EditFinished, EditResult, EditStarted, Event, OpResolved
 from engine.openai_api.schemas import EditBody
 from engine.settings import Settings
-from engine.verdict import check_focus, judge, json_summary, no_fix
+from engine.verdict import check_focus, judge, json_summary
 
 
 def body_request(engine: Engine, body: EditBody, settings: Settings) -> EditRequest:
@@ -46,9 +46,8 @@ def event_json(event: Event, request: EditRequest) -> dict[str, Any]:
 def result_json(result: EditResult, request: EditRequest) -> dict[str, Any]:
     """``edit --json``'s summary (``refused`` says why the CLI would not write it) plus the text."""
     verdict = judge(result, request.instruction, request.max_new_tokens, request.language)
-    unchanged = no_fix(result)
     return {**json_summary(result, {}, verdict.damage, verdict.message, [], request.language, verdict.syntax),
-            "output_text": result.output_text, "no_fix": unchanged.json() if unchanged else None}
+            "output_text": result.output_text}
 
 
 class EditRun:
