@@ -44,7 +44,9 @@ COMMAND_CANCEL = "copyAsDecode.server.cancel"
 COMMAND_SETTINGS = "copyAsDecode.server.settings"
 COMMAND_APPLY_PENDING = "copyAsDecode.server.applyPending"
 COMMAND_APPLY_UPDATE = "copyAsDecode.server.applyUpdate"
+COMMAND_NEXT_CANDIDATE = "copyAsDecode.server.nextCandidate"
 FIX_TITLE = "AI fix"
+NEXT_TITLE = "AI fix: next candidate ({number} of {total})"
 EDIT_TITLE = "AI edit\u2026"
 DEFAULT_FIX_INSTRUCTION = "Fix the bug"
 MAX_BLOCK_LINES = 150
@@ -272,6 +274,17 @@ def code_actions(uri: str, text: str, params: types.CodeActionParams, encoding: 
             title=EDIT_TITLE, kind=types.CodeActionKind.RefactorRewrite,
             command=types.Command(title=EDIT_TITLE, command=COMMAND_EDIT, arguments=[argument])))
     return actions
+
+
+def next_candidate_action(uri: str, number: int, total: int, params: types.CodeActionParams) -> types.CodeAction | None:
+    """"AI fix: next candidate (2 of 3)" (quickfix): the command ``copyAsDecode.server.nextCandidate``
+    writes the checked fix's candidate ``number`` in place of the one shown (lsp_server.verified)."""
+    only = [getattr(k, "value", k) for k in (params.context.only or [])]
+    if not _kind_wanted(types.CodeActionKind.QuickFix.value, only):
+        return None
+    title = NEXT_TITLE.format(number=number, total=total)
+    command = types.Command(title=title, command=COMMAND_NEXT_CANDIDATE, arguments=[{"uri": uri}])
+    return types.CodeAction(title=title, kind=types.CodeActionKind.QuickFix, command=command)
 
 
 def _focus(cursor: types.Range, diagnostics: Sequence[types.Diagnostic]) -> dict | None:

@@ -43,7 +43,7 @@ from lsprotocol import types
 from engine.api import EditError, EditRequest
 from engine.apply.job import unplaced_message
 from engine.decoding.events import EditFinished, EditResult, EditStarted, OpResolved
-from engine.verdict import destructive, judge
+from engine.verdict import NoFix, destructive, judge, no_fix
 from lsp_server.actions import COMMAND_APPLY_PENDING
 from lsp_server.edits import LiveRegion, preview_workspace_edit, text_edit, unified_diff
 from lsp_server.outcome import Outcome, PendingEdit
@@ -70,6 +70,9 @@ LOOP = "AI edit stopped: {why}; {note}. Try another instruction, mode or a small
 MAX_TOKENS = ("AI edit stopped: the model used all {limit} new tokens (copyAsDecode.maxNewTokens) before "
               "finishing; {note}. Raise maxNewTokens or select a smaller region")
 UNCHANGED = "AI edit: the model left the code unchanged ({mode}, {tokens} tokens)"
+NO_FIX = "AI fix: no fix found: {why}. Try {advice}"
+NAMED = ("AI edit… with an instruction that names the problem (e.g. \"{line}: the loop stops one "
+         "short\")")
 DONE = "AI edit done{summary}"
 UNPLACED = "apply not done: {why}"
 PENDING = ("AI edit not applied: {what}. The change is in the log; run the command " + COMMAND_APPLY_PENDING
@@ -124,8 +127,10 @@ class LiveEdit:
 
     def __init__(self, ctx: EditContext, uri: str, lines: tuple[int, int] | None, instruction: str,
                  settings: "Settings", cancel: Cancel | None = None, focus_line: int | None = None,
-                 focus_policy: str | None = None, update: str | None = None, partial: bool = False):
+                 focus_policy: str | None = None, kind: str = "edit", update: str | None = None,
+                 partial: bool = False):
         self.ctx = ctx
+        self.kind = kind  # "fix" (AI fix) or "edit" (AI edit…): what an unchanged result is told
         self.uri = uri
         self.lines = lines
         self.instruction = instruction
@@ -223,10 +228,7 @@ class LiveEdit:
                 detail=f"{type(failure).__name__}: {failure}" if failure is not None else "no result"))
         verdict = judge(result, self.instruction, self.settings.max_new_tokens, self.language)
         if verdict.kind == "cancelled" or self.cancel.is_set():
-            restored = RESTORED if await writer.restore(live) else ""
-            if self.cancel.reason == "superseded":
-                return Outcome("superseded", CANCELLED.format(what=SUPERSEDED, restored=restored))
-            return Outcome("cancelled", CANCELLED.format(what="cancelled", restored=restored))
+            return await self._stopped(live)
         if verdict.kind == "unplaced":  # an apply that could not place its update wrote nothing
             await writer.restore(live)
             return Outcome("unplaced", UNPLACED.format(why=verdict.message))
@@ -246,9 +248,30 @@ class LiveEdit:
         except DocumentLost:
             return self._lost()
         if not result.changed:
-            return Outcome("unchanged", UNCHANGED.format(mode=result.mode, tokens=result.tokens.total))
+            return Outcome("unchanged", self._unchanged(result))
         placed = f"; {unplaced_message(result.unplaced, written=True)}" if result.unplaced else ""
         return Outcome("done", DONE.format(summary=summary_text(result)) + placed, syntax=verdict.syntax.json())
+
+    def _unchanged(self, result: EditResult) -> str:
+        """What an edit that changed nothing says: an AI fix that no fix was found, where and why
+        the model kept the code (engine.verdict.no_fix) and what to try."""
+        found = no_fix(result)
+        if self.kind != "fix" or found is None:
+            return UNCHANGED.format(mode=result.mode, tokens=result.tokens.total)
+        return NO_FIX.format(why=found.why, advice=self.advice(found))
+
+    def advice(self, found: NoFix) -> str:
+        """What to try after no fix was found, in this editor's controls."""
+        named = NAMED.format(line=f"line {found.line}" if found.line is not None else "line N")
+        return (f"checkCommand (your tests) in your user settings, so that several fixes are tried and checked, "
+                f"or {named}")
+
+    async def _stopped(self, live: LiveRegion) -> Outcome:
+        """Cancelled or superseded: the region's original text back when the edit had shown any."""
+        restored = RESTORED if await self.writer.restore(live) else ""
+        if self.cancel.reason == "superseded":
+            return Outcome("superseded", CANCELLED.format(what=SUPERSEDED, restored=restored))
+        return Outcome("cancelled", CANCELLED.format(what="cancelled", restored=restored))
 
     def _lost(self) -> Outcome:
         lost = self.writer.lost

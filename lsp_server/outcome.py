@@ -8,10 +8,10 @@ from typing import Any, Awaitable, Callable, Literal
 # How an edit ended: applied (``done``), nothing to apply (``unchanged``), stopped (``cancelled``,
 # ``superseded``; the document lost: ``conflict``, ``rejected``, ``closed``), failed (``error``),
 # refused as unfinished (``max_tokens``, ``loop``), an apply whose update could not be placed
-# (``unplaced``: nothing written), or left to the user (``preview``, then ``done``
-# or ``declined``; ``pending`` for applyPending).
+# (``unplaced``: nothing written), no candidate passed the check (``unverified``), or left to the
+# user (``preview``, then ``done`` or ``declined``; ``pending`` for applyPending).
 EditStatus = Literal["done", "unchanged", "cancelled", "superseded", "conflict", "rejected", "closed", "error",
-                     "max_tokens", "loop", "unplaced", "preview", "pending", "declined"]
+                     "max_tokens", "loop", "unplaced", "unverified", "preview", "pending", "declined"]
 
 
 @dataclass(frozen=True)
@@ -39,10 +39,11 @@ class Outcome:
     summary: dict | None = None
     damage: dict | None = None
     syntax: dict | None = None  # the parser's verdict on the final edit (engine.checks.syntax.SyntaxVerdict.json)
+    candidates: list[dict] | None = None  # a checked fix's candidates and their checks (lsp_server.verified)
     pending: PendingEdit | None = None
     review: Callable[[], Awaitable["Outcome"]] | None = None
 
     def json(self) -> dict[str, Any]:
         return {"status": self.status, "message": self.message, "editsApplied": self.edits_applied,
                 "firstEditS": self.first_edit_s, "totalS": self.total_s, "summary": self.summary,
-                "damage": self.damage, "syntax": self.syntax}
+                "damage": self.damage, "syntax": self.syntax, "candidates": self.candidates}

@@ -4,10 +4,11 @@ Features: "AI fix" / "AI edit…" code actions, the commands ``copyAsDecode.serv
 (stream an edit into the document), ``copyAsDecode.server.applyUpdate`` (merge an update text into
 the document the same way), ``copyAsDecode.server.cancel`` (``{"uri": str | null}``:
 stop running/queued edits), ``copyAsDecode.server.applyPending`` (``{"uri": str | null}``: apply
-the edit held for review, for clients that cannot preview an annotated edit) and
+the edit held for review, for clients that cannot preview an annotated edit),
 ``copyAsDecode.server.settings`` (``{"uri": str, "doctor": bool}``: the effective settings, for
-debugging; with ``doctor``, also ``copy-as-decode doctor``'s report for them), and
-the notification ``copyAsDecode/status``
+debugging; with ``doctor``, also ``copy-as-decode doctor``'s report for them),
+``copyAsDecode.server.nextCandidate`` (``{"uri": str}``: write a checked fix's next candidate,
+lsp_server/verified.py), and the notification ``copyAsDecode/status``
 (``{"state": "loading" | "ready" | "editing" | "error", "message": str}``) that status bars show.
 """
 
@@ -30,10 +31,12 @@ from lsp_server.actions import (
     COMMAND_APPLY_UPDATE,
     COMMAND_CANCEL,
     COMMAND_EDIT,
+    COMMAND_NEXT_CANDIDATE,
     COMMAND_SETTINGS,
     EditArgs,
     code_actions,
     flag_argument,
+    next_candidate_action,
     uri_argument,
 )
 from lsp_server.documents import DocumentStore, path_of
@@ -44,6 +47,7 @@ from lsp_server.outcome import Outcome, PendingEdit
 from lsp_server.positions import negotiate
 from lsp_server.progress import WorkDoneProgress
 from lsp_server.session import EditSession
+from lsp_server.verified import NO_NEXT, Alternatives, NextCandidate
 from lsp_server.warmup import WarmUps
 from lsp_server.workspace_config import ConfigWatcher, WorkspaceConfig
 from lsp_server.writer import apply_edit
@@ -60,6 +64,7 @@ PENDING_DROPPED = ("the document changed since the AI edit was computed, so it w
                    "again")
 NOTHING_TO_APPLY = "AI edit: nothing to apply"
 PENDING_APPLIED = "AI edit applied ({reason})"
+BUSY = "an AI edit is already running for this document; wait for it or cancel it"
 
 
 class CopyAsDecodeServer(LanguageServer):
@@ -70,8 +75,9 @@ class CopyAsDecodeServer(LanguageServer):
         self.config = WorkspaceConfig()
         self.pool = pool or ModelPool()
         self.queue = EditQueue()
-        self.running: dict[str, LiveEdit] = {}      # document URI -> its running edit
+        self.running: dict[str, LiveEdit | NextCandidate] = {}  # document URI -> its running edit
         self.pending: dict[str, PendingEdit] = {}   # document URI -> the edit held for applyPending
+        self.alternatives: dict[str, Alternatives] = {}  # document URI -> a checked fix's other candidates
         self.watcher: ConfigWatcher | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self.encoding = "utf-16"
@@ -244,6 +250,7 @@ class CopyAsDecodeServer(LanguageServer):
         if not args.instruction:
             return self.fail(NO_INSTRUCTION)
         self.pending.pop(args.uri, None)  # a new request replaces an edit held for review
+        self.alternatives.pop(args.uri, None)  # ... and a checked fix's other candidates
         return await EditSession(self, args).run()
 
     async def run_apply(self, raw: Any) -> dict:
@@ -257,6 +264,45 @@ class CopyAsDecodeServer(LanguageServer):
             return self.fail(NOT_OPEN.format(uri=args.uri))
         self.pending.pop(args.uri, None)
         return await EditSession(self, args).run()
+
+    async def next_candidate(self, raw: Any) -> dict:
+        """``copyAsDecode.server.nextCandidate``: write the checked fix's next candidate, checked
+        first when it was not yet, while the document is as the fix left it."""
+        try:
+            uri = uri_argument(raw, COMMAND_NEXT_CANDIDATE, '{"uri": str}', required=True) or ""
+        except ValueError as exc:
+            return self.fail(str(exc))
+        if uri in self.running:
+            return self.fail(BUSY)
+        alternatives = self.alternatives.get(uri)
+        doc = self.documents.get(uri)
+        if alternatives is None or doc is None or doc.text != alternatives.expected:
+            self.alternatives.pop(uri, None)
+            return self.fail(NO_NEXT)
+        step = NextCandidate(self, alternatives)
+        self.running[uri] = step
+        try:
+            return self.report(await step.run())
+        finally:
+            if self.running.get(uri) is step:
+                del self.running[uri]
+
+    def next_candidate_actions(self, uri: str, text: str, params: types.CodeActionParams) -> list[types.CodeAction]:
+        """"AI fix: next candidate" while a checked fix's other candidates are on offer."""
+        alternatives = self.alternatives.get(uri)
+        if alternatives is None or text != alternatives.expected or uri in self.running:
+            return []
+        following = alternatives.following()
+        action = None if following is None else next_candidate_action(uri, following + 1, len(alternatives.offers),
+                                                                        params)
+        return [action] if action else []
+
+    def keep_alternatives(self, uri: str) -> None:
+        """A change to the document drops the other candidates unless it is the one a candidate
+        being written leaves (its echo)."""
+        alternatives, doc = self.alternatives.get(uri), self.documents.get(uri)
+        if alternatives is not None and (doc is None or doc.text != alternatives.expected):
+            del self.alternatives[uri]
 
     async def apply_pending(self, raw: Any) -> dict:
         """``copyAsDecode.server.applyPending``: apply the edit held for review, if the document
@@ -284,11 +330,12 @@ class CopyAsDecodeServer(LanguageServer):
         return self.report(Outcome("done", PENDING_APPLIED.format(reason=pending.reason), edits_applied=1))
 
     def report(self, outcome: Outcome) -> dict:
-        """Tell the user how an edit ended (a log line when it went well, a message otherwise)."""
-        if outcome.status in ("done", "unchanged"):
+        """Tell the user how an edit ended (a log line when it was applied, a message otherwise:
+        an edit that changed nothing says so, and why)."""
+        if outcome.status == "done":
             self.log_to_client(f"copy-as-decode: {outcome.message}", types.MessageType.Info)
         else:
-            quiet = outcome.status in ("cancelled", "superseded", "declined")
+            quiet = outcome.status in ("unchanged", "cancelled", "superseded", "declined")
             self.show(outcome.message, types.MessageType.Info if quiet else
                       types.MessageType.Error if outcome.status == "error" else types.MessageType.Warning)
         self.status("error" if outcome.status == "error" else "ready", outcome.message)
@@ -351,12 +398,14 @@ def create_server(pool: ModelPool | None = None) -> CopyAsDecodeServer:
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: CopyAsDecodeServer, params: types.DidChangeTextDocumentParams) -> None:
         ls.documents.change(params)
+        ls.keep_alternatives(params.text_document.uri)
         ls.warmups.touched(params.text_document.uri)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: CopyAsDecodeServer, params: types.DidCloseTextDocumentParams) -> None:
         ls.documents.close(params.text_document.uri)
         ls.pending.pop(params.text_document.uri, None)
+        ls.alternatives.pop(params.text_document.uri, None)
         ls.warmups.closed(params.text_document.uri)
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
@@ -376,7 +425,8 @@ def create_server(pool: ModelPool | None = None) -> CopyAsDecodeServer:
             return None
         settings, _ = ls.config.settings_for(path_of(doc.uri))
         ls.warmups.moved(doc.uri, params)
-        return code_actions(doc.uri, doc.text, params, ls.encoding, settings.whole_document_lines)
+        return (code_actions(doc.uri, doc.text, params, ls.encoding, settings.whole_document_lines)
+                + ls.next_candidate_actions(doc.uri, doc.text, params))
 
     @server.feature(types.WINDOW_WORK_DONE_PROGRESS_CANCEL)
     def progress_cancel(ls: CopyAsDecodeServer, params: types.WorkDoneProgressCancelParams) -> None:
@@ -410,6 +460,10 @@ def create_server(pool: ModelPool | None = None) -> CopyAsDecodeServer:
     @server.command(COMMAND_APPLY_PENDING)
     async def apply_pending(ls: CopyAsDecodeServer, *args: Any) -> dict:
         return await ls.apply_pending(list(args))
+
+    @server.command(COMMAND_NEXT_CANDIDATE)
+    async def next_candidate(ls: CopyAsDecodeServer, *args: Any) -> dict:
+        return await ls.next_candidate(list(args))
 
     @server.command(COMMAND_SETTINGS)
     async def settings(ls: CopyAsDecodeServer, *args: Any) -> dict:

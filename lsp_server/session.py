@@ -18,11 +18,12 @@ from lsprotocol import types
 from engine.api import EditError
 from lsp_server.actions import EditArgs, edit_region, focus_line
 from lsp_server.aligner import AlignerOnly, aligner_alone
-from lsp_server.documents import Document
+from lsp_server.documents import Document, path_of
 from lsp_server.jobs import SUPERSEDED, Cancel, LiveEdit
 from lsp_server.models import ModelKey, unless_stopped
 from lsp_server.outcome import Outcome
 from lsp_server.request import document_request, run_mode
+from lsp_server.verified import NO_FILE, CheckedFix, check_spec
 from lsp_server.writer import EditContext
 
 if TYPE_CHECKING:
@@ -125,17 +126,36 @@ class EditSession:
         server.warmups.edit_uses(engine)
         doc = self._document()
         self._check_cancel()
-        edit = LiveEdit(self._context(), args.uri, self._region(doc, settings), args.instruction or "", settings,
-                        self.cancel, focus_line=focus_line(doc.text, args.focus, server.encoding),
-                        focus_policy=args.focus_policy, update=args.update, partial=args.partial)
+        edit = self._live_edit(doc, settings)
         server.status("editing", f"{args.kind}: {run_mode(engine, settings.mode, args.update is not None)} with "
                                  f"{engine.name}")
         server.running[args.uri] = edit
         try:
-            return await edit.run(engine)
+            outcome = await edit.run(engine)
         finally:
             if server.running.get(args.uri) is edit:
                 del server.running[args.uri]
+        if isinstance(edit, CheckedFix) and edit.alternatives is not None:
+            server.alternatives[args.uri] = edit.alternatives
+        return outcome
+
+    def _live_edit(self, doc: Document, settings: "Settings") -> LiveEdit:
+        """The edit to play: an AI fix under a check command searches for one the check passes
+        (lsp_server.verified); anything else streams as the engine decodes it."""
+        args, server = self.args, self.server
+        line = focus_line(doc.text, args.focus, server.encoding)
+        region = self._region(doc, settings)
+        path = path_of(args.uri)
+        if self._checked(settings) and path is not None:
+            spec = check_spec(settings, server.config.root_for(path.resolve()))
+            return CheckedFix(self._context(), args.uri, region, args.instruction or "", settings, self.cancel,
+                              check=spec, path=path, focus_line=line, focus_policy=args.focus_policy)
+        return LiveEdit(self._context(), args.uri, region, args.instruction or "", settings, self.cancel,
+                        focus_line=line, focus_policy=args.focus_policy, kind=args.kind, update=args.update,
+                        partial=args.partial)
+
+    def _checked(self, settings: "Settings") -> bool:
+        return self.args.kind == "fix" and bool(settings.check_command)
 
     async def _review(self, sent: Outcome) -> Outcome:
         """Wait for the user's answer to a preview; the result keeps the edit's summary."""
@@ -158,6 +178,8 @@ class EditSession:
     def _check_request(self, doc: Document, settings: "Settings") -> str | None:
         """Why the engine would refuse this request (size limits, range), before loading a model
         (the edit builds the same request again, with the loaded engine's mode, when it runs)."""
+        if self._checked(settings) and path_of(self.args.uri) is None:
+            return NO_FILE
         try:
             document_request(doc, self.args.instruction or "", self._region(doc, settings), settings,
                          focus_line=focus_line(doc.text, self.args.focus, self.server.encoding),

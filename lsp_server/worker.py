@@ -2,7 +2,8 @@
 
 The engine is synchronous and CPU-heavy, so its calls run in the loop's default executor
 (``loop.run_in_executor``) while the loop keeps answering the editor. :func:`run_blocking` is for
-one call with one answer (the warm-up's read); :class:`BlockingStream` is for an iterator whose
+one call with one answer (the warm-up's read, a checked fix's search; :func:`on_loop` brings its
+progress back to the loop); :class:`BlockingStream` is for an iterator whose
 items the loop takes as they come (an edit's events): the worker puts them in a thread-safe queue
 and wakes the loop, which takes everything that arrived at once, so a consumer slower than the
 engine sees fewer, larger batches, never a backlog.
@@ -26,6 +27,20 @@ async def run_blocking(work: Callable[[], T], stop: Callable[[], None]) -> T:
     except asyncio.CancelledError:
         stop()
         raise
+
+
+def on_loop(callback: Callable[[T], None]) -> Callable[[T], None]:
+    """``callback`` as the worker thread may call it (a progress message): it runs on the current
+    loop, and is dropped once that loop has closed (the server shut down)."""
+    loop = asyncio.get_running_loop()
+
+    def call(value: T) -> None:
+        try:
+            loop.call_soon_threadsafe(callback, value)
+        except RuntimeError:  # the loop is closed: nobody listens
+            pass
+
+    return call
 
 
 class BlockingStream(Generic[T]):

@@ -46,9 +46,13 @@ max_new_tokens = 512
 
 **Workspace may set it: no** marks user-only settings: they are read only from your user settings
 (the editor's `initializationOptions`) and command-line flags, never from a workspace's files or
-`.vscode/settings.json`, so a repository cannot run remote code, widen the models it may load, or
-send your code to another server. A model or adapter folder that a workspace names must match
+`.vscode/settings.json`, so a repository cannot run remote code or a command of its choosing, widen
+the models it may load, or send your code to another server. A model or adapter folder that a workspace names must match
 `allowedModels`.
+
+`checkCommand` (with `checkTimeout`, `candidates` and `maxRounds`) makes **AI fix** a verified fix:
+the candidates are checked by your command in the background and only one that passes is written
+([verified fixes](../lsp_server/README.md#verified-fixes)).
 
 A problem with one key skips that key and says so once, naming the file and line; the file's other
 keys still apply. The language server shows it as a message (once per change of the file) and in the

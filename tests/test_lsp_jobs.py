@@ -583,3 +583,16 @@ def test_prompt_styles_are_the_engines():
     assert PROMPT_STYLES == typing.get_args(typing.get_type_hints(EditRequest)["prompt_style"])
     with pytest.raises(ConfigError, match="few-shot, selector"):
         check_value("prompt_style", "text")
+
+
+async def test_an_ai_fix_that_changes_nothing_says_no_fix_was_found():
+    """The same unchanged result: an AI fix says no fix was found, why and what to try (a fake:
+    the real model's case is in tests/test_lsp_candidates.py); an AI edit says it as before."""
+    store = DocumentStore("utf-16")
+    store.open(types.TextDocumentItem(uri=URI, language_id="python", version=1, text="x = 1\n"))
+    ctx = EditContext(server=None, documents=store, encoding="utf-16", document_changes=True, progress=False)
+    fix = await LiveEdit(ctx, URI, None, "Fix the bug", Settings(mode="ar"), kind="fix").run(RecordingEngine())
+    assert fix.status == "unchanged" and fix.message.startswith("AI fix: no fix found: the model copied every line")
+    assert "checkCommand" in fix.message and "instruction that names the problem" in fix.message
+    edit = await LiveEdit(ctx, URI, None, "Make it upper case", Settings(mode="ar")).run(RecordingEngine())
+    assert edit.status == "unchanged" and edit.message.startswith("AI edit: the model left the code unchanged")

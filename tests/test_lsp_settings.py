@@ -5,7 +5,8 @@ A workspace file with a typo'd key, a wrong type and a value out of range: each 
 the user once as window/showMessage, naming the file and line, and stays in the settings
 command's ``"warnings"``; the file's valid keys apply. A change to the file shows what is still
 wrong once more; a file that is not TOML is reported with its line and its last good version
-stays in force. A typo in the editor's own settings is reported the same way.
+stays in force. A typo in the editor's own settings is reported the same way. The check command
+runs code: a workspace file, a pyproject.toml or a folder's pulled settings cannot set it.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(120)
 
 SETTINGS_COMMAND = "copyAsDecode.server.settings"
 BAD_FILE = 'mdoe = "program"\ncontext_lines = 7\nmax_new_tokens = "many"\n\nthreads = 9999\n'
-EDITOR_SETTINGS = {"copyAsDecode": {"maxNewTokenz": 64, "applyMode": "final"}}
+EDITOR_SETTINGS = {"copyAsDecode": {"maxNewTokenz": 64, "applyMode": "final", "checkCommand": "sh pulled.sh {file}"}}
 
 SERVER = ClientServerConfig(
     server_command=[sys.executable, "-m", "lsp_server"],
@@ -123,6 +124,23 @@ async def test_editor_settings_problems_are_reported_the_same_way(client: Langua
     reply = await settings_of(client, uri)
     assert reply["settings"]["applyMode"] == "final"  # the editor's valid key applies
     assert any(w.endswith(message) for w in reply["warnings"])
+
+
+async def test_only_user_settings_set_the_check_command(client: LanguageClient, workspace: Path):
+    """A check command from ``.copy-as-decode.toml``, ``pyproject.toml`` or the pulled (folder)
+    settings is ignored with a warning naming its source; the other check settings apply."""
+    folder = workspace / "checks"
+    folder.mkdir()
+    (folder / ".copy-as-decode.toml").write_text('check_command = "sh evil.sh {file}"\ncandidates = 2\n')
+    (folder / "pyproject.toml").write_text('[tool.copy-as-decode]\ncheck_command = "sh evil.sh"\nmax_rounds = 2\n')
+    uri = open_document(client, workspace, "checks/d.py")
+    reply = await settings_of(client, uri)
+    assert reply["settings"]["checkCommand"] == ""
+    assert (reply["settings"]["candidates"], reply["settings"]["maxRounds"]) == (2, 2)
+    ignored = "check_command is only read from user-level settings"
+    assert any(w.startswith(f"{folder / '.copy-as-decode.toml'}:1: {ignored}") for w in reply["warnings"])
+    assert any(w.startswith(f"{folder / 'pyproject.toml'}:2: {ignored}") for w in reply["warnings"])
+    assert any("checkCommand is only read from user-level settings" in w for w in reply["warnings"])
 
 
 async def _async(value: bool) -> bool:

@@ -496,3 +496,31 @@ def test_backend_settings_reach_the_backend_options(tmp_path: Path):
     assert (options.gpu_layers, options.prefix_cache_tokens) == (-1, 0)
     with pytest.raises(config.ConfigError, match="gpuLayers must be between -1 and 4096"):
         config.check_value("gpu_layers", -2)
+
+
+def test_the_next_candidate_action_and_its_turn():
+    """"AI fix: next candidate (k of n)" is a quickfix that names the document; the turn goes
+    round the offers and back to the first; one offer alone has no next."""
+    from engine.candidates import CheckSpec
+    from lsp_server.actions import COMMAND_NEXT_CANDIDATE, next_candidate_action
+    from lsp_server.verified import Alternatives, Offer
+
+    cursor = types.Range(start=types.Position(line=0, character=0), end=types.Position(line=0, character=0))
+    params = types.CodeActionParams(text_document=types.TextDocumentIdentifier(uri="file:///a.py"), range=cursor,
+                                    context=types.CodeActionContext(diagnostics=[]))
+    action = next_candidate_action("file:///a.py", 2, 3, params)
+    assert action is not None and action.title == "AI fix: next candidate (2 of 3)"
+    assert action.kind == types.CodeActionKind.QuickFix and action.command is not None
+    assert (action.command.command, action.command.arguments) == (COMMAND_NEXT_CANDIDATE, [{"uri": "file:///a.py"}])
+    params.context.only = [types.CodeActionKind.RefactorRewrite]
+    assert next_candidate_action("file:///a.py", 2, 3, params) is None
+    offers = [Offer(f"x = {i}\n", None) for i in range(3)]
+    turn = Alternatives("file:///a.py", offers, "x = 0\n", CheckSpec("true"), Path("/tmp/a.py"))
+    seen = []
+    for _ in range(3):
+        following = turn.following()
+        assert following is not None
+        seen.append(following)
+        turn.shown = following
+    assert seen == [1, 2, 0]
+    assert Alternatives("file:///a.py", offers[:1], "x = 0\n", CheckSpec("true"), Path("/tmp/a.py")).following() is None

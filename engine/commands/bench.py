@@ -130,9 +130,9 @@ def add_parser(subparsers: Any) -> None:
     edits.add_argument("--test-timeout", type=float, default=15.0, help="seconds per test run (free family)")
     edits.add_argument("--no-tests", action="store_true", help="free family: skip pass@1")
     edits.add_argument("--no-warmup", action="store_true", help="skip the warm-up (not for real measurements)")
-    edits.add_argument("--candidates", metavar="K[xR],...", help="checked candidates instead of arms "
-                       "(engine.candidates): one search per arm, K candidates a round and R rounds (default 1), "
-                       "near the cursor, e.g. 1,4,8x2; needs --check tests")
+    edits.add_argument("--candidates", dest="candidate_arms", metavar="K[xR],...", help="checked candidates "
+                       "instead of arms (engine.candidates): one search per arm, K candidates a round and R rounds "
+                       "(default 1), near the cursor, e.g. 1,4,8x2; needs --check tests")
     edits.add_argument("--check", choices=("tests",), help="with --candidates: the corpus tests are the check")
     edits.set_defaults(func=run_edits)
 
@@ -280,7 +280,7 @@ def run_candidate_edits(args: argparse.Namespace) -> int:
 
     console = Console(stderr=True)
     try:
-        arms = parse_arms(args.candidates)
+        arms = parse_arms(args.candidate_arms)
         if args.check != "tests":
             raise ValueError("--candidates needs --check tests (the corpus tests are the check)")
         if args.corpus not in CORPORA:
@@ -303,7 +303,7 @@ def run_candidate_edits(args: argparse.Namespace) -> int:
 def run_edits(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    if args.candidates:
+    if args.candidate_arms:
         return run_candidate_edits(args)
 
     from engine.bench.bounds import KernelCurve  # lazy: loads torch

@@ -134,6 +134,18 @@ class Settings(BaseModel):
                                "API key (the key itself is never a setting).", user_only=True,
                                pattern=ENV_NAME_PATTERN, pattern_help="is not an environment variable name",
                                values="an environment variable name")
+    check_command: str = setting(
+        "", "A command that must accept an AI fix before it is written, e.g. `python -m pytest -q -x` or "
+        "`node {file}`: `{file}` is a temporary copy of the file holding the candidate, exit status 0 passes; "
+        "empty: no check (the AI fix is written as it comes). It runs code, so only your user settings set it.",
+        user_only=True, values="a shell command with `{file}`, or empty")
+    check_timeout: int = setting(60, "Seconds one run of checkCommand may take; a run that takes longer is killed "
+                                 "and fails.", low=1, high=3600)
+    candidates: int = setting(4, "With checkCommand: most candidate fixes one AI fix decodes and checks; the first "
+                              "that passes is written, the others are offered as \"AI fix: next candidate\" "
+                              "(each checked before it is written).", low=1, high=16)
+    max_rounds: int = setting(1, "With checkCommand: rounds of candidates; when none passes, the first failing "
+                              "check's output joins the instruction for the next round.", low=1, high=5)
 
     @field_validator("*", mode="before")
     @classmethod

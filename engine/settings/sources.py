@@ -20,9 +20,10 @@ that is not valid TOML cannot be read at all: the last good version of it stays 
 language server keeps it: lsp_server.workspace_config).
 
 User-only settings (``trustRemoteCode``, ``allowedModels``, ``serverUrl``, ``servedModel``,
-``apiKeyEnv``) are honoured ONLY from initializationOptions (user-level settings) and command-line
-flags; anywhere else they are ignored with a warning. A model or selector folder named by a source
-other than the user's must be allowed (:mod:`engine.settings.allow`).
+``apiKeyEnv``, ``checkCommand``: each runs code, widens what may load, or sends code elsewhere)
+are honoured ONLY from initializationOptions (user-level settings) and command-line flags;
+anywhere else they are ignored with a warning. A model or selector folder named by a source other
+than the user's must be allowed (:mod:`engine.settings.allow`).
 """
 
 from __future__ import annotations

@@ -44,6 +44,9 @@ export const SERVER_KEYS = [
   "warmUp",
   "warmUpDelayMs",
   "warmUpMaxTokens",
+  "checkTimeout",
+  "candidates",
+  "maxRounds",
 ] as const;
 
 /**
@@ -62,9 +65,9 @@ export const SELECTOR_CHOICES = ["auto", "none"] as const;
 
 /**
  * Keys the server honours only from initializationOptions (user-level settings), for safety: a
- * workspace must not run remote code, widen the allowed models, or send your code (and your API
- * key) to another vLLM server. The key itself is never a setting: `apiKeyEnv` only names the
- * environment variable the server reads it from.
+ * workspace must not run remote code or a check command of its choosing, widen the allowed models,
+ * or send your code (and your API key) to another vLLM server. The key itself is never a setting:
+ * `apiKeyEnv` only names the environment variable the server reads it from.
  */
 export const USER_ONLY_KEYS = [
   "trustRemoteCode",
@@ -72,6 +75,7 @@ export const USER_ONLY_KEYS = [
   "serverUrl",
   "servedModel",
   "apiKeyEnv",
+  "checkCommand",
 ] as const;
 
 /**
