@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from engine.cli import main
+from engine.verdict import EXIT_UNPLACED
 
 FILE = "def f(x):\n    return x + 1\n\n\ndef g(y):\n    return y\n"
 UPDATE = "# ... existing code ...\ndef g(y):\n    return y * 2\n"
@@ -84,14 +85,14 @@ def test_bad_updates_leave_the_file(capsys, files, update, message: str) -> None
 def test_unmatched_update_is_named_and_nothing_written(capsys, files) -> None:
     target, _ = files
     code, err = bad(capsys, target, "# ...\ndef zz():\n    pass\n# ...\n")
-    assert code == 6 and "update lines 2-3" in err and target.read_text() == FILE
+    assert code == EXIT_UNPLACED and "update lines 2-3" in err and target.read_text() == FILE
 
 
 def test_partial_writes_what_was_placed(capsys, files) -> None:
     target, _ = files
     update = "# ...\ndef zz():\n    pass\n# ...\ndef g(y):\n    return y * 2\n"
     code, err = bad(capsys, target, update)
-    assert code == 6 and target.read_text() == FILE
+    assert code == EXIT_UNPLACED and target.read_text() == FILE
     code, _ = bad(capsys, target, update, "--partial")
     assert code == 0 and target.read_text() == MERGED
 
