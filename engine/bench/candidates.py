@@ -1,8 +1,8 @@
 """``bench edits --candidates K,... --check tests``: checked candidates on a corpus (engine.candidates).
 
 Per case and arm (``K`` or ``KxR``: up to K candidates a round, R rounds, default 1; the arms'
-order rotated per case), one search, near the cursor (engine.evaluation.focus) and without a hint
-beyond it, checked by the case's own tests through the user's check runner: the candidate file
+order rotated per case), one search, near the cursor (engine.evaluation.focus; or with no hint at
+all: ``--candidates-focus none``), checked by the case's own tests through the user's check runner: the candidate file
 sits in a temporary folder beside a file holding the test code, and the check command is
 ``python -m engine.bench.corpus_check`` on the two. Every search starts as a first edit
 (Engine.forget_prompts). Recorded per arm: whether a candidate passed and in which round, the

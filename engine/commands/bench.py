@@ -134,6 +134,8 @@ def add_parser(subparsers: Any) -> None:
                        "instead of arms (engine.candidates): one search per arm, K candidates a round and R rounds "
                        "(default 1), near the cursor, e.g. 1,4,8x2; needs --check tests")
     edits.add_argument("--check", choices=("tests",), help="with --candidates: the corpus tests are the check")
+    edits.add_argument("--candidates-focus", choices=("near", "none"), default="near", help="with --candidates: "
+                       "the hint each search sends: near (the editor's cursor, 0-3 lines from the bug) or none")
     edits.set_defaults(func=run_edits)
 
     backends = sub.add_parser("backends", help="backends side by side: ar tokens/s per case and s(N)")
@@ -292,7 +294,7 @@ def run_candidate_edits(args: argparse.Namespace) -> int:
         return 2
     partial = (lambda data: write_json(args.json, data)) if args.json else None
     data = run_candidates_corpus(engine, args.corpus, arms, limit=args.limit, offset=args.offset,
-                                 focus="near", timeout=args.test_timeout, command=command_line(), on_partial=partial,
+                                 focus=args.candidates_focus, timeout=args.test_timeout, command=command_line(), on_partial=partial,
                                  progress=lambda message: console.print(f"[dim]{message}[/dim]"))
     if args.json:
         write_json(args.json, data)
