@@ -19,7 +19,7 @@ from typing import Sequence
 
 import numpy as np
 
-from engine.language.grammar import OPEN_I, OPEN_J, RangeConstraint, has_completion
+from engine.language.grammar import OPEN_I, OPEN_J, RangeConstraint, banned_digits
 from engine.language.program import CopyLines
 
 
@@ -101,15 +101,7 @@ class ApplyRanges(RangeConstraint):
             if not match or match.group(1) != "lines":
                 return []
             intervals, prefix, closer = self.starts(), match.group(2), "-"
-        out = []
-        for tok in candidates.tolist():
-            text = self.vocab_texts[tok]
-            digits = len(text) - len(text.lstrip("0123456789"))
-            new_prefix = prefix + text[:digits]
-            closes = digits < len(text) and text[digits] == closer
-            if not any(has_completion(new_prefix, closes, low, high) for low, high in intervals):
-                out.append(tok)
-        return out
+        return banned_digits(self.vocab_texts, candidates, prefix, closer, intervals)
 
     def allows(self, op: CopyLines) -> bool:
         """Would the rule let ``op`` be written now (a checked walk, a draft)?"""

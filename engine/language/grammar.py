@@ -292,24 +292,29 @@ class RangeConstraint:
             return out
         match = OPEN_J.search(tag_text)
         if match:
-            kind, prefix = match.group(1), match.group(3)
-            low, high = int(match.group(2)), self.limits[match.group(1)]
+            prefix, low, high = match.group(3), int(match.group(2)), self.limits[match.group(1)]
         else:
             match = OPEN_I.search(tag_text)
             if not match or match.group(1) != "lines":
                 return []
-            kind, prefix, low, high = "lines", match.group(2), self.next_line, self.limits["lines"]
+            prefix, low, high = match.group(2), self.next_line, self.limits["lines"]
         closer = '"' if match.re is OPEN_J else "-"
-        del kind
-        out = []
-        for tok in candidates.tolist():
-            text = self.vocab_texts[tok]
-            digits = len(text) - len(text.lstrip("0123456789"))
-            new_prefix = prefix + text[:digits]
-            closes = digits < len(text) and text[digits] == closer
-            if not has_completion(new_prefix, closes, low, high):
-                out.append(tok)
-        return out
+        return banned_digits(self.vocab_texts, candidates, prefix, closer, [(low, high)])
+
+
+def banned_digits(vocab_texts: Sequence[str], candidates: np.ndarray, prefix: str, closer: str,
+                  intervals: Sequence[tuple[int, int]]) -> list[int]:
+    """The candidate tokens that would leave a number (written so far: ``prefix``; ended by
+    ``closer``) with no completion inside any of ``intervals`` (inclusive bounds)."""
+    out = []
+    for tok in candidates.tolist():
+        text = vocab_texts[tok]
+        digits = len(text) - len(text.lstrip("0123456789"))
+        new_prefix = prefix + text[:digits]
+        closes = digits < len(text) and text[digits] == closer
+        if not any(has_completion(new_prefix, closes, low, high) for low, high in intervals):
+            out.append(tok)
+    return out
 
 
 def has_completion(prefix: str, closes: bool, low: int, high: int) -> bool:
