@@ -6,7 +6,8 @@
     result = engine.edit(EditRequest(text, "Fix the bug", mode="speculative"))
 
 An ``Engine`` holds one loaded model (plus, for program mode, a copy with the span-selector
-adapter merged in: ``selector``) and is safe to share; each request builds its own decoder
+adapter merged in: ``selector``, and, loaded at the first apply the model writes, one with the
+apply selector) and is safe to share; each request builds its own decoder
 state. Edits of one engine run one at a time (a lock), since they share the model's device; on
 a remote backend (vLLM) they run concurrently and the server batches them.
 """
@@ -17,6 +18,7 @@ import contextlib
 import threading
 import time
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from engine.core.choices import Mode, never_cancelled
@@ -30,7 +32,7 @@ from engine.language.program import Gen, Op, Program
 from engine.read_ahead import ReadAhead
 from engine.runtime.models import DEFAULT_MODEL, LoadedModel, load_model
 from engine.core.errors import ModelLoadError as ModelLoadError  # re-exported: Engine.load raises it
-from engine.runtime.selector.adapter import load_selector
+from engine.runtime.selector.adapter import load_selector, resolve_apply_selector
 from engine.settings import DEFAULTS
 
 # What ``mode="auto"`` runs for an apply: the aligner's program without the model (engine.apply.job).
@@ -52,6 +54,8 @@ class Engine:
 
     loaded: LoadedModel
     selector_model: LoadedModel | None = None
+    apply_selector: Path | None = None  # the apply selector's folder (engine.runtime.selector.adapter)
+    _apply_model: LoadedModel | None = field(default=None, repr=False)  # its copy, once an apply needed it
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _ahead: ReadAhead = field(default_factory=ReadAhead, repr=False)  # the answer read ahead (engine.read_ahead)
 
@@ -64,7 +68,7 @@ class Engine:
         :mod:`engine.runtime.backends` (``auto``: llama.cpp for a .gguf when installed, else transformers)."""
         loaded = load_model(model, device=device, dtype=dtype, progress=progress,
                             trust_remote_code=trust_remote_code, backend=backend, options=options)
-        return cls(loaded, load_selector(loaded, selector, progress))
+        return cls(loaded, load_selector(loaded, selector, progress), resolve_apply_selector(selector, loaded.name))
 
     def default_mode(self) -> Mode:
         """What ``mode="auto"`` runs: program mode when the model has a span selector, else
@@ -85,6 +89,15 @@ class Engine:
             return self.selector_model
         return self.loaded
 
+    def model_for_request(self, request: EditRequest) -> LoadedModel:
+        """The model ``request`` (mode resolved) decodes with: an apply's program runs on the apply
+        selector's copy when there is one (merged at the first such apply), else as :meth:`model_for`."""
+        if not (request.is_apply and request.mode == "program" and self.apply_selector is not None):
+            return self.model_for(request.mode)
+        if self._apply_model is None:
+            self._apply_model = self.loaded.runtime.with_selector(self.loaded, self.apply_selector, None)
+        return self._apply_model or self.model_for(request.mode)
+
     @property
     def selector(self) -> str | None:
         """Folder of the span-selector adapter program mode uses (None: the base model)."""
@@ -92,7 +105,8 @@ class Engine:
 
     def models(self) -> list[LoadedModel]:
         """The base model and the selector's copy, each runtime once (they share it on vLLM)."""
-        return list({id(m.runtime): m for m in (self.loaded, self.selector_model) if m is not None}.values())
+        return list({id(m.runtime): m for m in (self.loaded, self.selector_model, self._apply_model)
+                     if m is not None}.values())
 
     @property
     def concurrent(self) -> bool:
@@ -180,7 +194,7 @@ class Engine:
         from engine.decoding.run import run_edit
 
         run = run_apply if request.is_apply else run_edit  # an apply merges its update (engine.apply)
-        loaded = self.model_for(request.mode)
+        loaded = self.model_for_request(request)
         if not hold_lock or loaded.runtime.concurrent:  # a server batches edits itself
             yield from _until_cancelled(loaded, request, cancelled, run)
             return

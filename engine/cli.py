@@ -24,6 +24,7 @@ COMMANDS: dict[str, str] = {
     "bench": "engine.commands.bench",
     "synth": "engine.commands.synth",
     "train-selector": "engine.commands.train_selector",
+    "train-apply-selector": "engine.commands.train_apply_selector",
 }
 COMMAND_GROUP = "copy_as_decode.commands"
 DESCRIPTION = ("Fast LLM code edits: the model copies the lines that stay and writes only what changes. "

@@ -26,7 +26,7 @@ from engine.apply.align import Alignment, align
 from engine.apply.model import Decoded, decode_parts, window_jobs
 from engine.apply.plan import Step, joined, plan, program_of
 from engine.apply.windows import plan_windows
-from engine.core.errors import Cancelled, EditError
+from engine.core.errors import Cancelled
 from engine.core.lines import split_lines, to_lf
 from engine.decoding.events import (EditFinished, EditResult, EditStarted, Event, OpResolved, StopReason,
                                     TokenCounts, UnplacedChunk)
@@ -143,15 +143,8 @@ def modeled(loaded: LoadedModel, request: EditRequest, cancelled: Callable[[], b
         yield EditStarted(mode=request.mode, model=loaded.name, input_lines=len(merge.file), prompt_tokens=0)
         yield from _aligned_events(merge, loaded.name, cancelled, started)
         return
-    whole = plan_windows(merge.steps, len(merge.file), window_lines, whole=True)
-    jobs = None
-    try:
-        jobs = window_jobs(loaded, request, whole, merge.file, merge.update)
-        parts = whole
-    except EditError:  # the whole file does not fit: windows around the changes
-        parts = plan_windows(merge.steps, len(merge.file), window_lines, whole=False)
-    if jobs is None:
-        jobs = window_jobs(loaded, request, parts, merge.file, merge.update)
+    parts = plan_windows(merge.steps, len(merge.file), window_lines, whole=False)
+    jobs = window_jobs(loaded, request, parts, merge.file, merge.update)
     prompt_tokens = sum(len(job.prompt_ids) for job in jobs)
     yield EditStarted(mode=request.mode, model=loaded.name, input_lines=len(merge.file), prompt_tokens=prompt_tokens)
     done = Decoded()

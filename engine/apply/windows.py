@@ -3,8 +3,9 @@
 The aligner's plan says where the file changes (an update line or gen written, file lines skipped).
 The model reads the file lines within ``margin`` lines of each change (windows that overlap or
 touch are one) and the update; every file line outside the windows is copied without being read
-(a line copy the merge writes itself, no token of it in any prompt). A file whose lines and update
-fit the model's budget is one window: the whole file.
+(a line copy the merge writes itself, no token of it in any prompt). The apply selector is
+trained on such windows (engine.training.apply), so a short file is one window and a long one
+reads like a short one.
 
 The cost: the prompt holds each window's lines and the whole update (one prefill per window),
 the model writes each window's program, and the lines outside are free; so an apply costs what

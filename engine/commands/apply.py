@@ -6,7 +6,6 @@ are in :data:`DESCRIPTION`."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -14,18 +13,17 @@ from pathlib import Path
 from engine.api import APPLY_AUTO_MODE, EditError, EditRequest, Engine, apply_alone, is_aligner_apply, language_for
 from engine.commands.edit import (
     ENGINE_FLAGS,
-    _report,
     _run_one,
+    deliver,
     read_text,
     workspace_settings,
-    write_atomic,
 )
 from engine.core.errors import ModelLoadError
 from engine.decoding.events import EditFinished, EditResult
 from engine.language.resolve import ResolveError
 from engine.runtime.selector.adapter import resolve_selector
 from engine.settings import add_setting_flags, engine_arguments, given_flags, with_flags
-from engine.verdict import EXIT_BAD_REQUEST, EXIT_CANCELLED, EXIT_UNPLACED, json_summary, judge
+from engine.verdict import EXIT_BAD_REQUEST, EXIT_CANCELLED, EXIT_UNPLACED
 
 # What --compare may run beside the apply: the model's program, or the model rewriting the file.
 COMPARE_MODES = ("program", "ar", "speculative")
@@ -133,28 +131,8 @@ def run(args: argparse.Namespace) -> int:
     except (EditError, ModelLoadError, ResolveError) as exc:
         err.print(f"[bold red]error:[/bold red] {exc}")
         return EXIT_BAD_REQUEST
-    verdict = judge(result, request.instruction, request.max_new_tokens, request.language)
-    status, message = verdict.exit_code, verdict.message
-    targets = [path for path, wanted in ((args.output, bool(args.output)), (args.file, args.in_place)) if wanted]
-    write = status == 0 or (args.force and status not in (EXIT_CANCELLED, EXIT_UNPLACED))
-    if write:
-        for path in targets:
-            write_atomic(path, result.output_text)
-    if args.json:
-        print(json.dumps(json_summary(result, compared, verdict.damage, message, targets if write else [],
-                                      request.language, verdict.syntax), indent=2))
-    else:
-        _report(out, args.file, result, compared)
-    if status and write:
-        err.print(f"[bold yellow]warning:[/bold yellow] {message}; written anyway (--force)")
-        return 0
-    if status == EXIT_UNPLACED:  # the message says what was not placed and that nothing was written
-        err.print(f"[bold red]error:[/bold red] {message}")
-    elif status:
-        what = f"nothing was written to {', '.join(map(str, targets))}" if targets else "nothing was written"
-        hint = "" if status == EXIT_CANCELLED else " (--force writes it anyway)"
-        err.print(f"[bold red]error:[/bold red] {message}; {what}{hint}")
-    return status
+    return deliver(args, request, result, compared, out, err, never_forced=(EXIT_CANCELLED, EXIT_UNPLACED),
+                   says_nothing_written=(EXIT_UNPLACED,))
 
 
 def _merge(engine: Engine | None, request: EditRequest, model: str, out, quiet: bool) -> EditResult:

@@ -188,7 +188,6 @@ def workspace_settings(path: Path) -> Settings:
 
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
-    from rich.markup import escape
 
     out = Console(stderr=args.json)
     err = Console(stderr=True)
@@ -224,25 +223,39 @@ def run(args: argparse.Namespace) -> int:
     except (EditError, ModelLoadError, ResolveError) as exc:
         err.print(f"[bold red]error:[/bold red] {exc}")
         return EXIT_BAD_REQUEST
+    unchanged = no_fix(result)
+    return deliver(args, request, result, compared, out, err, notice=unchanged.message if unchanged else "")
+
+
+def deliver(args: argparse.Namespace, request: EditRequest, result: EditResult, compared: dict[str, EditResult],
+            out, err, *, notice: str = "", never_forced: tuple[int, ...] = (EXIT_CANCELLED,),
+            says_nothing_written: tuple[int, ...] = ()) -> int:
+    """What ``edit`` and ``apply`` do with a result: judge it, write it to ``--output`` /
+    ``--in-place`` when the verdict allows (or ``--force``, except for the statuses in
+    ``never_forced``), print it (or ``--json``) and return the exit status. ``notice``: a line
+    for the user after the report; ``says_nothing_written``: statuses whose message says so itself."""
+    from rich.markup import escape
+
     verdict = judge(result, request.instruction, request.max_new_tokens, request.language)
     status, message = verdict.exit_code, verdict.message
     targets = [path for path, wanted in ((args.output, bool(args.output)), (args.file, args.in_place)) if wanted]
-    write = status == 0 or (args.force and status != EXIT_CANCELLED)
+    write = status == 0 or (args.force and status not in never_forced)
     if write:
         for path in targets:
             write_atomic(path, result.output_text)
-    unchanged = no_fix(result)
     if args.json:
         print(json.dumps(json_summary(result, compared, verdict.damage, message, targets if write else [],
                                       request.language, verdict.syntax), indent=2))
     else:
         _report(out, args.file, result, compared)
-        if unchanged:
-            err.print(f"[bold yellow]{escape(unchanged.message)}[/bold yellow]")
+        if notice:
+            err.print(f"[bold yellow]{escape(notice)}[/bold yellow]")
     if status and write:
         err.print(f"[bold yellow]warning:[/bold yellow] {message}; written anyway (--force)")
         return 0
-    if status:
+    if status in says_nothing_written:
+        err.print(f"[bold red]error:[/bold red] {message}")
+    elif status:
         what = f"nothing was written to {', '.join(map(str, targets))}" if targets else "nothing was written"
         err.print(f"[bold red]error:[/bold red] {message}; {what}"
                   + ("" if status == EXIT_CANCELLED else " (--force writes it anyway)"))

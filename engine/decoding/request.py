@@ -72,8 +72,8 @@ class EditRequest:
     when some of the update's chunks could not (they are listed in ``EditResult.unplaced``);
     without it such an apply writes nothing. An apply in ``forced`` mode without a ``program``
     is the aligner's program, resolved without the model (engine.apply.job).
-    ``apply_window_lines``: file lines the model reads on each side of a change when the file
-    does not fit its context whole (engine.apply.windows); ``apply_max_lines``: the longest file
+    ``apply_window_lines``: file lines the model reads on each side of a change
+    (engine.apply.windows); ``apply_max_lines``: the longest file
     (or region) an apply may merge into.
     """
 

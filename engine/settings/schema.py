@@ -81,8 +81,8 @@ class Settings(BaseModel):
     context_lines: int = setting(20, "Read-only lines shown to the model on each side of a selected region.",
                                  low=0, high=10000)
     apply_window_lines: int = setting(
-        40, "Apply: file lines the model reads on each side of a change when the file and the update do not fit its "
-        "context whole; the rest of the file is copied without being read.", low=1, high=1000)
+        20, "Apply: file lines the model reads on each side of a change (with the whole update); the rest of the "
+        "file is copied without being read.", low=1, high=1000)
     apply_max_lines: int = setting(5000, "Apply: the longest file (in lines) an update may be merged into; a longer "
                                    "one is refused and nothing is written.", low=1, high=5000)
     prompt_style: PromptStyle = setting(

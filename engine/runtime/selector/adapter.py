@@ -22,6 +22,7 @@ from engine.runtime.models import DEFAULT_MODEL, LoadedModel
 from engine.runtime.selector.files import ADAPTER_CONFIG, ADAPTER_WEIGHTS, SelectorError
 
 SHIPPED_ADAPTER_DIR = Path(__file__).resolve().parent / "smollm2-135m"
+SHIPPED_APPLY_ADAPTER_DIR = Path(__file__).resolve().parent / "smollm2-135m-apply"  # the apply selector (engine.apply)
 SELECTOR_INFO = "selector.json"  # {"prompt_layout": ...}: which selector prompt the adapter was trained on
 MAX_ADAPTER_BYTES = 10_000_000  # the adapter is committed to the repository, so it must stay small
 _PEFT_PREFIX = "base_model.model."
@@ -66,6 +67,16 @@ def resolve_selector(selector: str | None, model_name: str) -> Path | None:
     return folder
 
 
+def resolve_apply_selector(selector: str | None, model_name: str) -> Path | None:
+    """The apply selector's folder for a ``selector`` setting: the shipped one with the embedded
+    default model under ``auto`` (when its weights are present), else None (an apply's program
+    then runs on the span selector's copy)."""
+    shipped = SHIPPED_APPLY_ADAPTER_DIR / ADAPTER_WEIGHTS
+    if (selector or "auto").strip() == "auto" and model_name in (DEFAULT_MODEL, "", None) and shipped.is_file():
+        return SHIPPED_APPLY_ADAPTER_DIR
+    return None
+
+
 def adapter_state(peft_model: Any, dtype: Any = None) -> dict[str, Any]:
     """The adapter's tensors (peft key names), detached on the CPU, optionally cast."""
     from peft import get_peft_model_state_dict
@@ -76,7 +87,7 @@ def adapter_state(peft_model: Any, dtype: Any = None) -> dict[str, Any]:
 
 
 def save_adapter(peft_model: Any, folder: Path, base_model_name: str, dtype: Any = None,
-                 max_bytes: int = MAX_ADAPTER_BYTES) -> int:
+                 max_bytes: int = MAX_ADAPTER_BYTES, job: str = "edit") -> int:
     """Write ``adapter_model.safetensors`` + ``adapter_config.json``; return the weights' size.
 
     Raises :class:`AdapterTooLarge` (and writes nothing) when the weights exceed ``max_bytes``.
@@ -100,7 +111,7 @@ def save_adapter(peft_model: Any, folder: Path, base_model_name: str, dtype: Any
     config.base_model_name_or_path = base_model_name  # not the local cache path of whoever trained it
     config.inference_mode = True
     config.save_pretrained(str(folder))
-    (folder / SELECTOR_INFO).write_text(json.dumps({"prompt_layout": HINT_AFTER}) + "\n", encoding="utf-8")
+    (folder / SELECTOR_INFO).write_text(json.dumps({"prompt_layout": HINT_AFTER, "job": job}) + "\n", encoding="utf-8")
     return size
 
 
