@@ -1,0 +1,1 @@
+"""Training the apply selector: synthetic apply cases, their oracle programs, their recorded windows."""
