@@ -160,7 +160,8 @@ class Engine:
     def stream(self, request: EditRequest, cancelled: Callable[[], bool] = never_cancelled) -> Iterator[Event]:
         """Events of one edit, as they happen. ``cancelled`` is polled before the edit starts,
         between the chunks of every prompt forward (the localizer's, a prefill) and before every
-        decode step; once it returns True the edit stops within one chunk or step with
+        decode step (on transformers also before each layer of every forward); once it returns
+        True the edit stops within one chunk or step (there: one layer) with
         ``stop_reason == "cancelled"`` and ``output_text`` equal to the input (nothing half-done
         is returned). The request :meth:`read_ahead` decoded gets that answer (while it is being
         decoded, its events as they come); any other request stops a read ahead within one step."""

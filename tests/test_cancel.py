@@ -1,7 +1,8 @@
 """A cancel ends an edit wherever it is: before the first model step, between the chunks of the
-prompt's forward (the localizer's read of a long region, a prefill), or between decode steps.
-Forwards are counted, never timed: after a cancel at most the chunk already running completes.
-A prefill stopped halfway leaves what it read in the prefix cache, reusable bit for bit."""
+prompt's forward (the localizer's read of a long region, a prefill), between decode steps, and on
+transformers between two layers of any forward. Forwards are counted, never timed: after a cancel
+at most the chunk already running completes. A prefill stopped halfway leaves what it read in the
+prefix cache, reusable bit for bit; a forward stopped between layers leaves the cache as before it."""
 
 from __future__ import annotations
 
@@ -87,6 +88,57 @@ def test_a_prefill_stopped_halfway_leaves_a_reusable_prefix(default_engine: Engi
     fresh.close()
     assert fresh.reused == 0
     assert torch.equal(continued, expected)
+
+
+def _cancel_at_call(n: int):
+    """A cancel flag that turns True at its ``n``-th poll (a forward polls it before each layer)."""
+    polls = [0]
+
+    def cancelled() -> bool:
+        polls[0] += 1
+        return polls[0] >= n
+
+    return cancelled
+
+
+def test_a_forward_stopped_between_layers_leaves_the_cache_as_before(default_engine: Engine):
+    """A cancel inside a prefill's second chunk keeps the first chunk, reusable; one inside a step's
+    forward leaves the cache at its length before that forward: either way what follows gives the
+    logits an uncancelled session gives, bit for bit, and the layers' hooks are gone."""
+    loaded = default_engine.loaded
+    runtime = loaded.runtime
+    layers = list(runtime.model.get_decoder().layers)
+    ids = list(range(3000, 3000 + PREFILL_ALIGN + 60))
+    step = list(range(4000, 4040))
+    runtime.prefixes.clear()
+    fresh = loaded.session()
+    fresh.append(ids, "prefill")
+    expected = fresh.append(step, "fused", all_logits=True)
+    fresh.close()
+
+    runtime.prefixes.clear()
+    session = loaded.session()
+    # polls: the first chunk's check and its layers, the second chunk's check, then 10 layers in
+    session.cancelled = _cancel_at_call(len(layers) + 2 + 10)
+    with pytest.raises(Cancelled, match="during a forward"):
+        session.append(ids, "prefill")
+    assert session.length == PREFILL_ALIGN and not any(layer._forward_pre_hooks for layer in layers)
+    session.close()
+    assert runtime.prefixes.tokens_held() == PREFILL_ALIGN
+
+    session = loaded.session()
+    session.append(ids, "prefill")
+    assert session.reused == PREFILL_ALIGN
+    session.cancelled = _cancel_at_call(10)
+    with pytest.raises(Cancelled, match="during a forward"):
+        session.append(step, "fused", all_logits=True)
+    assert session.length == len(ids) and len(session.tokens) == len(ids)
+    assert {layer.get_seq_length() for layer in session.cache.layers} == {len(ids)}
+    session.cancelled = lambda: False
+    again = session.append(step, "fused", all_logits=True)
+    session.close()
+    runtime.prefixes.clear()
+    assert torch.equal(again, expected)
 
 
 def test_a_warm_up_reads_what_the_fix_would_and_changes_nothing(default_engine: Engine):

@@ -4,9 +4,10 @@ engine's own edit request, apply (a chat completion holding ``<code>``/``<update
 
 Bodies are read here with a size limit (413) and parsed by :mod:`.schemas` (400 in OpenAI's
 shape, not FastAPI's 422), so every error a client sees has OpenAI's shape. Streams are
-server-sent events ending in ``data: [DONE]``. A client that goes away cancels its decode at the
-next step: a stream's generator is closed by Starlette on disconnect, and a non-streamed request
-is watched with ``request.is_disconnected()`` while it waits or decodes.
+server-sent events ending in ``data: [DONE]``. A client that goes away cancels its decode (which
+stops where the engine polls the flag: :mod:`.queue`): a stream's generator is closed by Starlette
+on disconnect, and a non-streamed request is watched with ``request.is_disconnected()`` while it
+waits or decodes.
 """
 
 from __future__ import annotations
@@ -248,7 +249,7 @@ def create_app(engine: Engine, config: ServerConfig) -> FastAPI:
 async def _collect(request: Request, queue: DecodeQueue, ticket: Ticket,
                    work: Callable[[Callable[[], bool]], Iterator[Any]]) -> list[Any] | None:
     """Every item of a non-streamed request, or None when the client went away (its decode is
-    cancelled at the next step)."""
+    cancelled)."""
 
     async def gather() -> list[Any]:
         return [item async for item in queue.run(ticket, work)]

@@ -7,8 +7,9 @@ the response starts, so a streamed request gets its 429 as a status too). A remo
 
 A decode runs in its own thread and hands its items to the event loop; when the consumer goes
 away (client disconnected, stream closed) the decode's ``cancelled`` flag is set, the decode
-stops at its next step, and only then is the slot given to the next request, so two decodes
-never share the model.
+stops where the engine polls it (on transformers between two layers of a forward, elsewhere at
+its next step or prompt chunk), and only then is the slot given to the next request, so two
+decodes never share the model.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ _END = object()
 
 
 class Ticket:
-    """An admitted request; ``cancel`` stops its decode at the next step. Its place among the
+    """An admitted request; ``cancel`` stops its decode where the engine polls it. Its place among the
     waiting is given up once (:meth:`settle`): when its decode starts, or when the ticket is
     dropped unused (a client that left before its streamed response began)."""
 

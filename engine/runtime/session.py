@@ -67,8 +67,10 @@ class Session:
         self.cuts: tuple[int, ...] = ()  # the first append's chunk cuts besides multiples of align
         self.cost = cost  # an engine.runtime.cost.CostModel that learns from every forward, or None
         self.closed = False
-        # Polled before each chunk of the first append: once True the prefill stops there and raises
-        # Cancelled (what it had read stays in the cache, reusable: see _check_cancel)
+        # Polled before each chunk of the first append and, on a backend that can stop inside a
+        # forward (transformers: between decoder layers), during every forward: once True the
+        # forward stops and raises Cancelled, its cache as before that forward (a prefill keeps the
+        # chunks it read, reusable: see _prefill)
         self.cancelled: Callable[[], bool] = never_cancelled
 
     def append(self, ids: Sequence[int], kind: str, all_logits: bool = False,
@@ -114,6 +116,13 @@ class Session:
         self.prefilling = True
         try:
             logits = self._prefill_rest(ids, wanted, skip)
+        except Cancelled:
+            # The cache holds the chunks read so far, which end at a chunk boundary of this prompt's
+            # plan; ``tokens`` says so, so :meth:`close` hands them to the prefix store as a prompt
+            # that a later prefill of the same text continues from with bit-identical keys and
+            # values (no last logits are kept with it).
+            self.tokens = list(ids[:self.length])
+            raise
         finally:
             self.prefilling = False
         if last in wanted and self.exact_rows:
@@ -128,25 +137,22 @@ class Session:
             bounds += sorted(inner | {c for c in self.cuts if c > skip})
         bounds.append(len(ids))
         if len(bounds) == 2:  # one chunk: the rows as asked
-            self._check_cancel(ids)
+            self._check_cancel()
             self.prefill_forwards += 1
             return self._timed_forward(ids[skip:], [r - skip for r in wanted])
         got: dict[int, torch.Tensor] = {}
         for lo, hi in zip(bounds, bounds[1:]):
-            self._check_cancel(ids)
+            self._check_cancel()
             self.prefill_forwards += 1
             rows = sorted({r for r in wanted if lo <= r < hi})
             out = self._timed_forward(ids[lo:hi], [r - lo for r in rows] or [hi - lo - 1])
             got.update(zip(rows, out))
         return torch.stack([got[r] for r in wanted])
 
-    def _check_cancel(self, ids: list[int]) -> None:
-        """Between two prompt chunks: stop when the caller cancelled. The cache then holds the
-        chunks read so far, which end at a chunk boundary of this prompt's plan; ``tokens`` says so,
-        so :meth:`close` hands them to the prefix store as a prompt that a later prefill of the same
-        text continues from with bit-identical keys and values (no last logits are kept with it)."""
+    def _check_cancel(self) -> None:
+        """Between two prompt chunks: stop when the caller cancelled (on any backend; one that
+        stops inside a forward stops sooner)."""
         if self.cancelled():
-            self.tokens = list(ids[:self.length])
             raise Cancelled("cancelled during the prompt's prefill")
 
     def _timed_forward(self, ids: list[int], rows: list[int]) -> torch.Tensor:
@@ -245,6 +251,9 @@ class Session:
         """Hand the cache back to the runtime; its first ``len(prompt)`` entries hold ``prompt``."""
 
     def _forward(self, ids: list[int], rows: list[int]) -> torch.Tensor:
+        """Append ``ids`` to the cache in one forward; the logits of ``rows``. A backend may poll
+        ``cancelled`` inside the forward and raise Cancelled, its cache then holding ``length``
+        positions, as before the call."""
         raise NotImplementedError
 
     def _truncate(self, length: int) -> None:

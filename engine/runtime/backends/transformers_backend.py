@@ -8,13 +8,16 @@ the store)."""
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
+from engine.core.choices import never_cancelled
 from engine.core.defaults import PREFIX_CACHE_TOKENS
+from engine.core.errors import Cancelled
 from engine.runtime.cost import CostModel, cost_path
 from engine.runtime.kinds import InProcessRuntime
 from engine.runtime.models import LoadedModel
@@ -71,6 +74,10 @@ class TransformersSession(Session):
     def _forward(self, ids: list[int], rows: list[int]) -> torch.Tensor:
         if self.cache is None:
             self.cache = self._new_cache()
+        with self._stopped_between_layers():
+            return self._forward_rows(ids, rows)
+
+    def _forward_rows(self, ids: list[int], rows: list[int]) -> torch.Tensor:
         input_ids = torch.tensor([ids], dtype=torch.long, device=self.device)
         keep: int | torch.Tensor
         last = len(ids) - 1
@@ -98,6 +105,36 @@ class TransformersSession(Session):
             hook.remove()
         others = self.model.get_output_embeddings()(captured[0][:, rows[:-1]])
         return torch.cat([others[0], out.logits[0]]).float()
+
+    @contextlib.contextmanager
+    def _stopped_between_layers(self) -> Iterator[None]:
+        """A cancel seen before any decoder layer stops the forward there (Cancelled), so a
+        forward of any size stops within one layer's work (a thirtieth of SmolLM2-135M's) and its
+        arithmetic is untouched: the hooks only read the flag. The layers that ran take their new
+        positions back out of the cache, which then holds ``length`` positions, as before. The
+        hooks are the model's, so they act in this thread only."""
+        layers = getattr(self.model.get_decoder(), "layers", None)
+        if self.cancelled is never_cancelled or layers is None:
+            yield
+            return
+        thread = threading.get_ident()
+
+        def check(_module: Any, _args: Any) -> None:
+            if threading.get_ident() == thread and self.cancelled():
+                raise Cancelled("cancelled during a forward")
+
+        handles = [layer.register_forward_pre_hook(check) for layer in layers]
+        try:
+            yield
+        except Cancelled:
+            for layer in self.cache.layers:
+                extra = layer.get_seq_length() - self.length
+                if extra > 0:
+                    layer.crop(-extra)
+            raise
+        finally:
+            for handle in handles:
+                handle.remove()
 
     def _truncate(self, length: int) -> None:
         self.cache.crop(length - self.length)  # transformers 5.x: negative = tokens to remove
