@@ -20,6 +20,7 @@ import openai
 import pytest
 from test_openai_server import KEY, _serve
 
+from engine.core.tokens import encode
 from engine.api import EditRequest, Engine
 from engine.settings import Settings
 
@@ -90,6 +91,8 @@ def test_code_apply_answers_the_engines_merge(base_url: str, default_engine: Eng
                         json={"initialCode": FILE, "editSnippet": UPDATE, "model": "relace-apply-3"}).json()
     assert answer["mergedCode"] == want and set(answer) == {"mergedCode", "usage"}
     assert set(answer["usage"]) == {"prompt_tokens", "completion_tokens", "total_tokens"}
+    # the merged file's tokens, though the aligner (auto) wrote it without the model
+    assert answer["usage"]["completion_tokens"] == len(encode(default_engine.loaded.tokenizer, want)) > 0
     events = []
     with httpx.stream("POST", base_url + "/v1/code/apply", headers=headers, timeout=300,
                       json={"initial_code": FILE, "edit_snippet": UPDATE, "stream": True}) as response:

@@ -199,7 +199,7 @@ def create_app(engine: Engine, config: ServerConfig) -> FastAPI:
             return Response(status_code=499)
         result = applied(run)
         return JSONResponse(completion_json(cid, config.model_id, result.output_text, finish_reason(result),
-                                            apply_usage(result), apply_extension(result)))
+                                            apply_usage(run), apply_extension(result)))
 
     @app.post("/v1/code/apply")
     async def code_apply(request: Request) -> Response:
@@ -213,7 +213,7 @@ def create_app(engine: Engine, config: ServerConfig) -> FastAPI:
             return Response(status_code=499)
         result = applied(run)
         unplaced = unplaced_json(result)
-        return JSONResponse({"mergedCode": result.output_text, "usage": apply_usage(result, openai=False),
+        return JSONResponse({"mergedCode": result.output_text, "usage": apply_usage(run, openai=False),
                              **({"unplaced": unplaced} if unplaced else {})})
 
     @app.post("/v1/edits/copy-as-decode")
@@ -315,7 +315,7 @@ async def _apply_chat_events(queue: DecodeQueue, ticket: Ticket, run: ApplyRun, 
         return
     yield sse(chunk_json(cid, model, created, {}, finish_reason(result), extension=apply_extension(result)))
     if usage_wanted:
-        yield sse(chunk_json(cid, model, created, {}, None, apply_usage(result)))
+        yield sse(chunk_json(cid, model, created, {}, None, apply_usage(run)))
     yield "data: [DONE]\n\n"
 
 
@@ -330,7 +330,7 @@ async def _code_apply_events(queue: DecodeQueue, ticket: Ticket, run: ApplyRun) 
         yield sse(refused.body())
         return
     unplaced = unplaced_json(result)
-    yield sse({"usage": apply_usage(result, openai=False), **({"unplaced": unplaced} if unplaced else {})})
+    yield sse({"usage": apply_usage(run, openai=False), **({"unplaced": unplaced} if unplaced else {})})
     yield "data: [DONE]\n\n"
 
 

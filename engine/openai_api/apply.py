@@ -20,6 +20,7 @@ from engine.api import EditError, EditRequest, Engine
 from engine.apply.job import unplaced_message
 from engine.decoding.events import EditFinished, EditResult, OpResolved
 from engine.openai_api.errors import ApiError
+from engine.core.tokens import encode
 from engine.openai_api.schemas import EXTENSION, usage_json
 from engine.settings import Settings
 
@@ -140,10 +141,13 @@ def finish_reason(result: EditResult) -> str:
     return "length" if result.stop_reason in ("max_tokens", "loop") else "stop"
 
 
-def apply_usage(result: EditResult, openai: bool = True) -> dict[str, Any]:
-    """The apply's usage: the prompt, and the merged file's tokens as its completion (copied ones
-    included); ``openai``: in OpenAI's shape, else Relace's three counts."""
-    usage = usage_json(result.prompt_tokens, result.tokens.total, 0, 0)
+def apply_usage(run: ApplyRun, openai: bool = True) -> dict[str, Any]:
+    """The finished apply's usage: the prompts the model read, and the merged file's tokens as its
+    completion, counted by the model's tokenizer whoever wrote them (the aligner, the model's
+    program, the lines outside its windows); ``openai``: in OpenAI's shape, else Relace's three counts."""
+    result = run.result
+    assert result is not None
+    usage = usage_json(result.prompt_tokens, len(encode(run.engine.loaded.tokenizer, result.region_output)), 0, 0)
     return usage if openai else {k: usage[k] for k in ("prompt_tokens", "completion_tokens", "total_tokens")}
 
 
