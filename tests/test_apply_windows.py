@@ -3,8 +3,10 @@ is copied without being read; the windows' programs, mapped back, give the align
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from engine.apply.align import align
-from engine.apply.plan import plan
+from engine.apply.plan import Step, plan
 from engine.apply.windows import Outside, Window, changes, plan_windows
 from engine.bench.apply_cases import STYLES, make_case
 from engine.core.lines import split_lines
@@ -57,3 +59,17 @@ def test_windows_cover_the_merge_for_every_style() -> None:
             assert text_of(parts, file, split_lines(case.update)) == merged, (style, margin)
         whole = plan_windows(steps, len(file), margin=1, whole=True)
         assert len(whole) == 1 and isinstance(whole[0], Window) and whole[0].size == len(file)
+
+
+def test_a_window_showing_part_of_the_update_numbers_it_from_that_part() -> None:
+    """An update too long to show whole: the window's prompt shows the lines it copies (with
+    context), and its program's update copies map back to the update's own line numbers."""
+    steps = (Step(CopyLines(10, 12), "a\nb\nc\n"), Step(CopyUpdate(300, 302), "x\ny\nz\n"), Step(CopyLines(14, 20), ""))
+    window = Window(10, 20, steps)
+    start, end = window.update_span(n_update=600, context=5)
+    assert (start, end) == (294, 307)
+    shown = replace(window, update_offset=start)
+    virtual = shown.to_virtual(CopyUpdate(300, 302))
+    assert virtual == CopyLines(11 + 300 - 294, 11 + 302 - 294)
+    assert shown.from_virtual(virtual) == CopyUpdate(300, 302)
+    assert Window(10, 20, (steps[0],)).update_span(600, 5) == (0, 0)

@@ -9,7 +9,7 @@ windows are copied without being read.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator, cast
 
 from engine.apply.drafts import AlignedDrafter
@@ -50,23 +50,34 @@ def context_budget(loaded: LoadedModel) -> int:
 
 def window_jobs(loaded: LoadedModel, request: EditRequest, parts: list[Part], file: list[str],
                 update: list[str]) -> list[WindowJob]:
-    """Each window's prompt; an :class:`EditError` (before anything is written) when one does not fit."""
+    """Each window's prompt: its file lines and the whole update, or, when that does not fit, the
+    part of the update the window copies (with ``apply_window_lines`` lines around it); an
+    :class:`EditError` (before anything is written) when even that does not fit."""
     budget = context_budget(loaded)
     jobs = []
     for part in parts:
         if not isinstance(part, Window):
             continue
-        lines = file[part.first - 1:part.last]
-        virtual = virtual_input(lines, update)
-        messages = apply_messages(request.instruction, len(lines), len(update), virtual)
-        ids = render(loaded.tokenizer, messages)
-        if len(ids) > budget:
-            raise EditError(f"the apply needs the model to read {len(ids)} tokens at once (file lines "
-                            f"{part.first}-{part.last} and the {len(update)}-line update), more than its budget of "
-                            f"{budget}: lower applyWindowLines, or apply a smaller update")
-        markers = [len(lines) + j + 1 for j, line in enumerate(update) if is_marker(line)]
-        jobs.append(WindowJob(part, ids, virtual, markers))
+        job = _window_job(loaded, request, part, file, update)
+        if len(job.prompt_ids) > budget:
+            start, end = part.update_span(len(update), request.apply_window_lines)
+            job = _window_job(loaded, request, replace(part, update_offset=start), file, update[start:end])
+        if len(job.prompt_ids) > budget:
+            raise EditError(f"the apply needs the model to read {len(job.prompt_ids)} tokens at once (file lines "
+                            f"{part.first}-{part.last} and the update), more than its budget of {budget}: lower "
+                            "applyWindowLines, or apply a smaller update")
+        jobs.append(job)
     return jobs
+
+
+def _window_job(loaded: LoadedModel, request: EditRequest, window: Window, file: list[str],
+                shown: list[str]) -> WindowJob:
+    """``window``'s prompt showing the update lines ``shown``."""
+    lines = file[window.first - 1:window.last]
+    virtual = virtual_input(lines, shown)
+    ids = render(loaded.tokenizer, apply_messages(request.instruction, len(lines), len(shown), virtual))
+    markers = [len(lines) + j + 1 for j, line in enumerate(shown) if is_marker(line)]
+    return WindowJob(window, ids, virtual, markers)
 
 
 @dataclass
@@ -96,13 +107,14 @@ def decode_parts(loaded: LoadedModel, request: EditRequest, parts: list[Part], j
     """The merged file's ops as they resolve: outside copies at once, each window's as its model
     decode writes them. ``done`` collects the totals; a window that stops early stops the merge."""
     tables = tables_for(loaded)
-    by_window = {id(job.window): job for job in jobs}
+    by_window = {(job.window.first, job.window.last): job for job in jobs}
     for part in parts:
         if isinstance(part, Outside):
             yield from _emit(done, part.copy, "".join(file[part.copy.start - 1:part.copy.end]), done.tokens,
                              started)
             continue
-        job = by_window[id(part)]
+        job = by_window[(part.first, part.last)]
+        part = job.window  # as its prompt shows the update
         n_window = part.size
         n_update = len(job.virtual.splitlines(keepends=True)) - n_window
         ranges = ApplyRanges(tables.vocab_texts, n_window, n_update, job.markers)

@@ -29,10 +29,19 @@ class Window:
     first: int
     last: int
     steps: tuple[Step, ...]
+    update_offset: int = 0  # update lines before the part of it the window's prompt shows (all: 0)
 
     @property
     def size(self) -> int:
         return self.last - self.first + 1
+
+    def update_span(self, n_update: int, context: int) -> tuple[int, int]:
+        """The update lines (0-based ``[start, end)``) this window's steps copy, with ``context``
+        lines on each side: what its prompt shows of an update too long to show whole."""
+        copied = [(op.start, op.end) for op in (step.op for step in self.steps) if isinstance(op, CopyUpdate)]
+        if not copied:
+            return 0, 0
+        return max(0, min(a for a, _ in copied) - 1 - context), min(n_update, max(b for _, b in copied) + context)
 
     def draft(self) -> Program:
         """The aligner's program for this window over its virtual input (the window's lines
@@ -43,14 +52,14 @@ class Window:
         if isinstance(op, CopyLines):
             return CopyLines(op.start - self.first + 1, op.end - self.first + 1)
         if isinstance(op, CopyUpdate):
-            return CopyLines(self.size + op.start, self.size + op.end)
+            return CopyLines(self.size + op.start - self.update_offset, self.size + op.end - self.update_offset)
         return op
 
     def from_virtual(self, op: Op) -> Op:
         """A window program's op in the merged file's terms (file lines, update lines)."""
         if isinstance(op, CopyLines):
             if op.start > self.size:
-                return CopyUpdate(op.start - self.size, op.end - self.size)
+                return CopyUpdate(op.start - self.size + self.update_offset, op.end - self.size + self.update_offset)
             return CopyLines(op.start + self.first - 1, op.end + self.first - 1)
         return op
 

@@ -18,7 +18,7 @@ import time
 from dataclasses import replace
 from typing import Any, Callable, Sequence
 
-from engine.api import EditRequest, Engine
+from engine.api import EditError, EditRequest, Engine
 from engine.bench.apply_cases import ApplyCase
 from engine.bench.harness import median
 from engine.core.tokens import encode
@@ -72,7 +72,12 @@ def run_cases(engine: Engine, cases: Sequence[ApplyCase], arms: Sequence[str], t
                 continue
             engine.forget_prompts()
             started = time.perf_counter()
-            result = engine.edit(arm_request(arm, case, gold_tokens, program_tokens))
+            try:
+                result = engine.edit(arm_request(arm, case, gold_tokens, program_tokens))
+            except EditError as exc:  # refused (a window too long for the context): nothing merged
+                rows.append(refused_row(case, arm, str(exc), gold_tokens))
+                progress(f"{case.name:40s} {arm:18s} refused: {exc}")
+                continue
             wall = time.perf_counter() - started
             row = {"case": case.name, "language": case.language, "style": case.style, "lines": case.size,
                    "arm": arm, "exact": result.output_text == case.gold,
@@ -85,6 +90,14 @@ def run_cases(engine: Engine, cases: Sequence[ApplyCase], arms: Sequence[str], t
             progress(f"{case.name:40s} {arm:18s} exact={row['exact']!s:5s} {wall:7.2f}s "
                      f"{row['throughput']:9.1f} tok/s")
     return {"plain_rate": round(rate, 2), "rows": rows, "summary": summarize(rows, rate)}
+
+
+def refused_row(case: ApplyCase, arm: str, reason: str, gold_tokens: int) -> dict[str, Any]:
+    """The row of an apply the engine refused: not exact, the file left as it was."""
+    return {"case": case.name, "language": case.language, "style": case.style, "lines": case.size, "arm": arm,
+            "exact": False, "damaged_lines": damaged_lines(case.gold, case.file), "stop_reason": "refused",
+            "reason": reason, "seconds": 0.0, "merged_tokens": gold_tokens, "throughput": 0.0, "prompt_tokens": 0,
+            "generated": 0, "unplaced": 0}
 
 
 def _bucket(lines: int) -> str:

@@ -237,6 +237,7 @@ def run_apply(args: argparse.Namespace) -> int:
     data = run_cases(engine, cases, arms, args.text_max_lines, progress=lambda m: console.print(f"[dim]{m}[/dim]"),
                      program_tokens=args.program_max_tokens)
     data = {"model": engine.name, "backend": engine.loaded.runtime.describe(), "selector": engine.selector,
+            "apply_selector": str(engine.apply_selector) if engine.apply_selector else None,
             "cases": len(cases), "per_style": args.per_style, "seed": args.seed, **data,
             "machine": machine_info(engine.loaded.device, engine.loaded.dtype), "command": command_line()}
     report(console, table_of(f"apply, {len(cases)} cases, plain decoding {data['plain_rate']} tok/s",
