@@ -167,3 +167,12 @@ def test_no_final_newline_and_a_file_without_one() -> None:
 def test_bad_updates_are_refused(update: str, message: str) -> None:
     with pytest.raises(EditError, match=message):
         EditRequest(PY, "", update=update).validate()
+
+
+def test_code_that_appears_twice_is_changed_where_the_changed_line_stands() -> None:
+    """The update's context recurs in two functions; the one whose changed line it varies (and
+    whose lines keep the update's spacing) is merged, and the code between is kept."""
+    body = "    x = load()\n    if x:\n        check(x)\n        log(\"{name}: bad\")\n        x.close()\n        x.free()\n    return x\n"
+    text = "def a():\n" + body.format(name="a") + "\n\ndef b():\n" + body.format(name="b")
+    update = "# ...\n" + body.format(name="b").replace("b: bad", "b: worse") + "# ...\n"
+    assert merged(text, update).output_text == text.replace("b: bad", "b: worse")

@@ -14,6 +14,9 @@ unless marker comments stand there (:mod:`engine.apply.markers`):
   file), unless a marker says where the update's lines go (the file's start or end);
 * an update without markers at all shows only what changed: a gap between two anchors where it
   has no code keeps the file's lines there;
+* code the update shows that recurs in the file (two functions alike) is anchored where it stands
+  as close to the other anchors as in the update and where the lines it changes are most alike
+  the update's, not at its first copy;
 * a chunk between two markers with no anchor goes where its lines rewrite as many consecutive file
   lines, each a variant of the one it replaces (the most alike such place); where none fits, or two
   fit as well, it cannot be placed: it is reported, not guessed.
@@ -87,15 +90,63 @@ def _anchors(update: Sequence[str], file: Sequence[str], markers: set[int], stri
     for k in fkeys:
         counts[k] = counts.get(k, 0) + 1
     matcher = difflib.SequenceMatcher(lambda k: _trivial(k), ukeys, fkeys, autojunk=False)
-    pairs: list[tuple[int, int]] = []
+    blocks: list[tuple[int, int, int]] = []
     for a, b, size in matcher.get_matching_blocks():
         if size == 0:
             continue
         strong = size >= STRONG_BLOCK or any(counts[fkeys[b + i]] == 1 and not _trivial(fkeys[b + i])
                                              for i in range(size))
         if strong:
-            pairs.extend((a + i, b + i) for i in range(size))
-    return pairs
+            blocks.append((a, b, size))
+    return [(a + i, b + i) for a, b, size in _compact(blocks, ukeys, fkeys) for i in range(size)]
+
+
+def _compact(blocks: list[tuple[int, int, int]], ukeys: Sequence[str],
+             fkeys: Sequence[str]) -> list[tuple[int, int, int]]:
+    """Matched blocks ``(update index, file index, size)``, with each run of blocks that recurs in
+    the file moved to the place it fits best. A run is blocks as far apart in the file as in the
+    update; an update shows contiguous code, so of the places the run's lines recur the right one
+    leaves as many file lines to its neighbours as the update does, and, of those, the one whose
+    lines between the run's blocks are most like the update's (the changed lines are variants of
+    the ones they replace). The diff alone takes the first place, which may be another copy of
+    the code, and delete the code between it and the next match."""
+    runs: list[list[tuple[int, int, int]]] = []
+    for block in blocks:
+        if runs and block[1] - runs[-1][-1][1] == block[0] - runs[-1][-1][0]:
+            runs[-1].append(block)
+        else:
+            runs.append([block])
+    for i, run in enumerate(runs):
+        a0, b0, _ = run[0]
+        span = run[-1][0] + run[-1][2] - a0
+        inside = {a + k - a0 for a, _, size in run for k in range(size)}
+        low = runs[i - 1][-1][1] + runs[i - 1][-1][2] if i > 0 else 0
+        high = runs[i + 1][0][1] - span if i + 1 < len(runs) else len(fkeys) - span
+        places = [at for at in range(low, high + 1)
+                  if at != b0 and all(fkeys[at + o] == ukeys[a0 + o] for o in inside)]
+        best = max(places, key=lambda at: _place_score(runs, i, at, inside, ukeys, fkeys), default=b0)
+        if _place_score(runs, i, best, inside, ukeys, fkeys) > _place_score(runs, i, b0, inside, ukeys, fkeys):
+            runs[i] = [(a, b - b0 + best, size) for a, b, size in run]
+    return [block for run in runs for block in run]
+
+
+def _place_score(runs: list[list[tuple[int, int, int]]], i: int, at: int, inside: set[int], ukeys: Sequence[str],
+                 fkeys: Sequence[str]) -> tuple[int, float]:
+    """How well run ``i`` fits at file line ``at``: minus how far the file lines to its
+    neighbouring runs outnumber or fall short of the update's, then how alike the lines between
+    its blocks are to the update's."""
+    a0 = runs[i][0][0]
+    span = runs[i][-1][0] + runs[i][-1][2] - a0
+    mismatch = 0
+    if i > 0:
+        pa, pb, psize = runs[i - 1][-1]
+        mismatch += abs((at - pb - psize) - (a0 - pa - psize))
+    if i + 1 < len(runs):
+        na, nb, _ = runs[i + 1][0]
+        mismatch += abs((nb - at - span) - (na - a0 - span))
+    alike = sum(difflib.SequenceMatcher(None, ukeys[a0 + o], fkeys[at + o], autojunk=False).ratio()
+                for o in range(span) if o not in inside)
+    return -mismatch, alike
 
 
 def _is_whole_file(update: Sequence[str], file: Sequence[str], markers: set[int]) -> bool:
