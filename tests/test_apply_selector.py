@@ -39,3 +39,27 @@ def test_an_apply_program_runs_on_the_apply_selector(default_engine) -> None:
     assert result.stop_reason == "done"
     assert "existing code" not in result.output_text  # a marker is never copied (quality: bench apply)
     assert result.breakdown["windows"] == 1
+
+
+@pytest.mark.model
+def test_train_apply_selector_writes_an_adapter_the_engine_loads(tmp_path) -> None:
+    """The command's path, data to card (two steps on three cases: the path, not quality), and the
+    engine writing an apply's program with what it wrote."""
+    import json
+
+    from engine.api import Engine
+    from engine.cli import main
+
+    out = tmp_path / "apply-selector"
+    code = main(["train-apply-selector", "--train", "3", "--steps", "2", "--warmup-steps", "1", "--threads", "1",
+                 "--out", str(out), "--work-dir", str(tmp_path / "work")])
+    assert code == 0
+    assert json.loads((out / "selector.json").read_text())["job"] == "apply"
+    info = json.loads((out / "training.json").read_text())
+    assert info["data"]["cases"] == 3 and len(info["losses"]) == 2
+    assert "## Data" in (out / "CARD.md").read_text() and (out / "loss.png").is_file()
+    engine = Engine.load("default", backend="transformers")
+    engine.apply_selector = out
+    result = engine.edit(EditRequest(FILE, "", update=UPDATE, mode="program"))
+    assert result.stop_reason == "done" and engine.model_for_request(
+        EditRequest(FILE, "", update=UPDATE, mode="program")).selector == str(out)

@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
-from engine.core.lines import split_lines
+from engine.core.lines import common_ends, split_lines
 from engine.language.program import Gen, Op, unescape_body
 
 MAX_PERIOD = 400          # longest repeated unit (characters) looked for
@@ -203,12 +203,7 @@ def line_opcodes(a: Sequence[str], b: Sequence[str]) -> list[tuple[str, int, int
     4,500 lines take milliseconds instead of most of a minute."""
     if len(a) * len(b) <= _PLAIN_DIFF_PAIRS:
         return difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
-    head = 0
-    while head < min(len(a), len(b)) and a[head] == b[head]:
-        head += 1
-    tail = 0
-    while tail < min(len(a), len(b)) - head and a[-1 - tail] == b[-1 - tail]:
-        tail += 1
+    head, tail = common_ends(a, b)
     ops: list[tuple[str, int, int, int, int]] = []
     if head:
         ops.append(("equal", 0, head, 0, head))

@@ -19,14 +19,14 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from engine.commands.train_selector import _Reporter
+from engine.commands.train_selector import _Reporter, train_reported
 from engine.core.errors import ModelLoadError
 from engine.runtime.models import DEFAULT_MODEL, load_model, log_progress
 from engine.runtime.selector.adapter import SHIPPED_APPLY_ADAPTER_DIR, save_adapter
 from engine.training.apply.card import write_apply_card
 from engine.training.selector.card import plot_loss
 from engine.training.selector.dataset import read_examples, write_examples
-from engine.training.selector.train import CheckpointMismatch, TrainConfig, train_adapter
+from engine.training.selector.train import TrainConfig
 
 DEFAULT_WORK_DIR = Path("artifacts/train-apply-selector")
 RECIPE = ("model", "train", "data_seed", "margin", "max_tokens", "steps", "lr", "warmup_steps", "min_lr_ratio", "rank",
@@ -117,23 +117,9 @@ def run(args: argparse.Namespace) -> int:
     data_s = time.perf_counter() - t0
     config = TrainConfig(steps=args.steps, lr=args.lr, warmup_steps=args.warmup_steps, min_lr_ratio=args.min_lr_ratio,
                          rank=args.rank, alpha=args.alpha, target_modules=args.target_modules, seed=args.seed)
-    reporter = _Reporter("training", config.steps, every=5)
-
-    def on_step(info: Any) -> None:
-        reporter.update(info.step, f"loss {info.loss:.3f} lr {info.lr:.1e} {info.step_s:.1f} s/step", info.eta_s)
-
-    try:
-        result = train_adapter(loaded.model, recorded.examples, config, args.work_dir, resume=args.resume,
-                               checkpoint_every=args.checkpoint_every, stop_after=args.stop_after, on_step=on_step)
-    except CheckpointMismatch as exc:
-        print(f"copy-as-decode train-apply-selector: {exc}", file=sys.stderr)
-        return 2
-    finally:
-        reporter.close()
-    if not result.finished:
-        print(f"stopped after step {result.steps_done} of {config.steps} (checkpoint in {args.work_dir}); "
-              "run the same command with --resume to continue", file=sys.stderr)
-        return 0
+    result = train_reported("train-apply-selector", loaded.model, recorded.examples, config, args)
+    if isinstance(result, int):
+        return result
     dtype = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}[args.save_dtype]
     size = save_adapter(result.peft_model, out, args.model, dtype=dtype, job="apply")
     plot_loss(result.losses, out / "loss.png", f"apply selector, {args.model}: LoRA r={config.rank}, {config.steps} steps")

@@ -145,6 +145,31 @@ class _Reporter:
             self.progress.stop()
 
 
+def train_reported(command: str, model: Any, examples: list[Any], config: TrainConfig,
+                   args: argparse.Namespace) -> Any:
+    """:func:`train_adapter` with a progress display, as ``args`` asks (``work_dir``, ``resume``,
+    ``checkpoint_every``, ``stop_after``): the finished run's result, or the exit status when it
+    did not finish (0: stopped at ``--stop-after``, with how to go on; 2: a checkpoint of another run)."""
+    reporter = _Reporter("training", config.steps, every=5)
+
+    def on_step(info: Any) -> None:
+        reporter.update(info.step, f"loss {info.loss:.3f} lr {info.lr:.1e} {info.step_s:.1f} s/step", info.eta_s)
+
+    try:
+        result = train_adapter(model, examples, config, args.work_dir, resume=args.resume,
+                               checkpoint_every=args.checkpoint_every, stop_after=args.stop_after, on_step=on_step)
+    except CheckpointMismatch as exc:
+        print(f"copy-as-decode {command}: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        reporter.close()
+    if not result.finished:
+        print(f"stopped after step {result.steps_done} of {config.steps} (checkpoint in {args.work_dir}); "
+              "run the same command with --resume to continue", file=sys.stderr)
+        return 0
+    return result
+
+
 def _clock(seconds: float) -> str:
     seconds = max(0, int(seconds))
     return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
@@ -226,23 +251,9 @@ def _train(args: argparse.Namespace, out: Path) -> int:
           f"({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
     recorded, record_s = _record(args, loaded, dataset)
     config = _config(args)
-    reporter = _Reporter("training", config.steps, every=5)
-
-    def on_step(info: Any) -> None:
-        reporter.update(info.step, f"loss {info.loss:.3f} lr {info.lr:.1e} {info.step_s:.1f} s/step", info.eta_s)
-
-    try:
-        result = train_adapter(loaded.model, recorded.examples, config, args.work_dir, resume=args.resume,
-                               checkpoint_every=args.checkpoint_every, stop_after=args.stop_after, on_step=on_step)
-    except CheckpointMismatch as exc:
-        print(f"copy-as-decode train-selector: {exc}", file=sys.stderr)
-        return 2
-    finally:
-        reporter.close()
-    if not result.finished:
-        print(f"stopped after step {result.steps_done} of {config.steps} (checkpoint in {args.work_dir}); "
-              "run the same command with --resume to continue", file=sys.stderr)
-        return 0
+    result = train_reported("train-selector", loaded.model, recorded.examples, config, args)
+    if isinstance(result, int):
+        return result
     dtype = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}[args.save_dtype]
     size = save_adapter(result.peft_model, out, args.model, dtype=dtype)
     plot_loss(result.losses, out / "loss.png", f"span selector, {args.model}: LoRA r={config.rank}, {config.steps} steps")

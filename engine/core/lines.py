@@ -15,6 +15,8 @@ every such ``t``. A buffer with mixed endings is edited as it is.
 
 from __future__ import annotations
 
+from typing import Sequence
+
 
 def split_lines(text: str) -> list[str]:
     """Split ``text`` into lines that keep their ``\\n`` terminators (see module docstring)."""
@@ -69,3 +71,15 @@ def near_copy(written: str, line: str, ratio: float = NEAR_COPY_RATIO) -> bool:
     if not any(ch.isalnum() or ch == "_" for ch in stripped):
         return False
     return difflib.SequenceMatcher(None, stripped.rstrip(), line.strip(), autojunk=False).ratio() >= ratio
+
+
+def common_ends(a: Sequence[str], b: Sequence[str]) -> tuple[int, int]:
+    """How many first and last lines ``a`` and ``b`` share (the tail not overlapping the head):
+    what a line diff of a small change can skip."""
+    head = 0
+    while head < min(len(a), len(b)) and a[head] == b[head]:
+        head += 1
+    tail = 0
+    while tail < min(len(a), len(b)) - head and a[-1 - tail] == b[-1 - tail]:
+        tail += 1
+    return head, tail

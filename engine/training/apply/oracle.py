@@ -16,6 +16,7 @@ from typing import Sequence
 from engine.apply.align import align
 from engine.apply.markers import is_marker
 from engine.apply.plan import Step, extended, plan
+from engine.core.lines import common_ends
 from engine.language.program import CopyLines, CopyUpdate, Gen, Op
 
 
@@ -39,12 +40,7 @@ def oracle_steps(file: Sequence[str], update: Sequence[str], gold: Sequence[str]
 def _kept(file: Sequence[str], gold: Sequence[str]) -> dict[int, int]:
     """Gold line -> the file line it keeps: the common head and tail first, then a line diff of
     the middle (so a line that recurs in the file is kept where it stood, not where it recurs)."""
-    head = 0
-    while head < min(len(file), len(gold)) and file[head] == gold[head]:
-        head += 1
-    tail = 0
-    while tail < min(len(file), len(gold)) - head and file[-1 - tail] == gold[-1 - tail]:
-        tail += 1
+    head, tail = common_ends(file, gold)
     kept = {i: i for i in range(head)}
     kept.update({len(gold) - 1 - k: len(file) - 1 - k for k in range(tail)})
     middle = difflib.SequenceMatcher(None, list(file[head:len(file) - tail]), list(gold[head:len(gold) - tail]),

@@ -77,21 +77,13 @@ def record_cases(loaded: Any, cases: Sequence[tuple[ApplyCase, str]], margin: in
     ``loaded`` (teacher-forced decoding never reads the logits); sequences over ``max_tokens`` are
     dropped, as are cases the decoder cannot record (counted with them)."""
     stand_in = recording_model(loaded)
-    examples: list[TrainExample] = []
-    too_long = no_target = 0
+    recorded = RecordedSet()
     for i, (case, instruction) in enumerate(cases):
         try:
-            made = case_examples(stand_in, case, margin, instruction)
+            for example in case_examples(stand_in, case, margin, instruction):
+                recorded.add(example, max_tokens)
         except (ValueError, RuntimeError):  # a program the apply's grammar cannot write
-            too_long += 1
-            made = []
-        for example in made:
-            if len(example.ids) > max_tokens:
-                too_long += 1
-            elif example.targets == 0:
-                no_target += 1
-            else:
-                examples.append(example)
+            recorded.too_long += 1
         if on_case is not None:
             on_case(i + 1)
-    return RecordedSet(examples, too_long, no_target)
+    return recorded

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
@@ -60,9 +60,18 @@ def training_request(case: Any) -> Any:
 
 @dataclass
 class RecordedSet:
-    examples: list[TrainExample]
-    too_long: int  # cases dropped because their sequence exceeds max_tokens
-    no_target: int  # cases whose sequence had no chosen token (nothing to learn)
+    examples: list[TrainExample] = field(default_factory=list)
+    too_long: int = 0  # sequences dropped because they exceed max_tokens (or could not be recorded)
+    no_target: int = 0  # sequences with no chosen token (nothing to learn)
+
+    def add(self, example: TrainExample, max_tokens: int) -> None:
+        """Keep ``example``, or count why it is dropped."""
+        if len(example.ids) > max_tokens:
+            self.too_long += 1
+        elif example.targets == 0:
+            self.no_target += 1
+        else:
+            self.examples.append(example)
 
 
 def recording_model(loaded: Any) -> Any:
@@ -103,20 +112,13 @@ def record_examples(loaded: Any, cases: Sequence[Any], max_tokens: int,
         if (real.ids, real.chosen) != (stand_in.ids, stand_in.chosen):
             raise RecordingMismatch("forced mode fed different tokens on a stand-in model than on the real one; "
                                     "record with fast=False (the decoder's forced mode now reads the logits)")
-    examples: list[TrainExample] = []
-    too_long = no_target = 0
+    recorded = RecordedSet()
     for i, case in enumerate(cases):
         fed = record_fed_sequence(recorder, training_request(case))
-        example = example_from_fed(fed, case.kind, case.language, case.source)
-        if len(example.ids) > max_tokens:
-            too_long += 1
-        elif example.targets == 0:
-            no_target += 1
-        else:
-            examples.append(example)
+        recorded.add(example_from_fed(fed, case.kind, case.language, case.source), max_tokens)
         if on_case is not None:
             on_case(i + 1)
-    return RecordedSet(examples, too_long, no_target)
+    return recorded
 
 
 def cases_fingerprint(cases: Iterable[Any]) -> str:
