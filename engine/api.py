@@ -36,9 +36,9 @@ from engine.runtime.selector.adapter import load_selector, resolve_apply_selecto
 from engine.settings import DEFAULTS
 
 # What ``mode="auto"`` runs for an apply: the aligner's program without the model (engine.apply.job).
-# Measured on the apply cases of tests/test_apply_align.py: the shipped selector, trained on edits,
-# keeps the aligner's program on none of them (its own greedy program, the drafts verified losslessly)
-# while the aligner merges all of them; ``mode="program"`` runs the model with the aligner's drafts.
+# Measured on 28 held-out cases (docs/benchmarks.md#apply): the aligner merges 27, the model's
+# program with the apply selector 1 (its line numbers are often off by a line); ``mode="program"``
+# runs the model with the aligner's drafts.
 APPLY_AUTO_MODE: Mode = "forced"
 LOCK_POLL_S = 0.05  # how often an edit waiting for the engine checks for a cancel or a read ahead
 
@@ -104,7 +104,8 @@ class Engine:
         return self.selector_model.selector if self.selector_model is not None else None
 
     def models(self) -> list[LoadedModel]:
-        """The base model and the selector's copy, each runtime once (they share it on vLLM)."""
+        """The base model, the selector's copy and the apply selector's (once loaded), each runtime
+        once (they share it on vLLM)."""
         return list({id(m.runtime): m for m in (self.loaded, self.selector_model, self._apply_model)
                      if m is not None}.values())
 
