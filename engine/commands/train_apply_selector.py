@@ -19,7 +19,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from engine.commands.train_selector import _Reporter, train_reported
+from engine.commands.train_selector import Reporter, train_reported
 from engine.core.errors import ModelLoadError
 from engine.runtime.models import DEFAULT_MODEL, load_model, log_progress
 from engine.runtime.selector.adapter import SHIPPED_APPLY_ADAPTER_DIR, save_adapter
@@ -108,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
     path = args.work_dir / "examples.jsonl"
     recorded = read_examples(path, meta)
     if recorded is None:
-        reporter = _Reporter("recording", len(cases), every=50)
+        reporter = Reporter("recording", len(cases), every=50)
         try:
             recorded = record_cases(loaded, cases, args.margin, args.max_tokens, on_case=reporter.update)
         finally:

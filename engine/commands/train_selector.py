@@ -27,7 +27,7 @@ from engine.runtime.selector.adapter import SHIPPED_ADAPTER_DIR, save_adapter
 from engine.training.selector.card import plot_loss, write_card
 from engine.training.selector.dataset import cases_fingerprint, read_examples, record_examples, write_examples
 from engine.training.selector.evaluate import evaluate
-from engine.training.selector.train import CheckpointMismatch, TrainConfig, train_adapter
+from engine.training.selector.train import CheckpointMismatch, TrainConfig, TrainResult, train_adapter
 
 DEFAULT_WORK_DIR = Path("artifacts/train-selector")
 RECIPE_DEFAULTS = {"train": 640, "heldout": 80, "data_seed": 0, "max_tokens": 1024, "focus_share": 0.5,
@@ -116,7 +116,7 @@ def _out_dir(args: argparse.Namespace) -> Path:
     return SHIPPED_ADAPTER_DIR
 
 
-class _Reporter:
+class Reporter:
     """A rich progress bar on a terminal; plain log lines (every ``every`` items) otherwise, so a
     background run's log shows progress too."""
 
@@ -146,11 +146,11 @@ class _Reporter:
 
 
 def train_reported(command: str, model: Any, examples: list[Any], config: TrainConfig,
-                   args: argparse.Namespace) -> Any:
+                   args: argparse.Namespace) -> TrainResult | int:
     """:func:`train_adapter` with a progress display, as ``args`` asks (``work_dir``, ``resume``,
     ``checkpoint_every``, ``stop_after``): the finished run's result, or the exit status when it
     did not finish (0: stopped at ``--stop-after``, with how to go on; 2: a checkpoint of another run)."""
-    reporter = _Reporter("training", config.steps, every=5)
+    reporter = Reporter("training", config.steps, every=5)
 
     def on_step(info: Any) -> None:
         reporter.update(info.step, f"loss {info.loss:.3f} lr {info.lr:.1e} {info.step_s:.1f} s/step", info.eta_s)
@@ -229,7 +229,7 @@ def _record(args: argparse.Namespace, loaded: Any, dataset: Any) -> tuple[Any, f
         print(f"using the recorded sequences in {path}", file=sys.stderr)
         return cached, 0.0
     t0 = time.perf_counter()
-    reporter = _Reporter("recording", len(dataset.train), every=50)
+    reporter = Reporter("recording", len(dataset.train), every=50)
     try:
         recorded = record_examples(loaded, dataset.train, args.max_tokens, on_case=reporter.update)
     finally:
@@ -310,7 +310,7 @@ def _evaluate(args: argparse.Namespace, out: Path) -> int:
     t0 = time.perf_counter()
     rows = []
     for arm, eng, focus in arms:
-        reporter = _Reporter(arm, len(cases), every=10)
+        reporter = Reporter(arm, len(cases), every=10)
         try:
             row = evaluate(eng, cases, arm, focus, args.eval_max_new_tokens, on_case=reporter.update)
         finally:
