@@ -54,15 +54,21 @@ async def test_work_done_first_counts_and_its_error_is_raised():
 
 
 def _server_with(tmp_path, settings: dict, text: str = "def f(x):\n    return x\n"):
+    """The server's services with a fake client port (no server), one document open."""
+    from fake_client import FakeClient
     from lsprotocol import types
 
-    from lsp_server.server import create_server
+    from lsp_server.documents import DocumentStore
+    from lsp_server.models import ModelPool
+    from lsp_server.services import EditServices
+    from lsp_server.workspace_config import WorkspaceConfig
 
-    server = create_server()
-    server.config.set_user({"copyAsDecode": settings})
+    config = WorkspaceConfig()
+    config.set_user({"copyAsDecode": settings})
+    services = EditServices.build(FakeClient(), config, ModelPool(), DocumentStore(), "utf-16")
     uri = (tmp_path / "a.py").as_uri()
-    server.documents.open(types.TextDocumentItem(uri=uri, language_id="python", version=1, text=text))
-    return server, uri
+    services.documents.open(types.TextDocumentItem(uri=uri, language_id="python", version=1, text=text))
+    return services, uri
 
 
 async def test_an_idle_buffer_is_read_only_once_a_model_is_loaded(tmp_path):
@@ -72,7 +78,7 @@ async def test_an_idle_buffer_is_read_only_once_a_model_is_loaded(tmp_path):
     assert server.warmups.timer is not None
     await asyncio.sleep(0.4)
     assert server.warmups.timer is None and server.warmups.running is None
-    assert server.warmups.done == [] and server.pool.names() == []
+    assert server.warmups.done == [] and server.models.names() == []
 
 
 async def test_no_warm_up_timer_when_it_is_off_and_a_keystroke_restarts_it(tmp_path):
