@@ -53,7 +53,7 @@ async def test_work_done_first_counts_and_its_error_is_raised():
         await unless_stopped(fails(), stopped)
 
 
-def _server_with(tmp_path, settings: dict, text: str = "def f(x):\n    return x\n"):
+def _services_with(tmp_path, settings: dict, text: str = "def f(x):\n    return x\n"):
     """The server's services with a fake client port (no server), one document open."""
     from fake_client import FakeClient
     from lsprotocol import types
@@ -73,26 +73,26 @@ def _server_with(tmp_path, settings: dict, text: str = "def f(x):\n    return x\
 
 async def test_an_idle_buffer_is_read_only_once_a_model_is_loaded(tmp_path):
     """The warm-up never loads a model (the server loads none before the first edit)."""
-    server, uri = _server_with(tmp_path, {"warmUpDelayMs": 100})
-    server.warmups.touched(uri)
-    assert server.warmups.timer is not None
+    services, uri = _services_with(tmp_path, {"warmUpDelayMs": 100})
+    services.warmups.touched(uri)
+    assert services.warmups.timer is not None
     await asyncio.sleep(0.4)
-    assert server.warmups.timer is None and server.warmups.running is None
-    assert server.warmups.done == [] and server.models.names() == []
+    assert services.warmups.timer is None and services.warmups.running is None
+    assert services.warmups.done == [] and services.models.names() == []
 
 
 async def test_no_warm_up_timer_when_it_is_off_and_a_keystroke_restarts_it(tmp_path):
-    server, uri = _server_with(tmp_path, {"warmUp": "off"})
-    server.warmups.touched(uri)
-    assert server.warmups.timer is None
-    server, uri = _server_with(tmp_path, {"warmUpDelayMs": 30000})
-    server.warmups.touched(uri)
-    first = server.warmups.timer
-    server.warmups.touched(uri)  # a keystroke: the idle time starts again
-    assert first is not None and first.cancelled() and server.warmups.timer is not first
-    server.warmups.edit_began()  # an AI fix: no read starts while it is on its way
-    assert server.warmups.timer is None
-    server.warmups.edit_ended(uri)  # the buffer it left is read once idle again
-    assert server.warmups.timer is not None
-    server.warmups.stop()  # a settings change
-    assert server.warmups.timer is None
+    services, uri = _services_with(tmp_path, {"warmUp": "off"})
+    services.warmups.touched(uri)
+    assert services.warmups.timer is None
+    services, uri = _services_with(tmp_path, {"warmUpDelayMs": 30000})
+    services.warmups.touched(uri)
+    first = services.warmups.timer
+    services.warmups.touched(uri)  # a keystroke: the idle time starts again
+    assert first is not None and first.cancelled() and services.warmups.timer is not first
+    services.warmups.edit_began()  # an AI fix: no read starts while it is on its way
+    assert services.warmups.timer is None
+    services.warmups.edit_ended(uri)  # the buffer it left is read once idle again
+    assert services.warmups.timer is not None
+    services.warmups.stop()  # a settings change
+    assert services.warmups.timer is None
