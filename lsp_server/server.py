@@ -138,7 +138,7 @@ def create_server(pool: ModelPool | None = None) -> CopyAsDecodeServer:
         doc = services.documents.get(params.text_document.uri)
         if doc is None:
             return None
-        settings, _ = services.settings.config.settings_for(path_of(doc.uri))
+        settings, _ = services.settings.shared(doc.uri)
         services.warmups.moved(doc.uri, params)
         return (code_actions(doc.uri, doc.text, params, services.encoding, settings.whole_document_lines)
                 + commands.next_candidate_actions(services, doc.uri, doc.text, params))

@@ -55,9 +55,7 @@ class EditServices:
     # -- settings changes --------------------------------------------------------------------
     def watch_config_files(self, loop: asyncio.AbstractEventLoop) -> None:
         """Watch the workspace folders' config files; a change is handled on ``loop``."""
-        self.settings.watcher = ConfigWatcher(lambda path: loop.call_soon_threadsafe(self.config_file_changed, path))
-        for root in self.settings.config.roots:
-            self.settings.watcher.watch(root)
+        self.settings.watch(ConfigWatcher(lambda path: loop.call_soon_threadsafe(self.config_file_changed, path)))
 
     def config_file_changed(self, path: Path) -> None:
         """On the loop: a watched config file changed; reload it, keep the last good on error."""

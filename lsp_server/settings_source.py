@@ -34,6 +34,12 @@ class SettingsSource:
         their problems; asks the client nothing."""
         return self.config.settings_for(path_of(uri), uri if uri in self.config.pulled else None)
 
+    def shared(self, uri: str | None) -> tuple[Settings, list[str]]:
+        """The settings of ``uri`` (None: no document) without its own pull: its config files,
+        the user's, the pushed and the globally pulled settings (what code actions are offered
+        under, and what the settings command shows without a document)."""
+        return self.config.settings_for(path_of(uri) if uri else None)
+
     async def pulled(self, uri: str) -> tuple[Settings, list[str]]:
         """The settings of ``uri`` after pulling the client's for it (what an edit runs under)."""
         warnings = await self.pull(uri)
@@ -71,9 +77,15 @@ class SettingsSource:
     def opened(self, uri: str) -> None:
         """A document opened: watch its config files, and show their problems (each once)."""
         self.watch_config_for(uri)
-        path = path_of(uri)
-        if path is not None:
-            self.warn_once(self.config.settings_for(path)[1])
+        if path_of(uri) is not None:
+            self.warn_once(self.shared(uri)[1])
+
+    def watch(self, watcher: ConfigWatcher) -> None:
+        """Watch the workspace folders with ``watcher`` (and, once opened, each document's config
+        files' folders)."""
+        self.watcher = watcher
+        for root in self.config.roots:
+            watcher.watch(root)
 
     def watch_config_for(self, uri: str) -> None:
         path = path_of(uri)

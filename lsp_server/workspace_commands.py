@@ -152,7 +152,7 @@ async def settings(services: EditServices, raw: Any) -> dict:
     except ValueError as exc:
         return fail(services.client, str(exc))
     source = services.settings
-    effective, warnings = await source.pulled(uri) if uri else source.config.settings_for(None)
+    effective, warnings = await source.pulled(uri) if uri else source.shared(None)
     answer = {"settings": effective.lsp_dict(), "warnings": warnings, "loadedModels": services.models.names(),
               "warmUps": services.warmups.done[-5:]}
     if flag_argument(raw, "doctor"):

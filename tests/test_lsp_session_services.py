@@ -212,3 +212,36 @@ def test_document_state_drops_candidates_on_any_change_but_their_own_echo():
     assert state.take_pending(None) is None  # two held: the command must name the document
     state.closed(uri)
     assert state.take_pending(None).uri == "file:///b.py" and state.take_pending("file:///b.py") is None
+
+
+class _FailingPulls(FakeClient):
+    async def configuration(self, scope):
+        raise TimeoutError("no answer")
+
+
+async def test_the_settings_source_pulls_through_the_port_and_shows_each_file_problem_once(tmp_path):
+    from lsp_server.settings_source import SettingsSource
+
+    uri = (tmp_path / "a.py").as_uri()
+    client = FakeClient(ClientFeatures(configuration=True), configured={"maxNewTokens": 77})
+    source = SettingsSource(WorkspaceConfig([tmp_path]), client)
+    settings, warnings = await source.pulled(uri)
+    assert client.pulls == [uri] and settings.max_new_tokens == 77 and warnings == []
+    failing = _FailingPulls(ClientFeatures(configuration=True))
+    assert await SettingsSource(WorkspaceConfig([tmp_path]), failing).pull(None) == []
+    assert failing.logged == [("workspace/configuration failed: no answer", types.MessageType.Warning)]
+    assert await SettingsSource(WorkspaceConfig(), FakeClient()).pull(None) == []  # a client that cannot be asked
+
+    config_file = tmp_path / ".copy-as-decode.toml"
+    config_file.write_text('max_new_tokens = 12\ncolour = "red"\n')
+    source.opened(uri)
+    source.opened(uri)  # the same problem is not shown twice
+    assert [m for m, _ in client.shown if "colour" in m] and len(client.shown) == 1
+    assert source.shared(uri)[0].max_new_tokens == 12
+    config_file.write_text("max_new_tokens = [")  # not TOML: the last good one stays in force
+    assert source.file_changed(config_file) is False
+    assert client.statuses[-1] == ("error", f"invalid config file {config_file.name}")
+    assert source.shared(uri)[0].max_new_tokens == 12
+    config_file.write_text('max_new_tokens = 13\ncolour = "red"\n')
+    assert source.file_changed(config_file) is True  # fixed: its remaining problem is shown once more
+    assert source.shared(uri)[0].max_new_tokens == 13 and sum("colour" in m for m, _ in client.shown) == 2
