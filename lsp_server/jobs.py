@@ -36,7 +36,7 @@ import functools
 import threading
 import time
 from contextlib import suppress
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from lsprotocol import types
 
@@ -53,7 +53,9 @@ from lsp_server.worker import BlockingStream
 from lsp_server.writer import DocumentLost, DocumentWriter, EditContext, apply_edit
 
 if TYPE_CHECKING:
+    from engine.api import Engine
     from engine.settings import Settings
+    from lsp_server.aligner import AlignerOnly
 
 REVIEW_TIMEOUT_S = 3600.0  # a preview the user leaves open (the edit slot is free meanwhile)
 
@@ -153,7 +155,7 @@ class LiveEdit:
         """Polled by the engine before every model step (from the worker thread)."""
         return self.cancel.is_set() or self.progress.cancelled()
 
-    async def run(self, engine: Any) -> Outcome:
+    async def run(self, engine: "Engine | AlignerOnly") -> Outcome:
         doc = self.ctx.documents.get(self.uri)
         if doc is None:
             return Outcome("error", NOT_OPEN)
@@ -176,7 +178,7 @@ class LiveEdit:
         return outcome
 
     # -- decoding ----------------------------------------------------------------------------
-    async def _decode(self, engine: Any, request: EditRequest,
+    async def _decode(self, engine: "Engine | AlignerOnly", request: EditRequest,
                       live: LiveRegion) -> tuple[EditResult | None, BaseException | None]:
         """The engine's result (or its failure); each batch's latest op is shown as it comes."""
         region = f"lines {self.lines[0]}-{self.lines[1]}" if self.lines else "whole document"

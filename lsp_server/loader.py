@@ -4,13 +4,16 @@ told with its fix. The engines themselves are the :class:`lsp_server.models.Mode
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Iterable
 
 from lsprotocol import types
 
 from lsp_server.client import ClientPort
 from lsp_server.models import ModelKey, ModelPool
 from lsp_server.progress import WorkDoneProgress
+
+if TYPE_CHECKING:
+    from engine.api import Engine
 
 
 class ModelLoader:
@@ -26,7 +29,7 @@ class ModelLoader:
     def names(self) -> list[str]:
         return self.pool.names()
 
-    async def engine_for(self, key: ModelKey) -> Any:
+    async def engine_for(self, key: ModelKey) -> "Engine":
         """The engine for ``key``; loads it with a progress bar and status notifications.
         Raises engine.api.ModelLoadError (reported to the user here)."""
         client = self.client

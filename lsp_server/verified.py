@@ -32,7 +32,9 @@ from lsp_server.worker import on_loop, run_blocking
 from lsp_server.writer import EditContext, apply_edit
 
 if TYPE_CHECKING:
+    from engine.api import EditRequest, Engine
     from engine.decoding.events import EditResult
+    from lsp_server.aligner import AlignerOnly
     from engine.settings import Settings
 
 NONE_PASSED = ("AI fix: no verified fix found: none of {count} candidate(s) in {rounds} round(s) passed "
@@ -84,7 +86,7 @@ class CheckedFix(LiveEdit):
         self.search: Search | None = None
         self.alternatives: Alternatives | None = None  # set when a candidate was written
 
-    async def _decode(self, engine: Any, request: Any,
+    async def _decode(self, engine: "Engine | AlignerOnly", request: "EditRequest",
                       live: LiveRegion) -> tuple["EditResult | None", BaseException | None]:
         """The search, in the worker; its passing candidate's result (None when none passed)."""
         await self.progress.begin("AI fix", f"{engine.name} · up to {self.settings.candidates} candidates, "

@@ -25,7 +25,7 @@ import asyncio
 import logging
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 
@@ -48,6 +48,10 @@ from lsp_server.request import document_request
 from lsp_server.settings_source import SettingsSource
 from lsp_server.worker import run_blocking
 
+if TYPE_CHECKING:
+    from engine.api import Engine
+    from lsp_server.aligner import AlignerOnly
+
 log = logging.getLogger(__name__)
 
 
@@ -56,7 +60,7 @@ class Running:
     uri: str
     stop: threading.Event
     task: "asyncio.Future[Any]"
-    engine: Any = None  # the engine it reads on, once known
+    engine: "Engine | None" = None  # the engine it reads on, once known
 
 
 class WarmUps:
@@ -113,7 +117,7 @@ class WarmUps:
             self.timer.cancel()
             self.timer = None
 
-    def edit_uses(self, engine: Any) -> None:
+    def edit_uses(self, engine: "Engine | AlignerOnly") -> None:
         """The edit runs on ``engine``: a warm-up on another engine (another model) stops."""
         if self.running is not None and self.running.engine is not engine:
             self.running.stop.set()
