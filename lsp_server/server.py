@@ -57,6 +57,7 @@ class CopyAsDecodeServer(LanguageServer):
         self.encoding: Encoding = "utf-16"
         self.init_warnings: list[str] = []  # the initializationOptions' problems, shown once initialized
         self._services: EditServices | None = None
+        self.startup: asyncio.Future[None] | None = None  # the registration and first pull after initialized
 
     @property
     def services(self) -> EditServices:
@@ -94,9 +95,14 @@ def create_server(pool: ModelPool | None = None) -> CopyAsDecodeServer:
         ls.init_warnings = ls.config.set_user(params.initialization_options)
 
     @server.feature(types.INITIALIZED)
-    async def initialized(ls: CopyAsDecodeServer, params: types.InitializedParams) -> None:
-        services = ls.start_services()  # before the first await: every later message finds them
+    def initialized(ls: CopyAsDecodeServer, params: types.InitializedParams) -> None:
+        # Built here, synchronously: the messages that follow (didOpen...) find the services even
+        # when they arrive in the same read; the registration and the first pull run after.
+        services = ls.start_services()
         services.settings.warn(ls.init_warnings)
+        ls.startup = asyncio.ensure_future(register_and_pull(ls, services))
+
+    async def register_and_pull(ls: CopyAsDecodeServer, services: EditServices) -> None:
         if services.client.features.configuration_registration:
             try:
                 await ls.client_register_capability_async(types.RegistrationParams(registrations=[

@@ -135,8 +135,8 @@ class CheckedFix(LiveEdit):
         if best is not None and best.check is not None:
             name = self.uri.rsplit("/", 1)[-1]
             self.ctx.client.log(f"copy-as-decode: the best unverified candidate for {name} (not written):\n"
-                      f"{unified_diff(live.input, live.final_text(best.result.region_output), name)}"
-                      f"its check's output:\n{best.check.output}")
+                                f"{unified_diff(live.input, live.final_text(best.result.region_output), name)}"
+                                f"its check's output:\n{best.check.output}")
             words = BEST_CHECK.format(how=how_it_failed(best.check), output=trimmed(best.check.output))
         elif best is not None and best.refused:
             words = ALL_REFUSED.format(reasons="; ".join(dict.fromkeys(c.refused or "" for c in search.candidates
