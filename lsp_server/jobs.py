@@ -36,7 +36,7 @@ import functools
 import threading
 import time
 from contextlib import suppress
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from lsprotocol import types
 
@@ -53,7 +53,9 @@ from lsp_server.worker import BlockingStream
 from lsp_server.writer import DocumentLost, DocumentWriter, EditContext, apply_edit
 
 if TYPE_CHECKING:
+    from engine.api import Engine
     from engine.settings import Settings
+    from lsp_server.aligner import AlignerOnly
 
 REVIEW_TIMEOUT_S = 3600.0  # a preview the user leaves open (the edit slot is free meanwhile)
 
@@ -139,7 +141,7 @@ class LiveEdit:
         self.focus_policy = focus_policy  # the engine's focus policy (None: its default; EditArgs.focus_policy)
         self.update, self.partial = update, partial  # an apply: the text merged into the document
         self.cancel = cancel or Cancel()
-        self.progress = WorkDoneProgress(ctx.server if ctx.progress else None, cancellable=True)
+        self.progress = WorkDoneProgress(ctx.client, cancellable=True)
         self.writer = DocumentWriter(ctx, uri, on_lost=self.cancel.set)
         self.held = False             # streaming held back: the live text looked destructive
         self.language = ""  # the request's (the document's), for the syntax check (set when it runs)
@@ -153,7 +155,7 @@ class LiveEdit:
         """Polled by the engine before every model step (from the worker thread)."""
         return self.cancel.is_set() or self.progress.cancelled()
 
-    async def run(self, engine: Any) -> Outcome:
+    async def run(self, engine: "Engine | AlignerOnly") -> Outcome:
         doc = self.ctx.documents.get(self.uri)
         if doc is None:
             return Outcome("error", NOT_OPEN)
@@ -176,7 +178,7 @@ class LiveEdit:
         return outcome
 
     # -- decoding ----------------------------------------------------------------------------
-    async def _decode(self, engine: Any, request: EditRequest,
+    async def _decode(self, engine: "Engine | AlignerOnly", request: EditRequest,
                       live: LiveRegion) -> tuple[EditResult | None, BaseException | None]:
         """The engine's result (or its failure); each batch's latest op is shown as it comes."""
         region = f"lines {self.lines[0]}-{self.lines[1]}" if self.lines else "whole document"
@@ -291,11 +293,10 @@ class LiveEdit:
             return self._lost()
         before, after = doc.text, live.document(live.final_text(result.region_output))
         what = f"it {reason}" if reason.startswith("would") else reason
-        if not self.ctx.annotations:
+        if not self.ctx.client.features.review:
             name = self.uri.rsplit("/", 1)[-1]
-            log = getattr(self.ctx.server, "log_to_client", None)
-            if log is not None:
-                log(f"copy-as-decode: pending AI edit for {name} ({what}):\n{unified_diff(before, after, name)}")
+            self.ctx.client.log(f"copy-as-decode: pending AI edit for {name} ({what}):\n"
+                                f"{unified_diff(before, after, name)}")
             return Outcome("pending", PENDING.format(what=what), pending=PendingEdit(self.uri, before, after, reason))
         replacement = live.step(live.final_text(result.region_output))
         edit = preview_workspace_edit(self.uri, doc.version, text_edit(before, replacement, self.ctx.encoding),
@@ -305,7 +306,7 @@ class LiveEdit:
 
     async def _review(self, edit: types.WorkspaceEdit, what: str) -> Outcome:
         """Send the preview and wait for the user's answer."""
-        answer = await apply_edit(self.ctx.server, edit, "AI edit (review)", REVIEW_TIMEOUT_S)
+        answer = await apply_edit(self.ctx.client, edit, "AI edit (review)", REVIEW_TIMEOUT_S)
         applied, first = self.writer.edits_applied, self.writer.first_edit_s
         if not answer.answered:
             return Outcome("rejected", PREVIEW_LOST.format(problem=answer.problem), applied, first)

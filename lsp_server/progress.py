@@ -8,28 +8,30 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from typing import Any
+from concurrent.futures import Future
 
 from lsprotocol import types
+
+from lsp_server.client import ClientPort
 
 CREATE_TIMEOUT_S = 10.0  # a client that never answers window/workDoneProgress/create
 
 
 class WorkDoneProgress:
-    """A progress bar from :meth:`begin` to :meth:`end` (``server``: the language server, None
-    when the client has no progress support)."""
+    """A progress bar in ``client`` from :meth:`begin` to :meth:`end` (none when the client has
+    no progress support)."""
 
-    def __init__(self, server: Any | None, cancellable: bool = False):
-        self.server = server
+    def __init__(self, client: ClientPort, cancellable: bool = False):
+        self.client = client
         self.cancellable = cancellable
         self.token: str | None = None
-        self._future: Any = None  # pygls' future for the token: cancelled by a progress cancel
+        self._future: Future | None = None  # the token's future: cancelled by a progress cancel
 
     async def begin(self, title: str, message: str, percentage: int | None = None) -> None:
-        if self.server is None:
+        if not self.client.features.work_done_progress:
             return
         token = f"copy-as-decode/{uuid.uuid4().hex}"
-        progress = self.server.work_done_progress
+        progress = self.client.work_done_progress
         try:
             await asyncio.wait_for(progress.create_async(token), CREATE_TIMEOUT_S)
         except Exception:  # noqa: BLE001 - no progress UI is not a reason to fail the work
@@ -41,12 +43,12 @@ class WorkDoneProgress:
 
     def report(self, message: str, percentage: int | None = None) -> None:
         if self.token is not None:
-            self.server.work_done_progress.report(self.token, types.WorkDoneProgressReport(
+            self.client.work_done_progress.report(self.token, types.WorkDoneProgressReport(
                 message=message, percentage=percentage, cancellable=self.cancellable or None))
 
     def end(self, message: str) -> None:
         if self.token is not None:
-            progress = self.server.work_done_progress
+            progress = self.client.work_done_progress
             progress.end(self.token, types.WorkDoneProgressEnd(message=message))
             progress.tokens.pop(self.token, None)
 

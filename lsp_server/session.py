@@ -18,18 +18,18 @@ from lsprotocol import types
 from engine.api import EditError
 from lsp_server.actions import EditArgs, edit_region, focus_line
 from lsp_server.aligner import AlignerOnly, aligner_alone
+from lsp_server.client import report
 from lsp_server.documents import Document, path_of
 from lsp_server.jobs import SUPERSEDED, Cancel, LiveEdit
 from lsp_server.models import ModelKey, unless_stopped
 from lsp_server.outcome import Outcome
 from lsp_server.request import document_request, run_mode
+from lsp_server.services import EditServices
 from lsp_server.verified import NO_FILE, CheckedFix, check_spec
-from lsp_server.writer import EditContext
 
 if TYPE_CHECKING:
     from engine.api import Engine
     from engine.settings import Settings
-    from lsp_server.server import CopyAsDecodeServer
 
 CLOSED_BEFORE = "the document was closed before the edit started"
 CANCELLED_BEFORE = "AI edit cancelled before it started"
@@ -48,32 +48,36 @@ class _Ended(Exception):
 
 
 class EditSession:
-    """One edit request: its ticket in the edit queue, the edit slot it holds, its cancel."""
+    """One edit request: its ticket in the edit queue, the edit slot it holds, its cancel.
 
-    def __init__(self, server: "CopyAsDecodeServer", args: EditArgs):
-        self.server = server
+    It runs on the server's services (:class:`lsp_server.services.EditServices`): it tells the
+    user through their client port, and leaves what the request keeps (an edit held for review, a
+    checked fix's other candidates) in their document state."""
+
+    def __init__(self, services: EditServices, args: EditArgs):
+        self.services = services
         self.args = args
         self.ticket = object()
         self.cancel = Cancel()
 
     async def run(self) -> dict:
         """The command's answer (JSON); the user is told how the edit ended."""
-        server, uri = self.server, self.args.uri
-        server.queue.claim(uri, self.ticket, self.cancel.set)
-        server.warmups.edit_began()  # no warm-up starts; the engine stops a running one, or the fix follows it
+        services, uri = self.services, self.args.uri
+        services.queue.claim(uri, self.ticket, self.cancel.set)
+        services.warmups.edit_began()  # no warm-up starts; the engine stops a running one, or the fix follows it
         try:
             outcome = await self._edit()
         except _Ended as ended:
-            return ended.outcome.json() if ended.told else server.report(ended.outcome)
+            return ended.outcome.json() if ended.told else report(services.client, ended.outcome)
         finally:
-            server.queue.release(uri, self.ticket)
-            server.warmups.edit_ended(uri)
+            services.queue.release(uri, self.ticket)
+            services.warmups.edit_ended(uri)
         if outcome.pending is not None:
-            server.pending[uri] = outcome.pending
-        return server.report(outcome)
+            services.state.hold(outcome.pending)
+        return report(services.client, outcome)
 
     async def _edit(self) -> Outcome:
-        settings, warnings = await self.server.settings_for(self.args.uri)
+        settings, warnings = await self.services.settings.pulled(self.args.uri)
         engine = await self._engine(settings, warnings)
         async with self._slot(engine):
             outcome = await self._run(engine, settings)
@@ -86,10 +90,10 @@ class EditSession:
         """The edit slot, while the edit runs. In-process backends share this machine's CPU/GPU:
         one edit at a time. A server batches concurrent requests itself (``Engine.concurrent``),
         so edits that go to it do not wait for each other."""
-        queue = self.server.queue
+        queue = self.services.queue
         local = not engine.concurrent
         if local and queue.busy:
-            self.server.status("editing", QUEUED)
+            self.services.client.status("editing", QUEUED)
         # A cancel while queued ends the request at once.
         if local and not (await unless_stopped(queue.slot().acquire(), self.cancel.waiter, abandon=True))[0]:
             raise self._stopped_early()
@@ -103,18 +107,19 @@ class EditSession:
         """The engine for ``settings``, loaded (or the pool's), once the request is known to be one
         it would take; the settings' problems are told first. An apply the aligner merges alone
         gets :class:`AlignerOnly` and loads no model."""
-        server = self.server
+        services = self.services
         self._check_cancel()
         for warning in warnings:
-            server.log_to_client(f"copy-as-decode: {warning}", types.MessageType.Warning)
-        server.warn_once(warnings)
+            services.client.log(f"copy-as-decode: {warning}", types.MessageType.Warning)
+        services.settings.warn_once(warnings)
         problem = self._check_request(self._document(), settings)
         if problem:
             raise _Ended(Outcome("error", problem))
         if aligner_alone(self.args.update, settings.mode):  # the aligner merges it: no model to load
             return AlignerOnly()
         try:
-            loaded, engine = await unless_stopped(server.engine_for(ModelKey.of(settings)), self.cancel.waiter)
+            loaded, engine = await unless_stopped(services.models.engine_for(ModelKey.of(settings)),
+                                                  self.cancel.waiter)
         except Exception as exc:  # noqa: BLE001 - reported by engine_for
             raise _Ended(Outcome("error", LOAD_FAILED.format(error=exc)), told=True) from None
         if not loaded:
@@ -122,35 +127,32 @@ class EditSession:
         return engine
 
     async def _run(self, engine: "Engine | AlignerOnly", settings: "Settings") -> Outcome:
-        server, args = self.server, self.args
-        server.warmups.edit_uses(engine)
+        services, args = self.services, self.args
+        services.warmups.edit_uses(engine)
         doc = self._document()
         self._check_cancel()
         edit = self._live_edit(doc, settings)
-        server.status("editing", f"{args.kind}: {run_mode(engine, settings.mode, args.update is not None)} with "
-                                 f"{engine.name}")
-        server.running[args.uri] = edit
-        try:
+        services.client.status("editing", f"{args.kind}: {run_mode(engine, settings.mode, args.update is not None)} "
+                                          f"with {engine.name}")
+        with services.state.running(args.uri, edit):
             outcome = await edit.run(engine)
-        finally:
-            if server.running.get(args.uri) is edit:
-                del server.running[args.uri]
         if isinstance(edit, CheckedFix) and edit.alternatives is not None:
-            server.alternatives[args.uri] = edit.alternatives
+            services.state.offer(edit.alternatives)
         return outcome
 
     def _live_edit(self, doc: Document, settings: "Settings") -> LiveEdit:
         """The edit to play: an AI fix under a check command searches for one the check passes
         (lsp_server.verified); anything else streams as the engine decodes it."""
-        args, server = self.args, self.server
-        line = focus_line(doc.text, args.focus, server.encoding)
+        args = self.args
+        line = focus_line(doc.text, args.focus, self.services.encoding)
         region = self._region(doc, settings)
         path = path_of(args.uri)
+        ctx = self.services.context()  # the edit's timings start here, once its model is loaded
         if self._checked(settings) and path is not None:
-            spec = check_spec(settings, server.config.root_for(path.resolve()))
-            return CheckedFix(self._context(), args.uri, region, args.instruction or "", settings, self.cancel,
+            spec = check_spec(settings, self.services.settings.root_for(path.resolve()))
+            return CheckedFix(ctx, args.uri, region, args.instruction or "", settings, self.cancel,
                               check=spec, path=path, focus_line=line, focus_policy=args.focus_policy)
-        return LiveEdit(self._context(), args.uri, region, args.instruction or "", settings, self.cancel,
+        return LiveEdit(ctx, args.uri, region, args.instruction or "", settings, self.cancel,
                         focus_line=line, focus_policy=args.focus_policy, kind=args.kind, update=args.update,
                         partial=args.partial)
 
@@ -159,21 +161,14 @@ class EditSession:
 
     async def _review(self, sent: Outcome) -> Outcome:
         """Wait for the user's answer to a preview; the result keeps the edit's summary."""
-        self.server.status("ready", sent.message)
+        self.services.client.status("ready", sent.message)
         assert sent.review is not None
         answer = await sent.review()
         answer.summary, answer.damage, answer.total_s = sent.summary, sent.damage, sent.total_s
         return answer
 
-    def _context(self) -> EditContext:
-        server = self.server
-        return EditContext(server=server, documents=server.documents, encoding=server.encoding,
-                           document_changes=server.supports("workspace.workspace_edit.document_changes"),
-                           progress=server.supports("window.work_done_progress"),
-                           annotations=server.supports_review)
-
     def _region(self, doc: Document, settings: "Settings") -> tuple[int, int] | None:
-        return edit_region(doc.text, self.args, self.server.encoding, settings.whole_document_lines)
+        return edit_region(doc.text, self.args, self.services.encoding, settings.whole_document_lines)
 
     def _check_request(self, doc: Document, settings: "Settings") -> str | None:
         """Why the engine would refuse this request (size limits, range), before loading a model
@@ -182,14 +177,14 @@ class EditSession:
             return NO_FILE
         try:
             document_request(doc, self.args.instruction or "", self._region(doc, settings), settings,
-                         focus_line=focus_line(doc.text, self.args.focus, self.server.encoding),
+                         focus_line=focus_line(doc.text, self.args.focus, self.services.encoding),
                          focus_policy=self.args.focus_policy, update=self.args.update, partial=self.args.partial)
         except EditError as exc:
             return str(exc)
         return None
 
     def _document(self) -> Document:
-        doc = self.server.documents.get(self.args.uri)
+        doc = self.services.documents.get(self.args.uri)
         if doc is None:
             raise _Ended(Outcome("error", CLOSED_BEFORE))
         return doc

@@ -16,13 +16,14 @@ output (its diff and whole output go to the log).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.candidates import Candidate, CheckOutcome, CheckSpec, Search, run_check, search_fixes
 from engine.candidates.check import trimmed
 from engine.verdict import NoFix, no_fix
+from lsp_server.alternatives import Alternatives, Offer
+from lsp_server.document_state import DocumentState
 from lsp_server.edits import LiveRegion, minimal_replacement, text_edit, unified_diff, workspace_edit
 from lsp_server.jobs import NAMED, NO_FIX, Cancel, LiveEdit
 from lsp_server.outcome import Outcome
@@ -31,7 +32,9 @@ from lsp_server.worker import on_loop, run_blocking
 from lsp_server.writer import EditContext, apply_edit
 
 if TYPE_CHECKING:
+    from engine.api import EditRequest, Engine
     from engine.decoding.events import EditResult
+    from lsp_server.aligner import AlignerOnly
     from engine.settings import Settings
 
 NONE_PASSED = ("AI fix: no verified fix found: none of {count} candidate(s) in {rounds} round(s) passed "
@@ -70,33 +73,6 @@ def candidate_json(candidate: Candidate) -> dict[str, Any]:
     return out
 
 
-@dataclass
-class Offer:
-    """One candidate on offer: its whole document and its check (None: not run yet; it runs
-    before the candidate is written)."""
-
-    document: str
-    check: CheckOutcome | None
-
-
-@dataclass
-class Alternatives:
-    """The candidates of one checked fix that "AI fix: next candidate" offers in turn (the applied
-    one first, so the turn comes back to it), while the document is ``expected``: as the last
-    one written left it."""
-
-    uri: str
-    offers: list[Offer]
-    expected: str
-    check: CheckSpec
-    path: Path
-    shown: int = 0  # the offer the document holds
-
-    def following(self) -> int | None:
-        """The offer after the one shown (round the list), or None when it is the only one."""
-        return (self.shown + 1) % len(self.offers) if len(self.offers) > 1 else None
-
-
 class CheckedFix(LiveEdit):
     """An AI fix whose candidates the user's check must pass (module docstring)."""
 
@@ -110,7 +86,7 @@ class CheckedFix(LiveEdit):
         self.search: Search | None = None
         self.alternatives: Alternatives | None = None  # set when a candidate was written
 
-    async def _decode(self, engine: Any, request: Any,
+    async def _decode(self, engine: "Engine | AlignerOnly", request: "EditRequest",
                       live: LiveRegion) -> tuple["EditResult | None", BaseException | None]:
         """The search, in the worker; its passing candidate's result (None when none passed)."""
         await self.progress.begin("AI fix", f"{engine.name} · up to {self.settings.candidates} candidates, "
@@ -158,9 +134,9 @@ class CheckedFix(LiveEdit):
             return Outcome("unchanged", NO_FIX.format(why=found.why, advice=self.advice(found)))
         if best is not None and best.check is not None:
             name = self.uri.rsplit("/", 1)[-1]
-            self._log(f"copy-as-decode: the best unverified candidate for {name} (not written):\n"
-                      f"{unified_diff(live.input, live.final_text(best.result.region_output), name)}"
-                      f"its check's output:\n{best.check.output}")
+            self.ctx.client.log(f"copy-as-decode: the best unverified candidate for {name} (not written):\n"
+                                f"{unified_diff(live.input, live.final_text(best.result.region_output), name)}"
+                                f"its check's output:\n{best.check.output}")
             words = BEST_CHECK.format(how=how_it_failed(best.check), output=trimmed(best.check.output))
         elif best is not None and best.refused:
             words = ALL_REFUSED.format(reasons="; ".join(dict.fromkeys(c.refused or "" for c in search.candidates
@@ -187,24 +163,20 @@ class CheckedFix(LiveEdit):
             return None
         return Alternatives(self.uri, offers, self.writer.expected, self.check, self.path)
 
-    def _log(self, message: str) -> None:
-        log = getattr(self.ctx.server, "log_to_client", None)
-        if log is not None:
-            log(message)
-
 
 class NextCandidate:
     """"AI fix: next candidate": the next offer checked (when it was not yet) and written in
     place of the one shown, while the document is as the fix left it. Cancellable like an edit
-    (``cancel``, its progress bar); it is in the server's running edits while its check runs."""
+    (``cancel``, its progress bar); it is the document's running edit (``state``) while its check
+    runs."""
 
-    def __init__(self, server: Any, alternatives: Alternatives):
-        self.server = server
+    def __init__(self, ctx: EditContext, state: DocumentState, alternatives: Alternatives):
+        self.ctx = ctx
+        self.state = state
         self.alternatives = alternatives
         self.uri = alternatives.uri
         self.cancel = Cancel()
-        self.progress = WorkDoneProgress(server if server.supports("window.work_done_progress") else None,
-                                         cancellable=True)
+        self.progress = WorkDoneProgress(ctx.client, cancellable=True)
 
     @property
     def token(self) -> str | None:
@@ -214,10 +186,10 @@ class NextCandidate:
         return self.cancel.is_set() or self.progress.cancelled()
 
     def current(self) -> bool:
-        """The alternatives are still the server's and the document is as they expect."""
-        doc = self.server.documents.get(self.uri)
+        """The alternatives are still the ones on offer and the document is as they expect."""
+        doc = self.ctx.documents.get(self.uri)
         alternatives = self.alternatives
-        return (self.server.alternatives.get(self.uri) is alternatives and doc is not None
+        return (self.state.on_offer(self.uri) is alternatives and doc is not None
                 and doc.text == alternatives.expected)
 
     async def run(self) -> Outcome:
@@ -232,7 +204,7 @@ class NextCandidate:
                     return Outcome("conflict", NEXT_LOST.format(number=number))
                 offer.check = check
                 if not check.passed:
-                    self.server.show(NEXT_FAILED.format(number=number, total=total, how=how_it_failed(check)))
+                    self.ctx.client.show(NEXT_FAILED.format(number=number, total=total, how=how_it_failed(check)))
                     alternatives.offers.remove(offer)
                     continue
             return await self._write(position)
@@ -249,20 +221,20 @@ class NextCandidate:
             self.progress.end(f"checked in {time.monotonic() - started:.1f} s")
 
     async def _write(self, position: int) -> Outcome:
-        server, alternatives = self.server, self.alternatives
-        doc = server.documents.get(self.uri)
+        client, alternatives = self.ctx.client, self.alternatives
+        doc = self.ctx.documents.get(self.uri)
         offer = alternatives.offers[position]
         if doc is None or not self.current():
             return Outcome("conflict", NEXT_LOST.format(number=position + 1))
         replacement = minimal_replacement(doc.text, offer.document)
         if replacement is None:
             return Outcome("unchanged", NO_NEXT)
-        edit = workspace_edit(self.uri, doc.version, text_edit(doc.text, replacement, server.encoding),
-                              server.supports("workspace.workspace_edit.document_changes"))
+        edit = workspace_edit(self.uri, doc.version, text_edit(doc.text, replacement, self.ctx.encoding),
+                              client.features.document_changes)
         alternatives.expected, alternatives.shown = offer.document, position  # its echo keeps them on offer
-        answer = await apply_edit(server, edit, "AI fix: next candidate")
+        answer = await apply_edit(client, edit, "AI fix: next candidate")
         if not answer.applied:
-            server.alternatives.pop(self.uri, None)
+            self.state.drop_offer(self.uri)
             return Outcome("rejected", answer.problem)
         return Outcome("done", NEXT_APPLIED.format(number=position + 1, total=len(alternatives.offers)),
                        edits_applied=1)

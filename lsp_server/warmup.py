@@ -25,7 +25,7 @@ import asyncio
 import logging
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 
@@ -38,10 +38,19 @@ from lsp_server.actions import (
     edit_region,
     focus_line,
 )
-from lsp_server.documents import path_of
-from lsp_server.models import ModelKey
+from engine.settings import Settings
+from lsp_server.client import ClientPort
+from lsp_server.document_state import DocumentState
+from lsp_server.documents import DocumentStore
+from lsp_server.models import EditQueue, ModelKey, ModelPool
+from lsp_server.positions import Encoding
 from lsp_server.request import document_request
+from lsp_server.settings_source import SettingsSource
 from lsp_server.worker import run_blocking
+
+if TYPE_CHECKING:
+    from engine.api import Engine
+    from lsp_server.aligner import AlignerOnly
 
 log = logging.getLogger(__name__)
 
@@ -51,14 +60,25 @@ class Running:
     uri: str
     stop: threading.Event
     task: "asyncio.Future[Any]"
-    engine: Any = None  # the engine it reads on, once known
+    engine: "Engine | None" = None  # the engine it reads on, once known
 
 
 class WarmUps:
-    """The server's warm-ups: a timer for the document last touched and at most one running read."""
+    """The server's warm-ups: a timer for the document last touched and at most one running read.
 
-    def __init__(self, server: Any):
-        self.server = server
+    It reads the documents' settings and mirror, and the pool's loaded engines; it waits for the
+    edits (``state``: running; ``queue``: waiting for the slot) and tells the client's log what
+    each warm-up did."""
+
+    def __init__(self, client: ClientPort, settings: SettingsSource, documents: DocumentStore, pool: ModelPool,
+                 queue: EditQueue, state: DocumentState, encoding: Encoding):
+        self.client = client
+        self.settings = settings
+        self.documents = documents
+        self.pool = pool
+        self.queue = queue
+        self.state = state
+        self.encoding = encoding
         self.timer: asyncio.TimerHandle | None = None
         self.cursor: dict[str, types.CodeActionParams] = {}  # uri -> the last code-action request
         self.running: Running | None = None
@@ -97,7 +117,7 @@ class WarmUps:
             self.timer.cancel()
             self.timer = None
 
-    def edit_uses(self, engine: Any) -> None:
+    def edit_uses(self, engine: "Engine | AlignerOnly") -> None:
         """The edit runs on ``engine``: a warm-up on another engine (another model) stops."""
         if self.running is not None and self.running.engine is not engine:
             self.running.stop.set()
@@ -115,15 +135,14 @@ class WarmUps:
             self.running.stop.set()
 
     # -- the read ----------------------------------------------------------------------------
-    def _settings(self, uri: str) -> Any:
-        config = self.server.config
-        return config.settings_for(path_of(uri), uri if uri in config.pulled else None)[0]
+    def _settings(self, uri: str) -> Settings:
+        return self.settings.current(uri)[0]
 
     def _start(self, uri: str) -> None:
         self.timer = None
         if self.running is not None:
             return
-        if self.edits or self.server.running or self.server.queue.busy:  # an edit_ended starts it again
+        if self.edits or self.state.any_running() or self.queue.busy:  # an edit_ended starts it again
             return
         stop = threading.Event()
         task = asyncio.ensure_future(self._run(uri, stop))
@@ -137,22 +156,21 @@ class WarmUps:
             log.warning("warm-up failed: %s", task.exception())
 
     async def _run(self, uri: str, stop: threading.Event) -> None:
-        server = self.server
         settings = self._settings(uri)
         key = ModelKey.of(settings)
-        doc = server.documents.get(uri)
-        if settings.warm_up == "off" or doc is None or not server.pool.loaded(key):
+        doc = self.documents.get(uri)
+        if settings.warm_up == "off" or doc is None or not self.pool.loaded(key):
             return
-        engine = await server.pool.get(key)
+        engine = await self.pool.get(key)
         if self.running is not None and self.running.stop is stop:
             self.running.engine = engine
         args = self._fix_args(uri, doc.text, settings)
         if args is None or stop.is_set():
             return
-        lines = edit_region(doc.text, args, server.encoding, settings.whole_document_lines)
+        lines = edit_region(doc.text, args, self.encoding, settings.whole_document_lines)
         request = document_request(doc, args.instruction or DEFAULT_FIX_INSTRUCTION, lines, settings,
                                mode=engine.resolve_mode(settings.mode),
-                               focus_line=focus_line(doc.text, args.focus, server.encoding),
+                               focus_line=focus_line(doc.text, args.focus, self.encoding),
                                focus_policy=args.focus_policy)
         read = engine.read_ahead if settings.warm_up == "fix" else engine.warm_prompt
         loop = asyncio.get_running_loop()
@@ -165,10 +183,10 @@ class WarmUps:
         self.done.append(entry)
         del self.done[:-20]
         what = "the AI fix decoded ahead" if result.answered else f"{result.prompt_tokens} prompt tokens"
-        server.log_to_client(f"copy-as-decode: warm-up {result.status}: {what}, {result.forwarded} tokens forwarded"
+        self.client.log(f"copy-as-decode: warm-up {result.status}: {what}, {result.forwarded} tokens forwarded"
                              + (f" ({result.reason})" if result.reason else ""))
 
-    def _fix_args(self, uri: str, text: str, settings: Any) -> EditArgs | None:
+    def _fix_args(self, uri: str, text: str, settings: Settings) -> EditArgs | None:
         """What "AI fix" would send now: from the last code-action request, else the whole
         document when it is short enough to be the fix's region without a cursor."""
         params = self.cursor.get(uri)
@@ -177,7 +195,7 @@ class WarmUps:
                 return None
             return EditArgs.parse({"uri": uri, "range": None, "instruction": None, "kind": "fix"})
         try:
-            actions = code_actions(uri, text, params, self.server.encoding, settings.whole_document_lines)
+            actions = code_actions(uri, text, params, self.encoding, settings.whole_document_lines)
         except (ValueError, IndexError):  # the request's positions are past the changed text
             return None
         for action in actions:

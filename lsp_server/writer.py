@@ -18,10 +18,11 @@ import asyncio
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Literal
+from typing import Callable, Iterator, Literal
 
 from lsprotocol import types
 
+from lsp_server.client import ClientPort
 from lsp_server.documents import Document, DocumentStore
 from lsp_server.edits import LiveRegion, text_edit, workspace_edit
 from lsp_server.positions import Encoding
@@ -51,12 +52,12 @@ class ApplyAnswer:
     reason: str | None = None
 
 
-async def apply_edit(server: Any, edit: types.WorkspaceEdit, label: str,
+async def apply_edit(client: ClientPort, edit: types.WorkspaceEdit, label: str,
                      timeout: float = APPLY_TIMEOUT_S) -> ApplyAnswer:
     """Send ``edit`` to the client and wait at most ``timeout`` seconds for its answer."""
     try:
         result = await asyncio.wait_for(
-            server.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(edit=edit, label=label)), timeout)
+            client.apply_workspace_edit(types.ApplyWorkspaceEditParams(edit=edit, label=label)), timeout)
     except asyncio.TimeoutError:
         return ApplyAnswer(False, NO_ANSWER.format(seconds=timeout), answered=False)
     except Exception as exc:  # noqa: BLE001 - an error response from the client
@@ -78,14 +79,12 @@ class DocumentLost(Exception):
 
 @dataclass
 class EditContext:
-    """What an edit needs from the server (kept narrow so edits can be tested with fakes)."""
+    """What one edit needs: the client it writes to (its features say how), the open documents,
+    the negotiated position encoding, and when the request arrived (its timings)."""
 
-    server: Any                     # the LanguageServer (applyEdit, progress, messages)
+    client: ClientPort
     documents: DocumentStore
     encoding: Encoding
-    document_changes: bool          # client supports versioned TextDocumentEdits
-    progress: bool                  # client supports window/workDoneProgress
-    annotations: bool = False       # client confirms annotated edits (changeAnnotationSupport)
     started_at: float = field(default_factory=time.monotonic)
 
 
@@ -170,11 +169,11 @@ class DocumentWriter:
         before = doc.text
         after = replacement.apply(before)
         edit = workspace_edit(self.uri, doc.version, text_edit(before, replacement, self.ctx.encoding),
-                              self.ctx.document_changes)
+                              self.ctx.client.features.document_changes)
         self._awaiting = True
         self._changed.clear()
         try:
-            answer = await apply_edit(self.ctx.server, edit, "AI edit")
+            answer = await apply_edit(self.ctx.client, edit, "AI edit")
             if not answer.applied:
                 current = self.ctx.documents.get(self.uri)
                 if answer.answered and current is not None and current.text != before:

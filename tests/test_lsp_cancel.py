@@ -53,40 +53,46 @@ async def test_work_done_first_counts_and_its_error_is_raised():
         await unless_stopped(fails(), stopped)
 
 
-def _server_with(tmp_path, settings: dict, text: str = "def f(x):\n    return x\n"):
+def _services_with(tmp_path, settings: dict, text: str = "def f(x):\n    return x\n"):
+    """The server's services with a fake client port (no server), one document open."""
+    from fake_client import FakeClient
     from lsprotocol import types
 
-    from lsp_server.server import create_server
+    from lsp_server.documents import DocumentStore
+    from lsp_server.models import ModelPool
+    from lsp_server.services import EditServices
+    from lsp_server.workspace_config import WorkspaceConfig
 
-    server = create_server()
-    server.config.set_user({"copyAsDecode": settings})
+    config = WorkspaceConfig()
+    config.set_user({"copyAsDecode": settings})
+    services = EditServices.build(FakeClient(), config, ModelPool(), DocumentStore(), "utf-16")
     uri = (tmp_path / "a.py").as_uri()
-    server.documents.open(types.TextDocumentItem(uri=uri, language_id="python", version=1, text=text))
-    return server, uri
+    services.documents.open(types.TextDocumentItem(uri=uri, language_id="python", version=1, text=text))
+    return services, uri
 
 
 async def test_an_idle_buffer_is_read_only_once_a_model_is_loaded(tmp_path):
     """The warm-up never loads a model (the server loads none before the first edit)."""
-    server, uri = _server_with(tmp_path, {"warmUpDelayMs": 100})
-    server.warmups.touched(uri)
-    assert server.warmups.timer is not None
+    services, uri = _services_with(tmp_path, {"warmUpDelayMs": 100})
+    services.warmups.touched(uri)
+    assert services.warmups.timer is not None
     await asyncio.sleep(0.4)
-    assert server.warmups.timer is None and server.warmups.running is None
-    assert server.warmups.done == [] and server.pool.names() == []
+    assert services.warmups.timer is None and services.warmups.running is None
+    assert services.warmups.done == [] and services.models.names() == []
 
 
 async def test_no_warm_up_timer_when_it_is_off_and_a_keystroke_restarts_it(tmp_path):
-    server, uri = _server_with(tmp_path, {"warmUp": "off"})
-    server.warmups.touched(uri)
-    assert server.warmups.timer is None
-    server, uri = _server_with(tmp_path, {"warmUpDelayMs": 30000})
-    server.warmups.touched(uri)
-    first = server.warmups.timer
-    server.warmups.touched(uri)  # a keystroke: the idle time starts again
-    assert first is not None and first.cancelled() and server.warmups.timer is not first
-    server.warmups.edit_began()  # an AI fix: no read starts while it is on its way
-    assert server.warmups.timer is None
-    server.warmups.edit_ended(uri)  # the buffer it left is read once idle again
-    assert server.warmups.timer is not None
-    server.warmups.stop()  # a settings change
-    assert server.warmups.timer is None
+    services, uri = _services_with(tmp_path, {"warmUp": "off"})
+    services.warmups.touched(uri)
+    assert services.warmups.timer is None
+    services, uri = _services_with(tmp_path, {"warmUpDelayMs": 30000})
+    services.warmups.touched(uri)
+    first = services.warmups.timer
+    services.warmups.touched(uri)  # a keystroke: the idle time starts again
+    assert first is not None and first.cancelled() and services.warmups.timer is not first
+    services.warmups.edit_began()  # an AI fix: no read starts while it is on its way
+    assert services.warmups.timer is None
+    services.warmups.edit_ended(uri)  # the buffer it left is read once idle again
+    assert services.warmups.timer is not None
+    services.warmups.stop()  # a settings change
+    assert services.warmups.timer is None

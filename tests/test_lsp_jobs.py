@@ -12,9 +12,9 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from concurrent.futures import Future
 
 import pytest
+from fake_client import FakeClient
 from lsp_client_positions import client_offset
 from lsprotocol import types
 
@@ -24,6 +24,7 @@ from engine.language.program import Gen, Program
 from engine.settings import Settings
 from lsp_server import writer
 from lsp_server.actions import COMMAND_APPLY_PENDING
+from lsp_server.client import ClientFeatures
 from lsp_server.documents import DocumentStore
 from lsp_server.jobs import LiveEdit
 from lsp_server.writer import EditContext
@@ -67,39 +68,20 @@ class FakeEngine:
         self.request = request
 
 
-class FakeProgress:
-    def __init__(self):
-        self.tokens: dict[str, Future] = {}
-        self.values: list = []
-
-    async def create_async(self, token):
-        self.tokens[token] = Future()
-
-    def begin(self, token, value):
-        self.values.append(value)
-
-    def report(self, token, value):
-        self.values.append(value)
-
-    def end(self, token, value):
-        self.values.append(value)
-
-
-class FakeEditor:
+class FakeEditor(FakeClient):
     """An editor: applies the server's edits in ``encoding`` units, answers, then echoes them
     back as didChange (after ``echo_delay`` s; never when ``echo`` is False)."""
 
     def __init__(self, store: DocumentStore, text: str, encoding: str, answer_delay: float = 0.0,
                  echo: bool = True, echo_delay: float = 0.0):
+        super().__init__()
         self.store, self.encoding = store, encoding
         self.text, self.version = text, 1
         self.answer_delay, self.echo, self.echo_delay = answer_delay, echo, echo_delay
         self.edits: list[types.TextEdit] = []
         self.states: list[str] = []
-        self.sent: list[types.ApplyWorkspaceEditParams] = []
         self.decline = False  # answer the next applyEdit with applied=False (the user said no)
         self.after_apply = None
-        self.work_done_progress = FakeProgress()
         store.open(types.TextDocumentItem(uri=URI, language_id="python", version=1, text=text))
 
     def _send_change(self, rng, new_text, version):
@@ -115,7 +97,7 @@ class FakeEditor:
         self.version += 1
         self._send_change(rng, new_text, self.version)
 
-    async def workspace_apply_edit_async(self, params: types.ApplyWorkspaceEditParams):
+    async def apply_workspace_edit(self, params: types.ApplyWorkspaceEditParams):
         await asyncio.sleep(self.answer_delay)
         self.sent.append(params)
         if self.decline:
@@ -144,8 +126,9 @@ def make_edit(editor: FakeEditor, store: DocumentStore, encoding: str, apply_mod
               focus_line: int | None = None) -> LiveEdit:
     """An edit under test. The default instruction is not a fix, so the scripted rewrites of every
     line are not held back as destructive (the guard-rail tests below pass "Fix the bug")."""
-    ctx = EditContext(server=editor, documents=store, encoding=encoding, document_changes=document_changes,
-                      progress=True, annotations=annotations)
+    editor.features = ClientFeatures(work_done_progress=True, document_changes=document_changes,
+                                     review=annotations)
+    ctx = EditContext(client=editor, documents=store, encoding=encoding)
     return LiveEdit(ctx, URI, None, instruction, Settings(mode="ar", apply_mode=apply_mode), focus_line=focus_line)
 
 
@@ -453,7 +436,7 @@ async def _request_sent(settings: Settings, **options: object) -> EditRequest:
     """The EditRequest a live edit under ``settings`` gives the engine (a FakeEngine that upper-cases
     a two-line document; the edit must end done)."""
     store, editor = setup("a\nb\n")
-    ctx = EditContext(server=editor, documents=store, encoding="utf-16", document_changes=True, progress=True)
+    ctx = EditContext(client=editor, documents=store, encoding="utf-16")
     engine = FakeEngine([("A\nB\n", 2)], "A\nB\n")
     outcome = await LiveEdit(ctx, URI, None, "Make it upper case", settings, **options).run(engine)
     assert outcome.status == "done"
@@ -551,7 +534,7 @@ async def test_the_request_is_the_clis_for_the_same_file(tmp_path, monkeypatch, 
     store.open(types.TextDocumentItem(uri=path.as_uri(), language_id=language_id, version=1, text=text))
     settings, warnings = load_workspace_settings(path)  # as the server reads the workspace's settings
     assert not warnings
-    ctx = EditContext(server=None, documents=store, encoding="utf-16", document_changes=True, progress=False)
+    ctx = EditContext(client=FakeClient(ClientFeatures(document_changes=True)), documents=store, encoding="utf-16")
     engine = RecordingEngine()
     outcome = await LiveEdit(ctx, path.as_uri(), (2, 3), "Make it upper case", settings, focus_line=2).run(engine)
     assert outcome.status == "unchanged", outcome
@@ -564,7 +547,7 @@ async def test_an_unsaved_buffer_takes_its_language_from_the_editor():
     prompt and for the syntax check of the result."""
     store = DocumentStore("utf-16")
     store.open(types.TextDocumentItem(uri="untitled:Untitled-1", language_id="python", version=1, text="x = 1\n"))
-    ctx = EditContext(server=None, documents=store, encoding="utf-16", document_changes=True, progress=False)
+    ctx = EditContext(client=FakeClient(ClientFeatures(document_changes=True)), documents=store, encoding="utf-16")
     engine = RecordingEngine()
     edit = LiveEdit(ctx, "untitled:Untitled-1", None, "Make it upper case", Settings(mode="ar"))
     outcome = await edit.run(engine)
@@ -590,7 +573,7 @@ async def test_an_ai_fix_that_changes_nothing_says_no_fix_was_found():
     the real model's case is in tests/test_lsp_candidates.py); an AI edit says it as before."""
     store = DocumentStore("utf-16")
     store.open(types.TextDocumentItem(uri=URI, language_id="python", version=1, text="x = 1\n"))
-    ctx = EditContext(server=None, documents=store, encoding="utf-16", document_changes=True, progress=False)
+    ctx = EditContext(client=FakeClient(ClientFeatures(document_changes=True)), documents=store, encoding="utf-16")
     fix = await LiveEdit(ctx, URI, None, "Fix the bug", Settings(mode="ar"), kind="fix").run(RecordingEngine())
     assert fix.status == "unchanged" and fix.message.startswith("AI fix: no fix found: the model copied every line")
     assert "checkCommand" in fix.message and "instruction that names the problem" in fix.message

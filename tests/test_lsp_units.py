@@ -317,17 +317,25 @@ def test_path_of_a_uri():
 
 
 def test_client_capabilities_through_pygls():
+    from lsp_server.client import ClientFeatures, PyglsClient
     from lsp_server.server import create_server
 
     server = create_server()
     server.protocol.client_capabilities = types.ClientCapabilities(window=types.WindowClientCapabilities())
-    assert not server.supports("window.work_done_progress") and not server.supports_review
+    features = PyglsClient(server).features
+    assert not features.work_done_progress and not features.review
     server.protocol.client_capabilities = types.ClientCapabilities(
         window=types.WindowClientCapabilities(work_done_progress=True),
         workspace=types.WorkspaceClientCapabilities(workspace_edit=types.WorkspaceEditClientCapabilities(
             document_changes=True, change_annotation_support=types.ChangeAnnotationsSupportOptions())))
-    assert server.supports("window.work_done_progress") and server.supports_review
-    assert not server.supports_pull and not server.supports("workspace.did_change_configuration.dynamic_registration")
+    features = PyglsClient(server).features
+    assert features.work_done_progress and features.review and features.document_changes
+    assert not features.configuration and not features.configuration_registration
+    # an annotated edit needs documentChanges too
+    assert not ClientFeatures.of(types.ClientCapabilities(workspace=types.WorkspaceClientCapabilities(
+        workspace_edit=types.WorkspaceEditClientCapabilities(
+            change_annotation_support=types.ChangeAnnotationsSupportOptions())))).review
+    assert ClientFeatures.of(None) == ClientFeatures()
 
 
 def test_document_language_maps_editor_ids_to_the_engines_fence_names():
@@ -503,7 +511,7 @@ def test_the_next_candidate_action_and_its_turn():
     round the offers and back to the first; one offer alone has no next."""
     from engine.candidates import CheckSpec
     from lsp_server.actions import COMMAND_NEXT_CANDIDATE, next_candidate_action
-    from lsp_server.verified import Alternatives, Offer
+    from lsp_server.alternatives import Alternatives, Offer
 
     cursor = types.Range(start=types.Position(line=0, character=0), end=types.Position(line=0, character=0))
     params = types.CodeActionParams(text_document=types.TextDocumentIdentifier(uri="file:///a.py"), range=cursor,
