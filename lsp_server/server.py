@@ -425,7 +425,7 @@ def create_server(pool: ModelPool | None = None) -> CopyAsDecodeServer:
             return None
         settings, _ = ls.config.settings_for(path_of(doc.uri))
         ls.warmups.moved(doc.uri, params)
-        return (code_actions(doc.uri, doc.text, params, ls.encoding, settings.whole_document_lines)
+        return (code_actions(doc.uri, doc.text, params, ls.encoding, settings.editor.whole_document_lines)
                 + ls.next_candidate_actions(doc.uri, doc.text, params))
 
     @server.feature(types.WINDOW_WORK_DONE_PROGRESS_CANCEL)

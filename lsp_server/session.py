@@ -111,7 +111,7 @@ class EditSession:
         problem = self._check_request(self._document(), settings)
         if problem:
             raise _Ended(Outcome("error", problem))
-        if aligner_alone(self.args.update, settings.mode):  # the aligner merges it: no model to load
+        if aligner_alone(self.args.update, settings.edit.mode):  # the aligner merges it: no model to load
             return AlignerOnly()
         try:
             loaded, engine = await unless_stopped(server.engine_for(ModelKey.of(settings)), self.cancel.waiter)
@@ -127,7 +127,7 @@ class EditSession:
         doc = self._document()
         self._check_cancel()
         edit = self._live_edit(doc, settings)
-        server.status("editing", f"{args.kind}: {run_mode(engine, settings.mode, args.update is not None)} with "
+        server.status("editing", f"{args.kind}: {run_mode(engine, settings.edit.mode, args.update is not None)} with "
                                  f"{engine.name}")
         server.running[args.uri] = edit
         try:
@@ -155,7 +155,7 @@ class EditSession:
                         partial=args.partial)
 
     def _checked(self, settings: "Settings") -> bool:
-        return self.args.kind == "fix" and bool(settings.check_command)
+        return self.args.kind == "fix" and bool(settings.check.command)
 
     async def _review(self, sent: Outcome) -> Outcome:
         """Wait for the user's answer to a preview; the result keeps the edit's summary."""
@@ -173,7 +173,7 @@ class EditSession:
                            annotations=server.supports_review)
 
     def _region(self, doc: Document, settings: "Settings") -> tuple[int, int] | None:
-        return edit_region(doc.text, self.args, self.server.encoding, settings.whole_document_lines)
+        return edit_region(doc.text, self.args, self.server.encoding, settings.editor.whole_document_lines)
 
     def _check_request(self, doc: Document, settings: "Settings") -> str | None:
         """Why the engine would refuse this request (size limits, range), before loading a model
