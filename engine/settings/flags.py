@@ -71,8 +71,8 @@ def with_flags(settings: Settings, flags: Mapping[str, Any] | None) -> Settings:
 def engine_arguments(settings: Settings, flags: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The keyword arguments of ``Engine.load`` for these settings with ``flags`` over them: the
     one place the CLI commands and the language server turn settings into a loaded model."""
-    effective = with_flags(settings, flags)
-    model = effective.model
+    chosen = with_flags(settings, flags)
+    model = chosen.model
     return {"model": model.name, "device": model.device, "dtype": model.dtype,
             "trust_remote_code": model.trust_remote_code, "selector": model.selector,
-            "backend": model.backend, "options": effective.backend}
+            "backend": model.backend, "options": chosen.backend}  # the backend section is the runtime's options

@@ -290,16 +290,19 @@ def lookup(key: str, section: str | None = None) -> str | None:
 
 def nearest(key: str, snake: bool = False) -> str | None:
     """The known key closest to an unknown one, written as ``key`` is: kebab-case, snake_case,
-    camelCase, else snake_case in files (``snake``) and camelCase in editor settings."""
-    match = difflib.get_close_matches(_norm(key), list(_FIELDS), n=1, cutoff=0.6)
+    camelCase, else snake_case in files (``snake``) and camelCase in editor settings; a key
+    written in a section (``edit.mdoe``) is answered as ``section.field`` (``edit.mode``)."""
+    known = _PATHS if "." in key else _FIELDS
+    match = difflib.get_close_matches(_norm(key), list(known), n=1, cutoff=0.6)
     if not match:
         return None
-    name = _FIELDS[match[0]]
+    spec = SPECS[known[match[0]]]
+    name = spec.field if "." in key else spec.name
     if "-" in key:
-        return name.replace("_", "-")
-    if "_" in key or (snake and key == key.lower()):
-        return name
-    return camel(name)
+        name = name.replace("_", "-")
+    elif not ("_" in key or (snake and key == key.lower())):
+        name = camel(name)
+    return f"{spec.section}.{name}" if "." in key else name
 
 
 def unknown_key_message(key: str, snake: bool = False) -> str:

@@ -168,11 +168,13 @@ def find_config_files(folder: Path, stop: Path | None = None) -> list[Path]:
 
 
 def _has_table(pyproject: Path) -> bool:
+    """Does the file have a ``[tool.copy-as-decode]`` table, or a section's (``[tool.copy-as-decode.edit]``)?"""
     try:
         text = pyproject.read_text(encoding="utf-8")
     except OSError:
         return False
-    return f"[tool.{PYPROJECT_TABLE}]" in text or f'[tool."{PYPROJECT_TABLE}"]' in text
+    name = re.escape(PYPROJECT_TABLE)
+    return re.search(rf'^\s*\[\s*tool\s*\.\s*(?:{name}|"{name}")\s*[\].]', text, re.M) is not None
 
 
 def load_workspace_settings(file: Path, user: Mapping[str, Any] | None = None) -> tuple[Settings, list[str]]:
