@@ -158,6 +158,8 @@ class Settings(SettingsSection):
     @model_validator(mode="before")
     @classmethod
     def _flat_names(cls, data: Any) -> Any:
+        """A flat name goes to its section's field; a section's key with a mapping is that section
+        (``model`` and ``backend`` are both: a string is the setting, a mapping the section)."""
         if not isinstance(data, Mapping):
             return data
         out: dict[str, Any] = {}
@@ -193,10 +195,10 @@ class Settings(SettingsSection):
 
 def _merged(old: Any, new: Any) -> Any:
     """A section given twice (whole and by flat names): the later keys over the earlier."""
-    if old is None:
+    whole = (Mapping, SettingsSection)
+    if not isinstance(old, whole) or not isinstance(new, whole):
         return new
-    as_dict = (lambda part: dict(part) if isinstance(part, (Mapping, SettingsSection)) else part)
-    return {**as_dict(old), **as_dict(new)} if isinstance(new, (Mapping, SettingsSection)) else new
+    return {**dict(old), **dict(new)}
 
 
 SECTIONS: dict[str, type[SettingsSection]] = {
