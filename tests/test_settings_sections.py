@@ -56,9 +56,9 @@ def test_backend_options_is_the_backend_section():
     assert config.Settings.model_fields["backend"].annotation is BackendOptions
     declared = [name for name, info in BackendOptions.model_fields.items() if info.description]
     assert declared == [spec.field for spec in config.SPECS.values() if spec.section == "backend"]
-    settings = config.Settings(context_size=2048, batch_size=64)
-    options = config.engine_arguments(settings)["options"]
-    assert options is settings.backend and (options.context_size, options.batch_size) == (2048, 64)
+    chosen = config.Settings(context_size=2048, batch_size=64)
+    options = config.engine_arguments(chosen)["options"]
+    assert options is chosen.backend and (options.context_size, options.batch_size) == (2048, 64)
     assert BackendOptions(threads=None, server_url=None) == BackendOptions()  # None: not given
     assert BackendOptions(timeout_s=3).timeout_s == 3.0 and "timeoutS" not in config.Settings().lsp_dict()
 
