@@ -230,7 +230,7 @@ class Engine:
             raise reading.error
 
     def read_ahead(self, request: EditRequest, cancelled: Callable[[], bool] = never_cancelled,
-                   max_tokens: int = DEFAULTS.warm_up_max_tokens) -> Any:
+                   max_tokens: int = DEFAULTS.editor.warm_up_max_tokens) -> Any:
         """Decode ``request``'s edit ahead of the request (an editor's idle buffer) and keep the
         answer (engine.read_ahead): :meth:`stream` of the same request then gives it at once. On a
         server (vLLM) only the prompt is read ahead (:meth:`warm_prompt`): decoding there would spend
@@ -272,7 +272,7 @@ class Engine:
             self._lock.release()
 
     def warm_prompt(self, request: EditRequest, cancelled: Callable[[], bool] = never_cancelled,
-                    max_tokens: int = DEFAULTS.warm_up_max_tokens) -> Any:
+                    max_tokens: int = DEFAULTS.editor.warm_up_max_tokens) -> Any:
         """Read the prompt ``request`` would read first, ahead of the edit (engine.decoding.warm):
         an editor's idle buffer. Never waits for the engine: skipped while an edit (or another
         warm-up) runs; an edit that arrives stops it within one prompt chunk. Returns an

@@ -33,14 +33,14 @@ class Line:
 
 def diagnose(engine: Engine, settings: Settings) -> tuple[dict[str, Line], dict[str, Any] | None]:
     """The facts of a loaded engine under ``settings``, and the probe's numbers (None on a server)."""
-    mode: Mode = engine.resolve_mode(settings.mode)
+    mode: Mode = engine.resolve_mode(settings.edit.mode)
     runtime = engine.model_for(mode).runtime
     facts = runtime.facts()
-    chosen = " (llama.cpp for a .gguf when installed, else transformers)" if settings.backend == "auto" else ""
+    chosen = " (llama.cpp for a .gguf when installed, else transformers)" if settings.model.backend == "auto" else ""
     lines = {
-        "model": Line(settings.model, f"found at {engine.loaded.runtime.facts()['weights']}", "model"),
-        "backend": Line(engine.loaded.backend, f"{settings.backend} asked{chosen}", "backend"),
-        "device": Line(engine.loaded.device, f"{settings.device} asked", "device"),
+        "model": Line(settings.model.name, f"found at {engine.loaded.runtime.facts()['weights']}", "model"),
+        "backend": Line(engine.loaded.backend, f"{settings.model.backend} asked{chosen}", "backend"),
+        "device": Line(engine.loaded.device, f"{settings.model.device} asked", "device"),
         "threads": Line(facts["threads"].split(" ", 1)[0], facts["threads"].partition(" ")[2].strip("()"),
                         "threads"),
         "context": Line(f"{runtime.context_limit() or 'unknown'} tokens",
@@ -49,15 +49,15 @@ def diagnose(engine: Engine, settings: Settings) -> tuple[dict[str, Line], dict[
     }
     if "flash attention" in facts:
         why = ("auto: off on the CPU, where its kernel takes fewer than 64 rows one at a time"
-               if settings.flash_attention == "auto" else f"{settings.flash_attention} asked")
+               if settings.backend.flash_attention == "auto" else f"{settings.backend.flash_attention} asked")
         lines["flash attention"] = Line(facts["flash attention"], why, "flash_attention")
     found = engine.selector
-    lines["selector"] = Line(found or "none", (f"found, so mode {settings.mode} runs {mode}, on {facts['weights']}"
+    lines["selector"] = Line(found or "none", (f"found, so mode {settings.edit.mode} runs {mode}, on {facts['weights']}"
                                                if found else
-                                               f"none found or asked for, so mode {settings.mode} runs {mode}"),
+                                               f"none found or asked for, so mode {settings.edit.mode} runs {mode}"),
                              "selector")
     lines["verify"] = _verify(engine, settings)
-    lines["prompt cache"] = Line(f"{settings.prefix_cache_tokens} tokens" if runtime.keeps_prompts else "off",
+    lines["prompt cache"] = Line(f"{settings.backend.prefix_cache_tokens} tokens" if runtime.keeps_prompts else "off",
                                  "the next edit reuses the KV of the last prompts' shared prefix"
                                  if runtime.keeps_prompts else "every edit prefills its whole prompt",
                                  "prefix_cache_tokens")
@@ -74,13 +74,13 @@ def _verify(engine: Engine, settings: Settings) -> Line:
     """What the verify rule means on the text modes' backend, and whether speculative drafts there."""
     runtime = engine.loaded.runtime
     if not is_local(runtime):
-        return Line(settings.verify, "the server checks the drafts", "verify")
+        return Line(settings.edit.verify, "the server checks the drafts", "verify")
     session = runtime.session()  # takes no context until its first append
     try:
-        rule, room = session.verify_rule(settings.verify), session.draft_room(DRAFT_ASK, settings.verify)
+        rule, room = session.verify_rule(settings.edit.verify), session.draft_room(DRAFT_ASK, settings.edit.verify)
     finally:
         session.close()
-    means = f"{settings.verify} means {rule} here" if settings.verify == "auto" else rule
+    means = f"{settings.edit.verify} means {rule} here" if settings.edit.verify == "auto" else rule
     if room == 0:
         drafts = ("speculative drafts nothing: this build's batched forwards round differently from one-token "
                   "steps, so an exact verify holds one row and decodes like ar (verify argmax drafts, but its output may "
@@ -116,7 +116,7 @@ def report(engine: Engine, settings: Settings, load_s: float) -> dict[str, Any]:
     with engine.held():  # the probe's forwards wait for a running edit and hold off the next
         lines, estimate = diagnose(engine, settings)
     return {"ok": True, "load_s": round(load_s, 2), "lines": {k: asdict(v) for k, v in lines.items()},
-            "estimate": estimate, "summary": summary(lines, engine.resolve_mode(settings.mode)),
+            "estimate": estimate, "summary": summary(lines, engine.resolve_mode(settings.edit.mode)),
             "screen": screen(lines, load_s)}
 
 

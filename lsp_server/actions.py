@@ -202,7 +202,7 @@ def block_around(lines: list[str], index: int) -> tuple[int, int]:
 
 
 def region_lines(text: str, selection: tuple[int, int] | None, anchors: Iterable[int] = (),
-                 whole_document_lines: int = DEFAULTS.whole_document_lines) -> tuple[int, int] | None:
+                 whole_document_lines: int = DEFAULTS.editor.whole_document_lines) -> tuple[int, int] | None:
     """Engine lines (1-based, inclusive) an edit covers, or None for the whole document.
 
     ``selection``: string offsets (start, end) of the client's range, None when there is none;
@@ -240,7 +240,7 @@ def _kind_wanted(kind: str, only: Sequence[str] | None) -> bool:
 
 
 def code_actions(uri: str, text: str, params: types.CodeActionParams, encoding: Encoding = DEFAULT,
-                 whole_document_lines: int = DEFAULTS.whole_document_lines) -> list[types.CodeAction]:
+                 whole_document_lines: int = DEFAULTS.editor.whole_document_lines) -> list[types.CodeAction]:
     """"AI fix" (quickfix; for the diagnostics in the request, or the cursor/selection) and
     "AI edit…" (refactor.rewrite; the client asks the user for the instruction)."""
     only = [getattr(k, "value", k) for k in (params.context.only or [])]

@@ -161,7 +161,7 @@ class LiveEdit:
             return Outcome("error", NOT_OPEN)
         try:
             request = document_request(doc, self.instruction, self.lines, self.settings,
-                                   mode=run_mode(engine, self.settings.mode, self.update is not None),
+                                   mode=run_mode(engine, self.settings.edit.mode, self.update is not None),
                                    focus_line=self.focus_line,
                                    focus_policy=self.focus_policy, update=self.update, partial=self.partial)
         except EditError as exc:
@@ -203,7 +203,7 @@ class LiveEdit:
         t = op.tokens
         self.progress.report(f"{ops} ops · {t.copied} copied / {t.generated} generated tokens",
                              min(100, int(100 * op.input_lines_consumed / max(len(live.input_lines), 1))))
-        if self.settings.apply_mode != "stream" or self.held or self.writer.lost is not None or self.cancel.is_set():
+        if self.settings.editor.apply_mode != "stream" or self.held or self.writer.lost is not None or self.cancel.is_set():
             return
         shown = live.live_text(op.resolved, op.input_lines_consumed)
         if self._destructive(live.input, shown):
@@ -228,7 +228,7 @@ class LiveEdit:
             await writer.restore(live)
             return Outcome("error", FAILED.format(
                 detail=f"{type(failure).__name__}: {failure}" if failure is not None else "no result"))
-        verdict = judge(result, self.instruction, self.settings.max_new_tokens, self.language)
+        verdict = judge(result, self.instruction, self.settings.edit.max_new_tokens, self.language)
         if verdict.kind == "cancelled" or self.cancel.is_set():
             return await self._stopped(live)
         if verdict.kind == "unplaced":  # an apply that could not place its update wrote nothing
@@ -239,9 +239,9 @@ class LiveEdit:
             note = LEFT_UNCHANGED if restored or live.shown == live.input else LEFT_PARTIAL
             if verdict.stop_reason == "loop":
                 return Outcome("loop", LOOP.format(why=verdict.reason, note=note))
-            return Outcome("max_tokens", MAX_TOKENS.format(limit=self.settings.max_new_tokens, note=note))
+            return Outcome("max_tokens", MAX_TOKENS.format(limit=self.settings.edit.max_new_tokens, note=note))
         assert verdict.damage is not None and verdict.syntax is not None
-        if verdict.as_preview(always=self.settings.apply_mode == "preview"):
+        if verdict.as_preview(always=self.settings.editor.apply_mode == "preview"):
             out = await self._to_review(live, result, verdict.reason or "applyMode is preview")
             out.damage, out.syntax = verdict.damage.json(), verdict.syntax.json()
             return out

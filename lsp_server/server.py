@@ -146,7 +146,7 @@ def create_server(pool: ModelPool | None = None) -> CopyAsDecodeServer:
             return None
         settings, _ = services.settings.shared(doc.uri)
         services.warmups.moved(doc.uri, params)
-        return (code_actions(doc.uri, doc.text, params, services.encoding, settings.whole_document_lines)
+        return (code_actions(doc.uri, doc.text, params, services.encoding, settings.editor.whole_document_lines)
                 + commands.next_candidate_actions(services, doc.uri, doc.text, params))
 
     @server.feature(types.WINDOW_WORK_DONE_PROGRESS_CANCEL)

@@ -115,7 +115,7 @@ class EditSession:
         problem = self._check_request(self._document(), settings)
         if problem:
             raise _Ended(Outcome("error", problem))
-        if aligner_alone(self.args.update, settings.mode):  # the aligner merges it: no model to load
+        if aligner_alone(self.args.update, settings.edit.mode):  # the aligner merges it: no model to load
             return AlignerOnly()
         try:
             loaded, engine = await unless_stopped(services.models.engine_for(ModelKey.of(settings)),
@@ -132,7 +132,7 @@ class EditSession:
         doc = self._document()
         self._check_cancel()
         edit = self._live_edit(doc, settings)
-        services.client.status("editing", f"{args.kind}: {run_mode(engine, settings.mode, args.update is not None)} "
+        services.client.status("editing", f"{args.kind}: {run_mode(engine, settings.edit.mode, args.update is not None)} "
                                           f"with {engine.name}")
         with services.state.running(args.uri, edit):
             outcome = await edit.run(engine)
@@ -157,7 +157,7 @@ class EditSession:
                         partial=args.partial)
 
     def _checked(self, settings: "Settings") -> bool:
-        return self.args.kind == "fix" and bool(settings.check_command)
+        return self.args.kind == "fix" and bool(settings.check.command)
 
     async def _review(self, sent: Outcome) -> Outcome:
         """Wait for the user's answer to a preview; the result keeps the edit's summary."""
@@ -168,7 +168,7 @@ class EditSession:
         return answer
 
     def _region(self, doc: Document, settings: "Settings") -> tuple[int, int] | None:
-        return edit_region(doc.text, self.args, self.services.encoding, settings.whole_document_lines)
+        return edit_region(doc.text, self.args, self.services.encoding, settings.editor.whole_document_lines)
 
     def _check_request(self, doc: Document, settings: "Settings") -> str | None:
         """Why the engine would refuse this request (size limits, range), before loading a model

@@ -54,8 +54,8 @@ NEXT_STOPPED = "AI fix: next candidate cancelled; nothing was written"
 def check_spec(settings: "Settings", root: Path | None) -> CheckSpec:
     """The user's check as the engine runs it: in the workspace folder (None: the file's), without
     the API key variable the settings name."""
-    return CheckSpec(command=settings.check_command, timeout_s=float(settings.check_timeout), cwd=root,
-                     secret_env=(settings.api_key_env,))
+    return CheckSpec(command=settings.check.command, timeout_s=float(settings.check.timeout), cwd=root,
+                     secret_env=(settings.backend.api_key_env,))
 
 
 def how_it_failed(check: CheckOutcome) -> str:
@@ -89,13 +89,13 @@ class CheckedFix(LiveEdit):
     async def _decode(self, engine: "Engine | AlignerOnly", request: "EditRequest",
                       live: LiveRegion) -> tuple["EditResult | None", BaseException | None]:
         """The search, in the worker; its passing candidate's result (None when none passed)."""
-        await self.progress.begin("AI fix", f"{engine.name} · up to {self.settings.candidates} candidates, "
+        await self.progress.begin("AI fix", f"{engine.name} · up to {self.settings.check.candidates} candidates, "
                                   "each checked by checkCommand")
         report = on_loop(self.progress.report)
 
         def search() -> Search:
-            return search_fixes(engine, request, k=self.settings.candidates, check=self.check,
-                                max_rounds=self.settings.max_rounds, file_path=self.path,
+            return search_fixes(engine, request, k=self.settings.check.candidates, check=self.check,
+                                max_rounds=self.settings.check.max_rounds, file_path=self.path,
                                 cancelled=self.cancelled, progress=report)
 
         try:

@@ -91,10 +91,10 @@ class WarmUps:
         """The document changed or was opened: stop a running warm-up, start the idle timer again."""
         self.stop()
         settings = self._settings(uri)
-        if settings.warm_up == "off":
+        if settings.editor.warm_up == "off":
             return
         loop = asyncio.get_running_loop()
-        self.timer = loop.call_later(settings.warm_up_delay_ms / 1000, lambda: self._start(uri))
+        self.timer = loop.call_later(settings.editor.warm_up_delay_ms / 1000, lambda: self._start(uri))
 
     def moved(self, uri: str, params: types.CodeActionParams) -> None:
         """A code-action request (the cursor moved): the fix's region and focus follow it."""
@@ -159,7 +159,7 @@ class WarmUps:
         settings = self._settings(uri)
         key = ModelKey.of(settings)
         doc = self.documents.get(uri)
-        if settings.warm_up == "off" or doc is None or not self.pool.loaded(key):
+        if settings.editor.warm_up == "off" or doc is None or not self.pool.loaded(key):
             return
         engine = await self.pool.get(key)
         if self.running is not None and self.running.stop is stop:
@@ -167,15 +167,15 @@ class WarmUps:
         args = self._fix_args(uri, doc.text, settings)
         if args is None or stop.is_set():
             return
-        lines = edit_region(doc.text, args, self.encoding, settings.whole_document_lines)
+        lines = edit_region(doc.text, args, self.encoding, settings.editor.whole_document_lines)
         request = document_request(doc, args.instruction or DEFAULT_FIX_INSTRUCTION, lines, settings,
-                               mode=engine.resolve_mode(settings.mode),
+                               mode=engine.resolve_mode(settings.edit.mode),
                                focus_line=focus_line(doc.text, args.focus, self.encoding),
                                focus_policy=args.focus_policy)
-        read = engine.read_ahead if settings.warm_up == "fix" else engine.warm_prompt
+        read = engine.read_ahead if settings.editor.warm_up == "fix" else engine.warm_prompt
         loop = asyncio.get_running_loop()
         started = loop.time()
-        result = await run_blocking(lambda: read(request, stop.is_set, settings.warm_up_max_tokens), stop=stop.set)
+        result = await run_blocking(lambda: read(request, stop.is_set, settings.editor.warm_up_max_tokens), stop=stop.set)
         self.count += 1
         entry = {"n": self.count, "uri": uri, "status": result.status, "promptTokens": result.prompt_tokens,
                  "forwarded": result.forwarded, "answered": result.answered, "reason": result.reason,
@@ -191,11 +191,11 @@ class WarmUps:
         document when it is short enough to be the fix's region without a cursor."""
         params = self.cursor.get(uri)
         if params is None:
-            if len(text.splitlines()) > settings.whole_document_lines:
+            if len(text.splitlines()) > settings.editor.whole_document_lines:
                 return None
             return EditArgs.parse({"uri": uri, "range": None, "instruction": None, "kind": "fix"})
         try:
-            actions = code_actions(uri, text, params, self.encoding, settings.whole_document_lines)
+            actions = code_actions(uri, text, params, self.encoding, settings.editor.whole_document_lines)
         except (ValueError, IndexError):  # the request's positions are past the changed text
             return None
         for action in actions:

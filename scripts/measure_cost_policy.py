@@ -76,7 +76,7 @@ def main() -> None:
         import torch
 
         torch.set_num_threads(args.threads)
-    engine = Engine.load("default", backend=args.backend, options=BackendOptions(threads=args.threads or None))
+    engine = Engine.load("default", backend=args.backend, options=BackendOptions(threads=args.threads or 0))
     engine.prime()
     arms = FORCED if args.family == "forced" else FREE
     cases = load_corpus(args.corpus)[:args.limit]

@@ -49,7 +49,7 @@ def main() -> None:
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
-    options = BackendOptions(threads=args.threads, context=2048, prefix_cache_tokens=0,
+    options = BackendOptions(threads=args.threads, context_size=2048, prefix_cache_tokens=0,
                              flash_attention=args.flash_attention)
     base_path = default_gguf_path()
     runtimes = {

@@ -31,7 +31,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
-    options = BackendOptions(threads=args.threads, context=2048, prefix_cache_tokens=0)
+    options = BackendOptions(threads=args.threads, context_size=2048, prefix_cache_tokens=0)
     base_path = default_gguf_path()
     base = LlamaCppModel(base_path, options)
     runtimes = {

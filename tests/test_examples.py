@@ -24,7 +24,7 @@ def engine(request: pytest.FixtureRequest, default_engine) -> Engine:
         return default_engine
     if not llamacpp_available():
         pytest.skip("llama-cpp-python is not installed (scripts/install-llamacpp.sh; make test installs it)")
-    return Engine.load("default", backend="llamacpp", options=BackendOptions(threads=1, context=2048))
+    return Engine.load("default", backend="llamacpp", options=BackendOptions(threads=1, context_size=2048))
 
 
 @pytest.mark.parametrize("focus", [None, 1, 2, 3])

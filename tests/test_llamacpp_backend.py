@@ -33,7 +33,7 @@ pytestmark = [pytest.mark.model]
 def llama() -> Engine:
     if not llamacpp_available():
         pytest.skip("llama-cpp-python is not installed (scripts/install-llamacpp.sh; make test installs it)")
-    return Engine.load("default", backend="llamacpp", options=BackendOptions(threads=1, context=2048))
+    return Engine.load("default", backend="llamacpp", options=BackendOptions(threads=1, context_size=2048))
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +44,7 @@ def llama_flash(llama: Engine) -> Engine:
     with llamafile's sgemm (see engine.runtime.backends.llamacpp.exact_rows). It asks
     for ``llama`` so that it is skipped with it where llama.cpp is not installed."""
     return Engine.load("default", backend="llamacpp", selector="none",
-                       options=BackendOptions(threads=1, context=2048, flash_attention="on"))
+                       options=BackendOptions(threads=1, context_size=2048, flash_attention="on"))
 
 
 def test_loads_the_gguf_itself(llama: Engine):
@@ -304,7 +304,7 @@ def test_flash_attention_is_off_on_the_cpu_unless_asked_for(llama: Engine):
     assert flash_attention(BackendOptions(gpu_layers=-1)) is None  # llama.cpp's own choice on a GPU
     assert flash_attention(BackendOptions(flash_attention="on")) is True
     assert flash_attention(BackendOptions(flash_attention="off", gpu_layers=-1)) is False
-    with pytest.raises(ValueError, match="flash_attention must be one of auto, on, off"):
+    with pytest.raises(ValueError, match="Input should be 'auto', 'on' or 'off'"):
         BackendOptions(flash_attention="yes")
     runtime = llama.loaded.runtime
     assert runtime.describe().endswith("flash attention off)" if runtime.llamafile_sgemm
@@ -319,7 +319,7 @@ def test_default_threads_are_chosen_at_load_and_say_why():
     from engine.runtime.models import default_gguf_path
     from engine.runtime.threads import physical_cores
 
-    runtime = LlamaCppRuntime(_model(default_gguf_path(), BackendOptions(context=512)))
+    runtime = LlamaCppRuntime(_model(default_gguf_path(), BackendOptions(context_size=512)))
     try:
         assert 1 <= runtime.threads <= physical_cores()
         assert runtime.thread_choice.reason.startswith(("measured: 1 thread", "not measured: "))
@@ -336,7 +336,7 @@ def test_close_frees_contexts_and_later_sessions_are_refused():
     from engine.runtime.backends.llamacpp import LlamaCppRuntime, _model
     from engine.runtime.models import default_gguf_path
 
-    options = BackendOptions(threads=1, context=512, gpu_layers=0)
+    options = BackendOptions(threads=1, context_size=512, gpu_layers=0)
     runtime = LlamaCppRuntime(_model(default_gguf_path(), options))
     sessions = [runtime.session() for _ in range(2)]
     for session in sessions:

@@ -450,7 +450,7 @@ async def test_prompt_style_setting_reaches_the_edit_request(tmp_path, style):
     from engine.settings import load_workspace_settings
 
     settings, warnings = load_workspace_settings(tmp_path / "doc.py", user={"copyAsDecode": {"promptStyle": style}})
-    assert not warnings and settings.prompt_style == style
+    assert not warnings and settings.edit.prompt_style == style
     assert (await _request_sent(settings)).prompt_style == style
 
 
@@ -462,7 +462,7 @@ async def test_verify_setting_reaches_the_edit_request(tmp_path, rule):
 
     (tmp_path / ".copy-as-decode.toml").write_text(f'verify = "{rule}"\n')
     settings, warnings = load_workspace_settings(tmp_path / "doc.py")
-    assert not warnings and settings.verify == rule
+    assert not warnings and settings.edit.verify == rule
     assert (await _request_sent(settings)).verify == rule
     layer = parse_layer({"verify": "fast"}, "test")
     assert "verify" not in layer.values and any("verify" in w and "fast" in w for w in layer.warnings)

@@ -226,7 +226,7 @@ async def test_the_settings_source_pulls_through_the_port_and_shows_each_file_pr
     client = FakeClient(ClientFeatures(configuration=True), configured={"maxNewTokens": 77})
     source = SettingsSource(WorkspaceConfig([tmp_path]), client)
     settings, warnings = await source.pulled(uri)
-    assert client.pulls == [uri] and settings.max_new_tokens == 77 and warnings == []
+    assert client.pulls == [uri] and settings.edit.max_new_tokens == 77 and warnings == []
     failing = _FailingPulls(ClientFeatures(configuration=True))
     assert await SettingsSource(WorkspaceConfig([tmp_path]), failing).pull(None) == []
     assert failing.logged == [("workspace/configuration failed: no answer", types.MessageType.Warning)]

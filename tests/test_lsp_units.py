@@ -375,18 +375,18 @@ def test_precedence_and_model_sources(tmp_path: Path):
     ws = WorkspaceConfig([tmp_path])
     ws.set_user({"copyAsDecode": {"maxNewTokens": 99}})
     settings, warnings = ws.settings_for(sub / "m.py")
-    assert (settings.mode, settings.context_lines, settings.max_new_tokens) == ("ar", 7, 99)
-    assert settings.model == "default" and not settings.trust_remote_code
+    assert (settings.edit.mode, settings.edit.context_lines, settings.edit.max_new_tokens) == ("ar", 7, 99)
+    assert settings.model.name == "default" and not settings.model.trust_remote_code
     assert any("not in your allowedModels" in w for w in warnings)
     ws.set_pushed({"copyAsDecode": {"mode": "program"}})
-    assert ws.settings_for(sub / "m.py")[0].mode == "program"
+    assert ws.settings_for(sub / "m.py")[0].edit.mode == "program"
     ws.set_pulled("file:///x", {"mode": "speculative"})
-    assert ws.settings_for(sub / "m.py", "file:///x")[0].mode == "speculative"
+    assert ws.settings_for(sub / "m.py", "file:///x")[0].edit.mode == "speculative"
     ws.set_user({"allowedModels": ["default", f"{tmp_path}/*"], "trustRemoteCode": True})
     (sub / ".copy-as-decode.toml").write_text(f'model = "{tmp_path}/models/x.gguf"\n')
     ws.files.reload(sub / ".copy-as-decode.toml")
     settings, _ = ws.settings_for(sub / "m.py")
-    assert settings.model == f"{tmp_path}/models/x.gguf" and settings.trust_remote_code
+    assert settings.model.name == f"{tmp_path}/models/x.gguf" and settings.model.trust_remote_code
 
 
 def test_selector_setting_follows_the_model_rule(tmp_path: Path):
@@ -396,13 +396,13 @@ def test_selector_setting_follows_the_model_rule(tmp_path: Path):
     (tmp_path / ".copy-as-decode.toml").write_text(f'selector = "{adapters}"\napply_mode = "preview"\n')
     ws = WorkspaceConfig([tmp_path])
     settings, warnings = ws.settings_for(tmp_path / "m.py")
-    assert settings.selector == "auto" and settings.apply_mode == "preview"
+    assert settings.model.selector == "auto" and settings.editor.apply_mode == "preview"
     assert any("selector" in w and "allowedModels" in w for w in warnings)
     ws.set_user({"allowedModels": ["default", "hub:*", f"{tmp_path}/adapters/*"]})
     settings, warnings = ws.settings_for(tmp_path / "m.py")
-    assert settings.selector == str(adapters) and not warnings
+    assert settings.model.selector == str(adapters) and not warnings
     ws.set_pushed({"copyAsDecode": {"selector": "none"}})
-    assert ws.settings_for(tmp_path / "m.py")[0].selector == "none"
+    assert ws.settings_for(tmp_path / "m.py")[0].model.selector == "none"
     assert ws.settings_for(tmp_path / "m.py")[0].lsp_dict()["selector"] == "none"
     assert config.selector_allowed("auto", []) and not config.selector_allowed("/x/y", ["default", "hub:*"])
 
@@ -422,11 +422,11 @@ def test_config_files_cascade(tmp_path: Path):
     (tmp_path / "a" / "b" / ".copy-as-decode.toml").write_text('context_lines = 2\n')
     ws = WorkspaceConfig([tmp_path])
     settings, _ = ws.settings_for(tmp_path / "a" / "b" / "x.py")
-    assert (settings.mode, settings.max_new_tokens, settings.context_lines) == ("ar", 20, 2)
+    assert (settings.edit.mode, settings.edit.max_new_tokens, settings.edit.context_lines) == ("ar", 20, 2)
     assert [p.parent.name for p in ws.config_files(tmp_path / "a" / "x.py")] == [tmp_path.name, "a"]
     # the headless CLI reads the same files
     cli_settings, _ = config.load_workspace_settings(tmp_path / "a" / "b" / "x.py")
-    assert cli_settings.max_new_tokens == 20
+    assert cli_settings.edit.max_new_tokens == 20
 
 
 def test_invalid_toml_keeps_last_good(tmp_path: Path):
@@ -496,12 +496,11 @@ def test_backend_settings_reach_the_backend_options(tmp_path: Path):
     is the engine's own default, and out-of-range values are refused with the key named."""
     from engine.runtime.prefix_cache import PrefixStore
 
-    assert config.Settings().backend_options().prefix_cache_tokens == PrefixStore().max_tokens
+    assert config.Settings().backend.prefix_cache_tokens == PrefixStore().max_tokens
     (tmp_path / ".copy-as-decode.toml").write_text("gpu_layers = -1\nprefix_cache_tokens = 0\n")
     settings, warnings = WorkspaceConfig([tmp_path]).settings_for(tmp_path / "m.py")
     assert not warnings
-    options = settings.backend_options()
-    assert (options.gpu_layers, options.prefix_cache_tokens) == (-1, 0)
+    assert (settings.backend.gpu_layers, settings.backend.prefix_cache_tokens) == (-1, 0)
     with pytest.raises(config.ConfigError, match="gpuLayers must be between -1 and 4096"):
         config.check_value("gpu_layers", -2)
 

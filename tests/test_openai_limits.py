@@ -60,14 +60,14 @@ def _decode(loaded: SimpleNamespace, max_tokens: int | None, prediction: str | N
 
 def test_no_max_tokens_gets_chat_max_tokens_within_the_context(tokenizer) -> None:
     loaded = _served(tokenizer, "")
-    assert build_job(loaded, LOOPING, None, (), 0.0, 1.0, None, None).max_tokens == DEFAULTS.chat_max_tokens
+    assert build_job(loaded, LOOPING, None, (), 0.0, 1.0, None, None).max_tokens == DEFAULTS.http.chat_max_tokens
     assert build_job(loaded, LOOPING, None, (), 0.0, 1.0, None, None, default_max_tokens=7).max_tokens == 7
     assert build_job(loaded, LOOPING, 3000, (), 0.0, 1.0, None, None).max_tokens == 3000
     prompt = len(build_job(loaded, LOOPING, 1, (), 0.0, 1.0, None, None).prompt_ids)
     cut = build_job(loaded, LOOPING, None, (), 0.0, 1.0, None, None, default_max_tokens=5000)
     assert cut.max_tokens == 4096 - prompt
     unlimited = _served(tokenizer, "", limit=None)
-    assert build_job(unlimited, LOOPING, None, (), 0.0, 1.0, None, None).max_tokens == DEFAULTS.chat_max_tokens
+    assert build_job(unlimited, LOOPING, None, (), 0.0, 1.0, None, None).max_tokens == DEFAULTS.http.chat_max_tokens
 
 
 def test_the_server_path_stops_a_loop(tokenizer) -> None:

@@ -11,7 +11,7 @@ import pytest
 
 from engine.api import EditRequest, Engine
 from engine.decoding.request import REQUEST_SETTINGS
-from engine.settings import DEFAULTS, Settings
+from engine.settings import DEFAULTS, SPECS, Settings
 from engine.settings.schema import camel
 
 # A value other than the default for every request-level setting.
@@ -28,8 +28,8 @@ def test_every_request_setting_is_a_field_of_both_under_one_name() -> None:
     assert set(CHOSEN) == set(REQUEST_SETTINGS)
     request_fields = {f.name for f in dataclasses.fields(EditRequest)}
     for name, value in CHOSEN.items():
-        assert name in Settings.model_fields and name in request_fields
-        assert getattr(DEFAULTS, name) != value, f"{name}: pick a value that differs from the default"
+        assert name in SPECS and name in request_fields
+        assert DEFAULTS.value(name) != value, f"{name}: pick a value that differs from the default"
 
 
 class RecordingEngine:

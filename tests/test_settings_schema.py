@@ -97,12 +97,12 @@ def test_the_engines_defaults_are_the_schemas():
     from engine.openai_api.app import ServerConfig
     from engine.runtime.backends import BackendOptions
 
-    assert config.Settings().backend_options() == BackendOptions()
+    assert config.Settings().backend == BackendOptions()
     assert choices.PROMPT_STYLES == typing.get_args(typing.get_type_hints(EditRequest)["prompt_style"])
     request = EditRequest(text="", instruction="")
     defaults = config.Settings()
     assert (request.max_new_tokens, request.context_lines, request.prompt_style) == (
-        defaults.max_new_tokens, defaults.context_lines, defaults.prompt_style)
+        defaults.edit.max_new_tokens, defaults.edit.context_lines, defaults.edit.prompt_style)
     assert ServerConfig(model_id="m").settings == defaults
 
 
@@ -141,11 +141,14 @@ def test_a_bad_flag_gets_the_schemas_message(capsys, tmp_path: Path, argv, messa
 def test_flags_over_settings_make_the_load_arguments():
     """The one path from settings and flags to ``Engine.load``: flags win, None flags do not
     count, and the backend options carry the merged values."""
+    from engine.runtime.backends import BackendOptions
+
     settings = config.Settings(model="a.gguf", threads=2, flash_attention="on", mode="ar")
     args = config.engine_arguments(settings, {"threads": 4, "model": None, "server_url": "http://h:1"})
     assert args["model"] == "a.gguf" and args["options"].threads == 4
     assert args["options"].flash_attention == "on" and args["options"].server_url == "http://h:1"
     assert set(args) == {"model", "device", "dtype", "trust_remote_code", "selector", "backend", "options"}
+    assert type(args["options"]) is BackendOptions  # the backend section itself: what the runtime receives
 
 
 def test_the_reference_is_generated_from_the_schema():
@@ -175,7 +178,7 @@ def test_a_file_names_the_line_of_each_bad_key_and_keeps_the_others(tmp_path: Pa
     path.write_text(BAD_FILE)
     settings, warnings = config.load_workspace_settings(tmp_path / "f.py")
     assert warnings == _expected(path)
-    assert settings.context_lines == 7 and settings.max_new_tokens == 1024
+    assert settings.edit.context_lines == 7 and settings.edit.max_new_tokens == 1024
 
 
 def test_pyproject_lines_are_the_tables(tmp_path: Path):
@@ -185,7 +188,7 @@ def test_pyproject_lines_are_the_tables(tmp_path: Path):
                     '"context-lines" = 3\n\n[tool.other]\nmode = 2\n')
     settings, warnings = config.load_workspace_settings(tmp_path / "f.py")
     assert warnings == [f"{path}:7: mode 'fats' is not valid; choose one of auto, program, speculative, ar; ignored"]
-    assert settings.context_lines == 3
+    assert settings.edit.context_lines == 3
 
 
 def test_unknown_keys_are_answered_in_their_own_spelling():
@@ -201,7 +204,7 @@ def test_invalid_toml_names_its_line(tmp_path: Path):
     path.write_text('mode = "ar"\ncontext_lines = \n')
     settings, warnings = config.load_workspace_settings(tmp_path / "f.py")
     assert len(warnings) == 1 and warnings[0].startswith(f"{path}:2: invalid TOML")
-    assert "its settings are not used" in warnings[0] and settings.mode == "auto"
+    assert "its settings are not used" in warnings[0] and settings.edit.mode == "auto"
 
 
 def test_the_cli_prints_the_same_messages_on_stderr(capsys, tmp_path: Path):
@@ -274,7 +277,7 @@ def _copies(source: str) -> list[tuple[int, str]]:
                 default(arg.arg, value, arg.lineno)
             for arg, value in zip(node.kwonlyargs, node.kw_defaults):
                 default(arg.arg, value, arg.lineno)
-        elif isinstance(node, ast.Constant) and node.value == config.DEFAULTS.api_key_env:
+        elif isinstance(node, ast.Constant) and node.value == config.DEFAULTS.backend.api_key_env:
             found.append((node.lineno, repr(node.value)))
     return found
 

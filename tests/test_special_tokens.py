@@ -85,7 +85,7 @@ def test_a_nul_buffer_gets_no_chat_markers(default_engine: Engine, mode: str):
 def test_a_nul_buffer_gets_no_chat_markers_on_llamacpp():
     if not llamacpp_available():
         pytest.skip("llama-cpp-python is not installed")
-    engine = Engine.load("default", backend="llamacpp", options=BackendOptions(threads=1, context=2048))
+    engine = Engine.load("default", backend="llamacpp", options=BackendOptions(threads=1, context_size=2048))
     try:
         for mode in ("program", "ar", "pld"):
             result = engine.edit(EditRequest(NUL_BUFFER, "Fix the bug", mode=mode, max_new_tokens=64))

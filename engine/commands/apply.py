@@ -117,11 +117,11 @@ def run(args: argparse.Namespace) -> int:
                                             partial=args.partial, language=language_for(str(args.file)))
         engine = None
         if not is_aligner_apply(request) or compare:
-            resolve_selector(settings.selector, settings.model)  # a bad adapter folder fails before the model loads
-            with err.status(f"loading model {settings.model}..."):
+            resolve_selector(settings.model.selector, settings.model.name)  # a bad adapter folder fails before the model loads
+            with err.status(f"loading model {settings.model.name}..."):
                 engine = Engine.load(**engine_arguments(settings), progress=lambda m: err.print(f"[dim]{m}[/dim]"))
             engine.prime()
-        result = _merge(engine, request, settings.model, out, quiet=args.json)
+        result = _merge(engine, request, settings.model.name, out, quiet=args.json)
         compared: dict[str, EditResult] = {}
         for mode in compare:
             assert engine is not None

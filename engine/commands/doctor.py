@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     settings = with_flags(workspace_settings(args.path), given_flags(args))
     began = time.perf_counter()
     try:
-        resolve_selector(settings.selector, settings.model)  # a bad adapter folder fails before the model loads
+        resolve_selector(settings.model.selector, settings.model.name)  # a bad adapter folder fails before the model loads
         engine = Engine.load(**engine_arguments(settings))
     except (ModelLoadError, EditError) as exc:
         failure = load_failure(exc)

@@ -201,9 +201,9 @@ def run(args: argparse.Namespace) -> int:
                                             focus_policy=args.focus_policy)
         check_focus(args.focus, text, lines)
         if request.is_empty():  # nothing to edit: answered at once, no model loaded
-            return _answer_empty(args, request, settings.model, out)
-        resolve_selector(settings.selector, settings.model)  # a bad adapter folder fails before the model loads
-        with err.status(f"loading model {settings.model}..."):
+            return _answer_empty(args, request, settings.model.name, out)
+        resolve_selector(settings.model.selector, settings.model.name)  # a bad adapter folder fails before the model loads
+        with err.status(f"loading model {settings.model.name}..."):
             engine = Engine.load(**engine_arguments(settings), progress=lambda m: err.print(f"[dim]{m}[/dim]"))
         request = replace(request, mode=engine.resolve_mode(request.mode))
         err.print(f"[dim]backend: {engine.model_for(request.mode).runtime.describe()}[/dim]")

@@ -93,13 +93,13 @@ def run(args: argparse.Namespace) -> int:
     settings = with_flags(workspace_settings(args.workspace or Path.cwd()), given_flags(args))
     set_threads(args.threads)
     try:
-        resolve_selector(settings.selector, settings.model)
+        resolve_selector(settings.model.selector, settings.model.name)
         engine = Engine.load(**engine_arguments(settings), progress=lambda m: print(m, file=sys.stderr))
     except (EditError, ModelLoadError, ValueError) as exc:
         sock.close()
         print(f"serve-openai: {exc}", file=sys.stderr)
         return 2
-    config = ServerConfig(model_id=args.served_name or settings.model, max_waiting=args.max_waiting,
+    config = ServerConfig(model_id=args.served_name or settings.model.name, max_waiting=args.max_waiting,
                           max_body_bytes=args.max_body_kb * 1024, api_key=api_key,
                           settings=settings)
     app = create_app(engine, config)

@@ -1,9 +1,9 @@
 """The defaults that both the settings schema and the runtime read, declared once.
 
-The schema (:class:`engine.settings.schema.Settings`) declares every user-facing setting with its
-default; the runtime cannot import it (it is a lower layer), yet ``BackendOptions()`` and the
-prefix cache need the same values when a caller (a benchmark, a script, a test) builds them
-without settings. These are those values; the schema's fields and the runtime's defaults name them.
+The runtime's :class:`engine.runtime.backends.BackendOptions` is the backend section of the
+settings schema (:class:`engine.settings.schema.Settings` nests it) and declares those settings
+with these defaults; the prefix cache needs the same value when a caller (a benchmark, a script,
+a test) builds one without settings.
 """
 
 from __future__ import annotations

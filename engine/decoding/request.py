@@ -2,9 +2,9 @@
 every decoder reads. It lives below the API so decoding can type it, and its choice fields use
 the aliases of :mod:`engine.core.choices` that the settings schema uses too.
 
-The request-level settings (:data:`REQUEST_SETTINGS`) are fields of both :class:`Settings` and
-:class:`EditRequest`, under the same name and type; :meth:`EditRequest.from_settings` copies them,
-so a front door cannot forget one.
+The request-level settings (:data:`REQUEST_SETTINGS`) are settings whose flat name
+(:attr:`engine.settings.Spec.name`) is a field of :class:`EditRequest`, of the same type;
+:meth:`EditRequest.from_settings` copies them, so a front door cannot forget one.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ MAX_INPUT_CHARS = 200_000
 MAX_INPUT_LINES = 5_000
 MAX_UPDATE_CHARS = MAX_INPUT_CHARS  # an apply's update: at most as large as an input
 MAX_UPDATE_LINES = MAX_INPUT_LINES
-# The settings every edit request carries (the same name on Settings and EditRequest).
+# The settings every edit request carries (a setting's flat name is the EditRequest field).
 REQUEST_SETTINGS: tuple[str, ...] = ("mode", "max_new_tokens", "context_lines", "prompt_style", "verify",
                                      "apply_window_lines", "apply_max_lines")
 
@@ -81,8 +81,8 @@ class EditRequest:
     instruction: str
     lines: tuple[int, int] | None = None
     mode: Mode = "program"
-    max_new_tokens: int = DEFAULTS.max_new_tokens
-    context_lines: int = DEFAULTS.context_lines
+    max_new_tokens: int = DEFAULTS.edit.max_new_tokens
+    context_lines: int = DEFAULTS.edit.context_lines
     language: str = ""
     token_copies: bool = False
     monotonic: bool = True
@@ -91,16 +91,16 @@ class EditRequest:
     logit_bias: dict[int, float] | None = None
     program: Program | None = None
     focus_line: int | None = None
-    prompt_style: PromptStyle = DEFAULTS.prompt_style
+    prompt_style: PromptStyle = DEFAULTS.edit.prompt_style
     draft: bool = True
     localize: bool = True
     noop_deviation: bool = True
     focus_policy: FocusPolicy = DEFAULT_FOCUS_POLICY
-    verify: Verify = DEFAULTS.verify
+    verify: Verify = DEFAULTS.edit.verify
     update: str | None = None
     partial: bool = False
-    apply_window_lines: int = DEFAULTS.apply_window_lines
-    apply_max_lines: int = DEFAULTS.apply_max_lines
+    apply_window_lines: int = DEFAULTS.apply.window_lines
+    apply_max_lines: int = DEFAULTS.apply.max_lines
 
     @classmethod
     def from_settings(cls, settings: Settings, text: str, instruction: str, **given: Any) -> EditRequest:
@@ -108,7 +108,7 @@ class EditRequest:
         (:data:`REQUEST_SETTINGS`) from ``settings``, unless ``given`` names it with a value;
         ``given``'s other fields as they are (a None there means "not given": the field's default).
         Raises :class:`EditError` saying why the engine would refuse it."""
-        chosen = {name: getattr(settings, name) for name in REQUEST_SETTINGS}
+        chosen = {name: settings.value(name) for name in REQUEST_SETTINGS}
         chosen.update({name: value for name, value in given.items() if value is not None})
         request = cls(text=text, instruction=instruction, **chosen)
         request.validate()

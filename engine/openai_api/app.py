@@ -151,8 +151,8 @@ def create_app(engine: Engine, config: ServerConfig) -> FastAPI:
             return await chat_apply(request, req, parts)
         prediction = content_text(req.prediction.content) if req.prediction is not None else None
         job = build_job(loaded, chat_messages(req.messages), req.token_limit(), req.stop_strings(), req.temperature,
-                        req.top_p, req.seed, prediction or None, req.verify_rule(config.settings.verify),
-                        config.settings.chat_max_tokens)
+                        req.top_p, req.seed, prediction or None, req.verify_rule(config.settings.edit.verify),
+                        config.settings.http.chat_max_tokens)
         ticket = queue.admit()
 
         def work(cancelled: Callable[[], bool]) -> Iterator[str | ChatDecode]:

@@ -67,7 +67,7 @@ def chat_messages(messages: list[Any]) -> list[dict[str, str]]:
 
 def build_job(loaded: LoadedModel, messages: list[dict[str, str]], max_tokens: int | None, stop: tuple[str, ...],
               temperature: float, top_p: float, seed: int | None, prediction: str | None,
-              verify: str = "auto", default_max_tokens: int = DEFAULTS.chat_max_tokens) -> ChatJob:
+              verify: str = "auto", default_max_tokens: int = DEFAULTS.http.chat_max_tokens) -> ChatJob:
     """Render the prompt and check it against the context (400 ``context_length_exceeded``); no
     ``max_tokens``: ``default_max_tokens``, cut to what the context leaves."""
     prompt_ids = render(loaded.tokenizer, messages)

@@ -1,6 +1,7 @@
 """Settings: one typed schema, its sources and their precedence, and the command line's flags.
 
-- :mod:`engine.settings.schema`: every setting declared once (:class:`Settings`), read back as
+- :mod:`engine.settings.schema`: every setting declared once (:class:`Settings`, one section per
+  concern: model, backend, edit, apply, editor, check, http), read back by flat name as
   :data:`SPECS` for the editors, the CLI and the docs, and the one message for a bad value;
 - :mod:`engine.settings.sources`: one source's keys (:class:`Layer`), the workspace's config
   files, their precedence and their merge (:func:`merge_layers`);
@@ -14,7 +15,16 @@ The names below are the package's API for the rest of the engine and the front d
 
 from engine.settings.allow import model_allowed, selector_allowed
 from engine.settings.flags import add_setting_flags, engine_arguments, given_flags, with_flags
-from engine.settings.schema import DEFAULTS, SPECS, ConfigError, Settings, Spec, check_value, unknown_key_message
+from engine.settings.schema import (
+    DEFAULTS,
+    SECTIONS,
+    SPECS,
+    ConfigError,
+    Settings,
+    Spec,
+    check_value,
+    unknown_key_message,
+)
 from engine.settings.sources import (
     CONFIG_FILE,
     PYPROJECT,
@@ -30,7 +40,7 @@ from engine.settings.sources import (
 )
 
 __all__ = [
-    "CONFIG_FILE", "DEFAULTS", "PYPROJECT", "PYPROJECT_TABLE", "SECTION", "SPECS", "ConfigError", "Layer",
+    "CONFIG_FILE", "DEFAULTS", "PYPROJECT", "PYPROJECT_TABLE", "SECTION", "SECTIONS", "SPECS", "ConfigError", "Layer",
     "Settings", "Spec", "add_setting_flags", "check_value", "engine_arguments", "find_config_files",
     "given_flags", "load_workspace_settings", "lsp_section", "merge_layers", "model_allowed",
     "parse_layer", "read_config_file", "selector_allowed", "unknown_key_message", "with_flags",

@@ -1,6 +1,6 @@
 """Command-line flags from the schema, and the engine's load arguments from settings and flags.
 
-Each setting a command offers is one ``--kebab-case`` flag with the schema's choices, check and
+Each setting a command offers is one ``--kebab-case`` flag of its flat name with the schema's choices, check and
 help; a flag the command line gives wins over every settings source (flags are the user's own, so
 user-only settings may come from them).
 """
@@ -65,13 +65,14 @@ def with_flags(settings: Settings, flags: Mapping[str, Any] | None) -> Settings:
     """``settings`` with the given flags over them (a None flag was not given). Flags are the
     user's own: user-only settings may come from them."""
     given = {name: value for name, value in (flags or {}).items() if value is not None and name in SPECS}
-    return settings.model_copy(update=given)
+    return settings.with_values(given)
 
 
 def engine_arguments(settings: Settings, flags: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The keyword arguments of ``Engine.load`` for these settings with ``flags`` over them: the
     one place the CLI commands and the language server turn settings into a loaded model."""
-    effective = with_flags(settings, flags)
-    return {"model": effective.model, "device": effective.device, "dtype": effective.dtype,
-            "trust_remote_code": effective.trust_remote_code, "selector": effective.selector,
-            "backend": effective.backend, "options": effective.backend_options()}
+    chosen = with_flags(settings, flags)
+    model = chosen.model
+    return {"model": model.name, "device": model.device, "dtype": model.dtype,
+            "trust_remote_code": model.trust_remote_code, "selector": model.selector,
+            "backend": model.backend, "options": chosen.backend}  # the backend section is the runtime's options

@@ -13,7 +13,8 @@ Sources, lowest precedence first (a later source overrides the keys it sets)::
 
 Editor settings win over workspace files ("editor first"); a key that is absent or null in a
 source is not set by it, so clients should send only the keys the user set. Keys may be written
-camelCase (``maxNewTokens``), snake_case or kebab-case. A problem with one key (unknown, with the
+camelCase (``maxNewTokens``), snake_case or kebab-case, each flat (``maxNewTokens``, as the editors
+send them) or inside its section (``edit.maxNewTokens``, a ``[edit]`` table). A problem with one key (unknown, with the
 nearest known name; wrong type; out of range) skips that key with one message, the same wherever
 it is read, naming the source (a file and its line); the source's other keys still apply. A file
 that is not valid TOML cannot be read at all: the last good version of it stays in force (the
@@ -36,7 +37,16 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from engine.settings.allow import model_allowed, selector_allowed
-from engine.settings.schema import DEFAULTS, USER_ONLY, ConfigError, Settings, check_value, lookup, unknown_key_message
+from engine.settings.schema import (
+    DEFAULTS,
+    SECTIONS,
+    USER_ONLY,
+    ConfigError,
+    Settings,
+    check_value,
+    lookup,
+    unknown_key_message,
+)
 from engine.settings.toml_lines import key_lines
 
 if sys.version_info >= (3, 11):
@@ -73,22 +83,33 @@ def parse_layer(raw: Mapping[str, Any] | None, source: str, *, user_level: bool 
         layer.warnings.append(f"{source}: settings must be a table/object, got {type(raw).__name__}")
         return layer
     for key, value in raw.items():
+        if key in SECTIONS and isinstance(value, Mapping):  # a section's table: [edit], "edit": {...}
+            for inner, item in value.items():
+                path = f"{key}.{inner}"
+                line = (lines or {}).get(path, (lines or {}).get(key))
+                _read(layer, path, lookup(str(inner), key), item, f"{source}:{line}" if line else source,
+                      user_level, lines is not None)
+            continue
         where = f"{source}:{lines[key]}" if lines and key in lines else source
-        name = lookup(key)
-        if name is None:
-            layer.warnings.append(f"{where}: {unknown_key_message(str(key), snake=lines is not None)}")
-            continue
-        if value is None:
-            continue
-        if name in USER_ONLY and not user_level:
-            layer.warnings.append(f"{where}: {key} is only read from user-level settings "
-                                  "(the client's initializationOptions); ignored here")
-            continue
-        try:
-            layer.values[name] = check_value(name, value, str(key))
-        except ConfigError as exc:
-            layer.warnings.append(f"{where}: {exc}; ignored")
+        _read(layer, str(key), lookup(key), value, where, user_level, lines is not None)
     return layer
+
+
+def _read(layer: Layer, key: str, name: str | None, value: Any, where: str, user_level: bool, snake: bool) -> None:
+    """One key of a source into ``layer`` (``name``: the setting it names, None: unknown)."""
+    if name is None:
+        layer.warnings.append(f"{where}: {unknown_key_message(key, snake=snake)}")
+        return
+    if value is None:
+        return
+    if name in USER_ONLY and not user_level:
+        layer.warnings.append(f"{where}: {key} is only read from user-level settings "
+                              "(the client's initializationOptions); ignored here")
+        return
+    try:
+        layer.values[name] = check_value(name, value, key)
+    except ConfigError as exc:
+        layer.warnings.append(f"{where}: {exc}; ignored")
 
 
 def lsp_section(raw: Any) -> Any:
@@ -115,12 +136,13 @@ def read_config_file(path: Path) -> Layer:
         raise ConfigError(f"{path}{':' + line.group(1) if line else ''}: invalid TOML: {exc}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read: {exc}") from None
-    if path.name == PYPROJECT:
-        table = ("tool", PYPROJECT_TABLE)
-        layer = parse_layer(data.get("tool", {}).get(PYPROJECT_TABLE), str(path), lines=key_lines(text, table))
-    else:
-        layer = parse_layer(data, str(path), lines=key_lines(text))
-    return layer
+    table: tuple[str, ...] = ("tool", PYPROJECT_TABLE) if path.name == PYPROJECT else ()
+    raw = data.get("tool", {}).get(PYPROJECT_TABLE) if table else data
+    lines = key_lines(text, table)
+    for name in SECTIONS:  # a section's own table: [edit] (or [tool.copy-as-decode.edit])
+        if isinstance(raw, dict) and isinstance(raw.get(name), dict):
+            lines.update({f"{name}.{key}": line for key, line in key_lines(text, (*table, name)).items()})
+    return parse_layer(raw, str(path), lines=lines)
 
 
 def find_config_files(folder: Path, stop: Path | None = None) -> list[Path]:
@@ -146,11 +168,13 @@ def find_config_files(folder: Path, stop: Path | None = None) -> list[Path]:
 
 
 def _has_table(pyproject: Path) -> bool:
+    """Does the file have a ``[tool.copy-as-decode]`` table, or a section's (``[tool.copy-as-decode.edit]``)?"""
     try:
         text = pyproject.read_text(encoding="utf-8")
     except OSError:
         return False
-    return f"[tool.{PYPROJECT_TABLE}]" in text or f'[tool."{PYPROJECT_TABLE}"]' in text
+    name = re.escape(PYPROJECT_TABLE)
+    return re.search(rf'^\s*\[\s*tool\s*\.\s*(?:{name}|"{name}")\s*[\].]', text, re.M) is not None
 
 
 def load_workspace_settings(file: Path, user: Mapping[str, Any] | None = None) -> tuple[Settings, list[str]]:
@@ -177,7 +201,7 @@ def merge_layers(layers: list[Layer], user: Layer) -> tuple[Settings, list[str]]
     merged: dict[str, Any] = {}
     warnings: list[str] = []
     model_source = "defaults"
-    patterns = user.values.get("allowed_models", DEFAULTS.allowed_models)
+    patterns = user.values.get("allowed_models", DEFAULTS.model.allowed_models)
     for layer in layers:
         for name, value in layer.values.items():
             if name == "model" and layer is not user and not model_allowed(value, patterns):
@@ -196,5 +220,5 @@ def merge_layers(layers: list[Layer], user: Layer) -> tuple[Settings, list[str]]
                 model_source = layer.source
     settings = Settings(**merged)
     if model_source != "defaults":
-        log.debug("model %r from %s", settings.model, model_source)
+        log.debug("model %r from %s", settings.model.name, model_source)
     return settings, warnings

@@ -21,47 +21,65 @@ an in-process runtime is a ``LocalRuntime``, a server a ``RemoteRuntime``.
 from __future__ import annotations
 
 import importlib.util
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Mapping
+
+from pydantic import Field, model_validator
 
 from engine.core import defaults
-from engine.core.choices import BACKENDS, FLASH_ATTENTION, FlashAttention
+from engine.core.choices import BACKENDS, FlashAttention
 from engine.core.errors import EditError
+from engine.core.setting import ENV_NAME_PATTERN, URL_PATTERN, SettingsSection, setting
 
 # The backends that run in this process (sessions with logits); the others are servers.
 IN_PROCESS_BACKENDS: tuple[str, ...] = ("auto", "transformers", "llamacpp")
 
 
-@dataclass(frozen=True)
-class BackendOptions:
-    """Backend settings (user-level: the server URL and key never come from a workspace).
+class BackendOptions(SettingsSection):
+    """How the backend runs the model: llama.cpp's threads, context, batch, GPU layers and flash
+    attention, the prompt cache of an in-process backend, and the vLLM server to edit with.
 
-    ``threads``/``context``/``batch``: llama.cpp's CPU threads (0 or None: chosen at load
-    from a short measurement, :mod:`engine.runtime.threads`), context
-    size and batch size. ``server_url``: the vLLM server (``http://127.0.0.1:8000``);
-    ``served_model``: the model name the server serves (None: the only one it serves);
-    ``api_key_env``: the environment variable holding the server's API key (never logged);
-    ``timeout_s``: per-request timeout; ``concurrent``: edits a remote backend runs at once.
-    ``prefix_cache_tokens``: tokens of recent prompts whose KV an in-process backend keeps to
-    reuse their common prefix in the next edit (:mod:`engine.runtime.prefix_cache`); 0 turns it off.
-    ``gpu_layers``: layers llama.cpp offloads to a GPU (Metal/CUDA builds; -1: all).
-    ``flash_attention``: llama.cpp's flash attention, "on", "off" or "auto" (off on the CPU, where
-    its kernel costs more than plain attention below 64 rows; llama.cpp's own choice with GPU layers)."""
+    This is the backend section of the settings itself: :class:`engine.settings.schema.Settings`
+    nests this class, so each field here is the setting of the same name, its help the field's
+    description, and the runtime receives the section as it is. The server URL, served model and
+    API key variable are user-level: they never come from a workspace. A benchmark, a script or a
+    test builds one without settings: a None argument is not given (the field keeps its default).
+    ``timeout_s`` (a remote backend's per-request timeout, in seconds) is the runtime's own field,
+    not a setting."""
 
-    threads: int | None = defaults.THREADS
-    context: int = defaults.CONTEXT_TOKENS
-    batch: int = defaults.BATCH_TOKENS
-    server_url: str | None = None
-    served_model: str | None = None
-    api_key_env: str = defaults.API_KEY_ENV
-    timeout_s: float = 60.0
-    prefix_cache_tokens: int = defaults.PREFIX_CACHE_TOKENS
-    gpu_layers: int = defaults.GPU_LAYERS
-    flash_attention: FlashAttention = defaults.FLASH_ATTENTION
+    threads: int = setting(defaults.THREADS, "llama.cpp CPU threads; 0 (auto): chosen at load from a short measurement "
+                           "(1 up to the physical cores the load leaves free; `copy-as-decode doctor` shows it).",
+                           low=0, high=512)
+    context_size: int = setting(defaults.CONTEXT_TOKENS, "llama.cpp context size in tokens (prompt plus generated "
+                                "text).", low=256, high=1 << 20)
+    batch_size: int = setting(defaults.BATCH_TOKENS, "llama.cpp batch size: tokens per decode call.",
+                              low=1, high=1 << 16)
+    gpu_layers: int = setting(defaults.GPU_LAYERS, "Layers llama.cpp offloads to a GPU (Metal or CUDA builds); "
+                              "-1: all.", low=-1, high=4096)
+    flash_attention: FlashAttention = setting(
+        defaults.FLASH_ATTENTION, "llama.cpp's flash attention: auto (off on the CPU, where decoding is faster "
+        "without it), on or off.")
+    prefix_cache_tokens: int = setting(defaults.PREFIX_CACHE_TOKENS, "Tokens of recent prompts whose KV cache is "
+                                       "kept so the next edit prefills only what changed; 0: off.", low=0, high=1 << 22)
+    server_url: str = setting("", "The vLLM server that `backend: vllm` edits with, e.g. http://127.0.0.1:8000 "
+                              "(its API key: in the variable apiKeyEnv names).",
+                              user_only=True, pattern=URL_PATTERN,
+                              pattern_help="is not an http(s) URL like http://127.0.0.1:8000",
+                              values="an http(s) URL, or empty")
+    served_model: str = setting("", "The model name the vLLM server serves; empty: the only one it serves.",
+                                user_only=True, values="a model name, or empty")
+    api_key_env: str = setting(defaults.API_KEY_ENV, "The environment variable that holds the vLLM server's "
+                               "API key (the key itself is never a setting).", user_only=True,
+                               pattern=ENV_NAME_PATTERN, pattern_help="is not an environment variable name",
+                               values="an environment variable name")
+    timeout_s: float = Field(60.0, gt=0, strict=False)
 
-    def __post_init__(self) -> None:
-        if self.flash_attention not in FLASH_ATTENTION:
-            raise ValueError(f"flash_attention must be one of {', '.join(FLASH_ATTENTION)}, not {self.flash_attention!r}")
+    @model_validator(mode="before")
+    @classmethod
+    def _not_given(cls, data: Any) -> Any:
+        if isinstance(data, Mapping):
+            return {key: value for key, value in data.items() if value is not None}
+        return data
 
 
 class BackendError(EditError):

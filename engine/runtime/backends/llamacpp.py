@@ -289,8 +289,8 @@ class LlamaCppRuntime(InProcessRuntime):
         """``threads``: a count already chosen for these weights' kind (a merged selector copy
         runs what its base measured); by default the ``threads`` setting, else measured here."""
         self.model, self.lib, self.options = model, model.lib, model.options
-        self.context = min(model.options.context, model.n_ctx_train or model.options.context)
-        self.batch = max(1, min(model.options.batch, self.context))
+        self.context = min(model.options.context_size, model.n_ctx_train or model.options.context_size)
+        self.batch = max(1, min(model.options.batch_size, self.context))
         # Prefills run in chunks ending at multiples of this (engine.runtime.session.Session._prefill), so a
         # reused prompt prefix is bit-identical to a fresh prefill, and a cancel stops a prefill
         # between two chunks: 32 tokens are a fraction of a second of work on a small CPU, and cost
