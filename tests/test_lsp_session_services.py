@@ -237,11 +237,11 @@ async def test_the_settings_source_pulls_through_the_port_and_shows_each_file_pr
     source.opened(uri)
     source.opened(uri)  # the same problem is not shown twice
     assert [m for m, _ in client.shown if "colour" in m] and len(client.shown) == 1
-    assert source.shared(uri)[0].max_new_tokens == 12
+    assert source.shared(uri)[0].edit.max_new_tokens == 12
     config_file.write_text("max_new_tokens = [")  # not TOML: the last good one stays in force
     assert source.file_changed(config_file) is False
     assert client.statuses[-1] == ("error", f"invalid config file {config_file.name}")
-    assert source.shared(uri)[0].max_new_tokens == 12
+    assert source.shared(uri)[0].edit.max_new_tokens == 12
     config_file.write_text('max_new_tokens = 13\ncolour = "red"\n')
     assert source.file_changed(config_file) is True  # fixed: its remaining problem is shown once more
-    assert source.shared(uri)[0].max_new_tokens == 13 and sum("colour" in m for m, _ in client.shown) == 2
+    assert source.shared(uri)[0].edit.max_new_tokens == 13 and sum("colour" in m for m, _ in client.shown) == 2
