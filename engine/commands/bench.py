@@ -49,7 +49,8 @@ from engine.bench.report import ReportError, edits_table, markdown_report, write
 from engine.core.choices import MODES
 from engine.core.errors import ModelLoadError
 from engine.evaluation.corpora import CorpusError, load_corpus
-from engine.runtime.backends import IN_PROCESS_BACKENDS, BackendOptions
+from engine.runtime.backends import BackendOptions
+from engine.runtime.load import IN_PROCESS_BACKENDS
 from engine.runtime.threads import set_threads
 from engine.settings import SPECS
 
@@ -163,7 +164,7 @@ def add_parser(subparsers: Any) -> None:
     predicted = sub.add_parser("predicted", help="OpenAI endpoint: the region as the prediction vs none, over HTTP "
                                "and in-process (engine/bench/predicted.py)")
     flags(predicted, "model", "backend", "threads", "max_new_tokens", "verify", "json",
-          backend={"choices": IN_PROCESS_BACKENDS},  # the prediction drafts in-process
+          backend={"choices": ("auto", *IN_PROCESS_BACKENDS)},  # the prediction drafts in-process; auto picks one
           threads={"note": "Of the server and of this process."},
           max_new_tokens={"default": None, "note": "Default: 1.5 x input tokens + 64."})
     predicted.add_argument("--cases", default="humanevalfix-python=10,canitedit=5", help="CORPUS=N[,CORPUS=N...]: the "

@@ -41,7 +41,7 @@ from engine.decoding.tables import ModelTables, bit_is_set
 from engine.language.grammar import RangeConstraint
 from engine.language.program import Gen, Program
 from engine.language.resolve import check_ending, resolve
-from engine.runtime.models import LoadedModel
+from engine.runtime.loaded import LoadedModel
 from engine.runtime.session import Session
 
 
