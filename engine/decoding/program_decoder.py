@@ -261,9 +261,10 @@ class ProgramDecoder(DraftingWalk):
             banned = self.mask()
         mark = TokenMark(token=token, row=-1, kv_length=self.position, bitmask=None, banned=banned, in_gen=True,
                      state=self.save(), track=track)
-        self._note(mark, logits, self.bitmask)
+        self.note_alternatives(mark, logits, self.bitmask)
 
-    def _note(self, mark: TokenMark, logits: torch.Tensor, bitmask: Any) -> None:
+    def note_alternatives(self, mark: TokenMark, logits: torch.Tensor, bitmask: Any) -> None:
+        """Show the no-op gen guard the masked scores at ``mark``'s token (on a verbatim gen body)."""
         assert self.noop is not None and mark.track is not None
         scores = logits if self.bias is None else logits + self.bias
         gen, rest, line_start = mark.track

@@ -28,7 +28,8 @@ from engine.language.program import Gen
 @dataclass
 class TokenMark:
     """Decoder state just before a drafted token: what verification checks, and where to roll back
-    to when it rejects the token."""
+    to when it rejects the token (also a step's own token on a verbatim gen body: where the no-op
+    gen guard may deviate, engine.decoding.noop_gen)."""
 
     token: int
     row: int  # which row of the verify forward's logits must choose ``token``
@@ -63,7 +64,7 @@ class DraftingWalk(ProgramWalker):
     def noop_track(self) -> tuple | None:
         raise NotImplementedError
 
-    def _note(self, mark: TokenMark, logits: torch.Tensor, bitmask: Any) -> None:
+    def note_alternatives(self, mark: TokenMark, logits: torch.Tensor, bitmask: Any) -> None:
         raise NotImplementedError
 
     def finished_noop_gen(self, n_ops: int) -> bool:
@@ -166,7 +167,7 @@ class DraftingWalk(ProgramWalker):
                 choice = mark.token
             self.logprobs[mark.index] = self.choice_logprob  # the drafted token's, or the choice taken instead
             if choice == mark.token and mark.track is not None:
-                self._note(mark, out[i], mark.bitmask)
+                self.note_alternatives(mark, out[i], mark.bitmask)
             if choice != mark.token:
                 self.rollback(mark)
                 self.draft_accepted += i
