@@ -30,7 +30,9 @@ from engine.decoding.events import EditFinished, EditResult, EditStarted, Event,
 from engine.decoding.request import EditRequest as EditRequest  # re-exported: the Python API
 from engine.language.program import Gen, Op, Program
 from engine.read_ahead import ReadAhead
-from engine.runtime.models import DEFAULT_MODEL, LoadedModel, load_model
+from engine.runtime.load import load_model
+from engine.runtime.loaded import LoadedModel
+from engine.runtime.sources import DEFAULT_MODEL
 from engine.core.errors import ModelLoadError as ModelLoadError  # re-exported: Engine.load raises it
 from engine.runtime.selector.adapter import load_selector, resolve_apply_selector
 from engine.settings import DEFAULTS

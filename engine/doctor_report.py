@@ -11,8 +11,7 @@ from typing import Any
 
 from engine.api import Engine
 from engine.core.choices import Mode
-from engine.runtime.probe import Probe, probe
-from engine.runtime.protocol import is_local
+from engine.runtime.probe import Probe
 from engine.settings import SPECS, Settings
 
 # What a load error's setting is, when its message does not say how to fix it.
@@ -61,9 +60,9 @@ def diagnose(engine: Engine, settings: Settings) -> tuple[dict[str, Line], dict[
                                  "the next edit reuses the KV of the last prompts' shared prefix"
                                  if runtime.keeps_prompts else "every edit prefills its whole prompt",
                                  "prefix_cache_tokens")
-    if not is_local(runtime):
+    measured = runtime.probe()
+    if measured is None:  # a server: its forwards run out of sight
         return lines, None
-    measured = probe(runtime)
     lines["estimate"] = _estimate(measured)
     estimate = {"step_ms": round(measured.step_s * 1000, 1), "s": {str(n): round(r, 2) for n, r in measured.ratios.items()},
                 "probe_s": round(measured.seconds, 2)}
@@ -72,14 +71,10 @@ def diagnose(engine: Engine, settings: Settings) -> tuple[dict[str, Line], dict[
 
 def _verify(engine: Engine, settings: Settings) -> Line:
     """What the verify rule means on the text modes' backend, and whether speculative drafts there."""
-    runtime = engine.loaded.runtime
-    if not is_local(runtime):
+    asked = engine.loaded.runtime.verify_room(settings.edit.verify, DRAFT_ASK)
+    if asked is None:
         return Line(settings.edit.verify, "the server checks the drafts", "verify")
-    session = runtime.session()  # takes no context until its first append
-    try:
-        rule, room = session.verify_rule(settings.edit.verify), session.draft_room(DRAFT_ASK, settings.edit.verify)
-    finally:
-        session.close()
+    rule, room = asked
     means = f"{settings.edit.verify} means {rule} here" if settings.edit.verify == "auto" else rule
     if room == 0:
         drafts = ("speculative drafts nothing: this build's batched forwards round differently from one-token "

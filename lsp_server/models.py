@@ -75,7 +75,7 @@ class ModelPool:
 
     async def get(self, key: ModelKey, progress: Callable[[str], None] = lambda _m: None) -> Any:
         """The engine for ``key``, loading it if needed (raises the loader's error, e.g.
-        engine.runtime.models.ModelLoadError, to every waiter)."""
+        engine.core.errors.ModelLoadError, to every waiter)."""
         if key in self._engines:
             self._engines.move_to_end(key)
             return self._engines[key]

@@ -42,7 +42,7 @@ def log(message: str) -> None:
 
 
 def cache_root() -> Path:
-    from engine.runtime.models import cache_dir
+    from engine.runtime.sources import cache_dir
 
     return cache_dir() / "laptop-gguf"
 

@@ -246,7 +246,7 @@ def prompt_sharing(buggy: str, line_a: int, line_b: int) -> dict[str, Any]:
     prompt layout (engine.decoding.prompt: the focus sentence before the code, as older adapters were
     trained, and after it, as adapters trained since are)."""
     from engine.decoding.prompt import PromptParts, render, selector_messages
-    from engine.runtime.models import load_tokenizer
+    from engine.runtime.sources import load_tokenizer
     from engine.runtime.prefix_cache import common_prefix
     from engine.runtime.selector.adapter import HINT_AFTER, HINT_BEFORE
 

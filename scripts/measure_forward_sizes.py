@@ -32,7 +32,7 @@ from engine.evaluation.corpora import load_corpus
 from engine.runtime.backends import BackendOptions
 from engine.runtime.backends.llamacpp import LlamaCppModel, LlamaCppRuntime
 from engine.runtime.cost import CostModel
-from engine.runtime.models import default_gguf_path, load_tokenizer
+from engine.runtime.sources import default_gguf_path, load_tokenizer
 from engine.runtime.selector.adapter import SHIPPED_ADAPTER_DIR
 from engine.runtime.selector.gguf_merge import merged_gguf_for
 

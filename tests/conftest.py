@@ -33,7 +33,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 @pytest.fixture(scope="session")
 def tokenizer():
     """The embedded model's tokenizer alone (no weights): for tests of what goes over the wire."""
-    from engine.runtime.models import load_tokenizer
+    from engine.runtime.sources import load_tokenizer
 
     return load_tokenizer("default")
 

@@ -20,8 +20,10 @@ FAULTS = ("ok", "http500", "http400", "malformed", "truncated", "slow", "bad_tok
 
 
 class FakeCompletionsServer:
-    def __init__(self, tokenizer: Any, model: str = "fake-model"):
+    def __init__(self, tokenizer: Any, model: str = "fake-model", loras: dict[str, str] | None = None):
+        """``loras``: LoRA modules it lists besides the model (name -> the folder it loaded)."""
         self.tokenizer, self.model = tokenizer, model
+        self.loras = loras or {}
         self.fault = "ok"
         self.requests: list[dict] = []
         self.headers: list[dict] = []
@@ -40,7 +42,8 @@ class FakeCompletionsServer:
 
             def do_GET(self) -> None:  # noqa: N802
                 if self.path == "/v1/models":
-                    self._send(200, json.dumps({"data": [{"id": outer.model, "max_model_len": 2048}]}).encode())
+                    loras = [{"id": name, "parent": outer.model, "root": root} for name, root in outer.loras.items()]
+                    self._send(200, json.dumps({"data": [{"id": outer.model, "max_model_len": 2048}, *loras]}).encode())
                 else:
                     self._send(404, b'{"error": {"message": "not found"}}')
 

@@ -33,22 +33,16 @@ def long_function() -> str:
     return source.replace("self.width - len(indent)", "self.width + len(indent)", 1)
 
 
-class StubClient:
-    """What a remote runtime's messages name its server by."""
-
-    display = "stub"
-
-
 class StubServerRuntime(ServerRuntime):
     """The shape of a vLLM runtime with no HTTP and no server (a STUB for the client loop's own
     paths): subclasses say what ``stream_completion`` streams. The real server is exercised in
     tests/test_vllm_backend.py."""
 
     backend = "vllm"
+    address = "stub"  # what a remote runtime's messages name its server by
 
     def __init__(self, tokenizer):
         self.tokenizer = tokenizer
-        self.client = StubClient()
 
     @property
     def vocab_size(self) -> int:

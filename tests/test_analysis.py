@@ -145,7 +145,7 @@ def test_structure_text():
 
 @pytest.fixture(scope="module")
 def default_tokenizer():
-    from engine.runtime.models import load_tokenizer
+    from engine.runtime.sources import load_tokenizer
 
     return load_tokenizer("default")
 

@@ -29,7 +29,7 @@ def corpora():
 
 @pytest.fixture(scope="module")
 def default_tokenizer():
-    from engine.runtime.models import load_tokenizer
+    from engine.runtime.sources import load_tokenizer
 
     return load_tokenizer("default")
 

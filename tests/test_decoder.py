@@ -19,7 +19,8 @@ from engine.language.grammar import program_ebnf
 from engine.language.oracle import line_oracle, token_oracle
 from engine.language.program import CopyLines, may_end_after, parse
 from engine.language.resolve import resolve
-from engine.runtime.models import LoadedModel
+from engine.runtime.backends.transformers_backend import TransformersRuntime
+from engine.runtime.loaded import LoadedModel
 
 # Appending N tokens in one forward vs one at a time differs only by float reassociation; on CPU
 # fp32 the measured gap is ~2e-5 (ENVIRONMENT.md), so 1e-4 is tight without being flaky.
@@ -69,7 +70,8 @@ def tiny_random_engine(default_engine: Engine) -> Engine:
                          num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                          max_position_embeddings=8192)
     model = LlamaForCausalLM(config).eval()
-    return Engine(LoadedModel("tiny-random", model, default_engine.loaded.tokenizer, "cpu", torch.float32))
+    return Engine(LoadedModel("tiny-random", model, default_engine.loaded.tokenizer, "cpu", torch.float32,
+                              TransformersRuntime(model, "cpu")))
 
 
 def _structure_bias(engine: Engine) -> dict[int, float]:

@@ -395,7 +395,7 @@ def test_a_hub_id_not_in_the_cache_fails_at_once_with_the_fetch_command(capsys, 
 @pytest.mark.parametrize("env,allowed", [({}, False), ({"COPY_AS_DECODE_DOWNLOAD": "1"}, True),
                                          ({"COPY_AS_DECODE_DOWNLOAD": "1", "HF_HUB_OFFLINE": "1"}, False)])
 def test_downloads_only_when_asked(monkeypatch, env, allowed) -> None:
-    from engine.runtime.models import downloads_allowed
+    from engine.runtime.sources import downloads_allowed
 
     for name in ("COPY_AS_DECODE_DOWNLOAD", "HF_HUB_OFFLINE"):
         monkeypatch.delenv(name, raising=False)

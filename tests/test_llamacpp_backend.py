@@ -59,7 +59,7 @@ def test_merged_selector_weights_are_base_plus_lora():
     import numpy as np
     from gguf import quants
 
-    from engine.runtime.models import default_gguf_path
+    from engine.runtime.sources import default_gguf_path
     from engine.runtime.selector.adapter import SHIPPED_ADAPTER_DIR
     from engine.runtime.selector.gguf_merge import _deltas, merged_gguf_for
 
@@ -86,7 +86,7 @@ def test_merged_gguf_is_keyed_on_content_not_path(tmp_path: Path):
     merged file instead of writing another 145 MB one; a changed base gets its own."""
     import shutil
 
-    from engine.runtime.models import default_gguf_path
+    from engine.runtime.sources import default_gguf_path
     from engine.runtime.selector.adapter import SHIPPED_ADAPTER_DIR
     from engine.runtime.selector.gguf_merge import content_digest, merged_gguf_for
 
@@ -316,7 +316,7 @@ def test_default_threads_are_chosen_at_load_and_say_why():
     load leaves one core (llama.cpp's own default is 4 whatever the machine, llama-cpp-python's
     half the CPUs); the contexts run it, and describe() says why."""
     from engine.runtime.backends.llamacpp import LlamaCppRuntime, _model
-    from engine.runtime.models import default_gguf_path
+    from engine.runtime.sources import default_gguf_path
     from engine.runtime.threads import physical_cores
 
     runtime = LlamaCppRuntime(_model(default_gguf_path(), BackendOptions(context_size=512)))
@@ -334,7 +334,7 @@ def test_default_threads_are_chosen_at_load_and_say_why():
 
 def test_close_frees_contexts_and_later_sessions_are_refused():
     from engine.runtime.backends.llamacpp import LlamaCppRuntime, _model
-    from engine.runtime.models import default_gguf_path
+    from engine.runtime.sources import default_gguf_path
 
     options = BackendOptions(threads=1, context_size=512, gpu_layers=0)
     runtime = LlamaCppRuntime(_model(default_gguf_path(), options))

@@ -15,7 +15,7 @@ REGION = "def f(x):\n\n    y = x * 2\n    return y\r\nprint(f(3))"
 def test_prompt_tokens_are_mapped_to_their_lines() -> None:
     from engine.decoding.localize import prompt_with_lines
     from engine.decoding.prompt import PromptParts, render, selector_messages
-    from engine.runtime.models import load_tokenizer
+    from engine.runtime.sources import load_tokenizer
 
     tokenizer = load_tokenizer("default")
     parts = PromptParts(instruction="Fix the bug", region=REGION, focus_line=3)

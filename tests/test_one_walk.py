@@ -19,7 +19,8 @@ from engine.decoding import remote_decode
 from engine.decoding.run import run_edit
 from engine.decoding.strategies import STRATEGIES, InProcessOnly, RemoteProgram, RemoteText
 from engine.language.program import CopyLines, Program
-from engine.runtime.models import LoadedModel, load_tokenizer
+from engine.runtime.loaded import LoadedModel
+from engine.runtime.sources import load_tokenizer
 from engine.runtime.protocol import is_local
 
 

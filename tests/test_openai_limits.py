@@ -33,6 +33,8 @@ REPEATED = "The docstring is:\n\n"
 class ScriptedServer:
     """A server runtime (the vLLM path) that streams the given tokens one at a time."""
 
+    gives_logits = False  # a server: it streams tokens (engine.runtime.protocol)
+
     def __init__(self, tokens: list[int], limit: int | None = 4096):
         self.tokens, self.limit, self.streamed = tokens, limit, 0
 

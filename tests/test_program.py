@@ -292,7 +292,7 @@ def test_clipped_mode_clamps_and_warns(source, ranges):
 
 @pytest.fixture(scope="module")
 def default_tokenizer():
-    from engine.runtime.models import load_tokenizer
+    from engine.runtime.sources import load_tokenizer
 
     return load_tokenizer("default")
 

@@ -14,7 +14,8 @@ from engine.decoding.drafter import DraftText, DraftTokens, InputDrafter, Progra
 from engine.evaluation.corpora import load_corpus
 from engine.language.oracle import line_oracle
 from engine.language.program import CopyLines
-from engine.runtime.models import LoadedModel
+from engine.runtime.backends.transformers_backend import TransformersRuntime
+from engine.runtime.loaded import LoadedModel
 from engine.training.record import record_fed_sequence
 
 
@@ -91,8 +92,9 @@ def tiny_random_engine(default_engine: Engine) -> Engine:
     config = LlamaConfig(vocab_size=default_engine.loaded.vocab_size, hidden_size=64, intermediate_size=128,
                          num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                          max_position_embeddings=8192)
-    return Engine(LoadedModel("tiny-random", LlamaForCausalLM(config).eval(), default_engine.loaded.tokenizer,
-                              "cpu", torch.float32))
+    model = LlamaForCausalLM(config).eval()
+    return Engine(LoadedModel("tiny-random", model, default_engine.loaded.tokenizer, "cpu", torch.float32,
+                              TransformersRuntime(model, "cpu")))
 
 
 @pytest.mark.parametrize("n_lines", [1, 7, 120])

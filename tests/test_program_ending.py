@@ -23,7 +23,7 @@ N = 5
 
 def _tokenizer(name: str):
     if name == "smollm2":
-        from engine.runtime.models import load_tokenizer
+        from engine.runtime.sources import load_tokenizer
 
         return load_tokenizer("default")
     if not QWEN.is_dir():

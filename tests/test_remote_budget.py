@@ -12,7 +12,7 @@ from support import StubServerRuntime
 from engine.decoding.remote_decode import RemoteProgramDecoder
 from engine.decoding.tables import tables_for
 from engine.runtime.backends.http_client import RemoteError
-from engine.runtime.models import LoadedModel
+from engine.runtime.loaded import LoadedModel
 
 REGION = "def add(a, b):\n    return a - b\n"
 

@@ -92,7 +92,8 @@ def test_the_segment_path_ends_the_segment_where_the_rule_moves() -> None:
     sends the insertion; the client stops at ``</gen>`` and asks again under the moved rule."""
     from engine.decoding.remote_decode import RemoteProgramDecoder
     from engine.decoding.tables import tables_for
-    from engine.runtime.models import LoadedModel, load_tokenizer
+    from engine.runtime.loaded import LoadedModel
+    from engine.runtime.sources import load_tokenizer
 
     tokenizer = load_tokenizer("default")
     runtime = _SegmentStub(tokenizer, '<copy lines="1-1"/><gen>    return a + b\n</gen><copy lines="2-2"/></program>')

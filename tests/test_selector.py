@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from engine.runtime.models import DEFAULT_MODEL, LoadedModel
+from engine.runtime.backends.transformers_backend import TransformersRuntime
+from engine.runtime.loaded import LoadedModel
 from engine.runtime.selector import adapter as adapter_mod
 from engine.runtime.selector.adapter import (
     MAX_ADAPTER_BYTES,
@@ -23,6 +24,7 @@ from engine.runtime.selector.adapter import (
     save_adapter,
 )
 from engine.runtime.selector.files import ADAPTER_CONFIG, ADAPTER_WEIGHTS, SelectorError
+from engine.runtime.sources import DEFAULT_MODEL
 from engine.training.selector.dataset import IGNORE, TrainExample, example_from_fed
 from engine.training.selector.train import (
     CHECKPOINT,
@@ -172,7 +174,7 @@ def test_adapter_round_trip_merges_into_a_copy(tmp_path: Path) -> None:
     assert merged.model.embed_tokens.weight is base.model.embed_tokens.weight  # not adapted: shared
     assert merged.model.layers[0].self_attn.q_proj.weight is not base.model.layers[0].self_attn.q_proj.weight
 
-    loaded = LoadedModel("tiny", base, None, "cpu", torch.float32)
+    loaded = LoadedModel("tiny", base, None, "cpu", torch.float32, TransformersRuntime(base, "cpu"))
     selector = load_selector(loaded, str(tmp_path))
     assert selector is not None and selector.selector == str(tmp_path) and selector.model is not base
     assert load_selector(loaded, "none") is None
@@ -199,7 +201,7 @@ def test_hint_after_layout_keeps_the_region_a_shared_prefix() -> None:
     """The hint after the region: a hintless prompt (the localizer's forward) and prompts with the
     cursor anywhere share every token up to the region's last line (reused from the prefix cache)."""
     from engine.decoding.prompt import PromptParts, render, selector_messages
-    from engine.runtime.models import load_tokenizer
+    from engine.runtime.sources import load_tokenizer
     from engine.runtime.prefix_cache import common_prefix
     from engine.runtime.selector.adapter import HINT_AFTER, HINT_BEFORE
 
@@ -280,13 +282,13 @@ def test_selector_setting_resolution(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
 def test_engine_runs_program_mode_on_the_selector_and_text_modes_on_the_base(tmp_path: Path) -> None:
     from engine.api import EditRequest, Engine
-    from engine.runtime.models import load_tokenizer
+    from engine.runtime.sources import load_tokenizer
 
     tokenizer = load_tokenizer(DEFAULT_MODEL)
     base = tiny_llama(vocab=len(tokenizer))
     peft_model = lora_model(copy.deepcopy(base), TrainConfig(rank=4, alpha=8))
     save_adapter(peft_model, tmp_path, DEFAULT_MODEL, dtype=torch.float32)
-    loaded = LoadedModel("tiny", base, tokenizer, "cpu", torch.float32)
+    loaded = LoadedModel("tiny", base, tokenizer, "cpu", torch.float32, TransformersRuntime(base, "cpu"))
     engine = Engine(loaded, load_selector(loaded, str(tmp_path)))
     assert engine.selector == str(tmp_path)
     assert engine.model_for("program").model is not base and engine.model_for("forced").selector == str(tmp_path)
@@ -319,7 +321,8 @@ def test_recorded_sequences_mask_prompt_forced_and_spliced_tokens(tokenizer) -> 
     from engine.training.record import record_fed_sequence
     from engine.training.selector.dataset import record_examples, training_request
 
-    loaded = LoadedModel("tiny", tiny_llama(vocab=len(tokenizer)), tokenizer, "cpu", torch.float32)
+    model = tiny_llama(vocab=len(tokenizer))
+    loaded = LoadedModel("tiny", model, tokenizer, "cpu", torch.float32, TransformersRuntime(model, "cpu"))
     cases = _cases()[:2]
     recorded = record_examples(loaded, cases, max_tokens=2048)  # fast path: checks the stand-in on case 0
     assert len(recorded.examples) == 2 and recorded.too_long == 0

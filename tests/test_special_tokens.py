@@ -13,7 +13,7 @@ from engine.decoding.greedy import DraftedDecode
 from engine.decoding.tables import bit_is_set, content_bitmask, special_token_ids, tables_for
 from engine.language.grammar import GrammarCompilerCache
 from engine.runtime.backends import BackendError, BackendOptions, llamacpp_available
-from engine.runtime.models import load_tokenizer
+from engine.runtime.sources import load_tokenizer
 
 NUL_BUFFER = "x = 1\n\0\0\0\nprint(x)\n"  # program mode wrote "<|im_start|><|im_start|>system" here
 # After a finished chat turn the embedded model's likeliest next token is <|im_start|>.

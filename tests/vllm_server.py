@@ -42,7 +42,7 @@ def _free_port() -> int:
 def start(log_dir: Path) -> None:
     if _server or not available():
         return
-    from engine.runtime.models import _default_model_folder
+    from engine.runtime.sources import _default_model_folder
     from engine.runtime.selector.adapter import SHIPPED_ADAPTER_DIR
 
     folder = _default_model_folder(None)

@@ -32,7 +32,7 @@ from engine.decoding.events import (EditFinished, EditResult, EditStarted, Event
                                     TokenCounts, UnplacedChunk)
 from engine.decoding.request import EditRequest
 from engine.language.program import CopyLines, Program
-from engine.runtime.models import LoadedModel
+from engine.runtime.loaded import LoadedModel
 
 NO_TOKENS = TokenCounts()
 PREVIEW_CHARS = 60  # how much of an unplaced chunk's first line a message quotes

@@ -26,7 +26,7 @@ from engine.decoding.request import EditRequest
 from engine.decoding.tables import tables_for
 from engine.language.apply_ranges import ApplyRanges
 from engine.language.program import CopyLines, Op
-from engine.runtime.models import LoadedModel
+from engine.runtime.loaded import LoadedModel
 
 DEFAULT_CONTEXT = 8192  # the context assumed when the runtime does not say its own
 PROGRAM_ROOM = 1024  # tokens of a window's context kept for the program the model writes

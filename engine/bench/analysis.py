@@ -84,7 +84,7 @@ from engine.language.program import (
     Program,
 )
 from engine.language.resolve import resolve
-from engine.runtime.models import load_tokenizer
+from engine.runtime.sources import load_tokenizer
 
 PRODUCT, PAPER = "product", "paper"
 CONVENTIONS = (PRODUCT, PAPER)

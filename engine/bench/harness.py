@@ -15,7 +15,6 @@ from typing import Any, Sequence
 
 from engine.api import Engine
 from engine.runtime.prefix_cache import common_prefix
-from engine.runtime.protocol import is_local
 
 
 def cpu_name() -> str:
@@ -133,7 +132,7 @@ def get_engine(model: str = "default", device: str | None = None, dtype: str | N
 def refuses_server(engine: Engine, command: str, why: str) -> bool:
     """True, after saying so on stderr, when ``engine`` runs on a server: benchmark ``command``
     needs an in-process runtime (``why``)."""
-    if is_local(engine.loaded.runtime):
+    if engine.loaded.runtime.gives_logits:
         return False
     print(f"copy-as-decode bench {command}: {why}", file=sys.stderr)
     return True

@@ -21,7 +21,8 @@ from typing import Any
 
 from engine.commands.train_selector import Reporter, train_reported
 from engine.core.errors import ModelLoadError
-from engine.runtime.models import DEFAULT_MODEL, load_model, log_progress
+from engine.runtime.load import load_model, log_progress
+from engine.runtime.sources import DEFAULT_MODEL
 from engine.runtime.selector.adapter import SHIPPED_APPLY_ADAPTER_DIR, save_adapter
 from engine.training.apply.card import write_apply_card
 from engine.training.selector.card import plot_loss

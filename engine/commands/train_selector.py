@@ -22,7 +22,8 @@ from engine.api import Engine
 from engine.core.choices import DEFAULT_FOCUS_POLICY
 from engine.core.errors import ModelLoadError
 from engine.evaluation.focus import FOCUS_SETTINGS
-from engine.runtime.models import DEFAULT_MODEL, load_model, log_progress
+from engine.runtime.load import load_model, log_progress
+from engine.runtime.sources import DEFAULT_MODEL
 from engine.runtime.selector.adapter import SHIPPED_ADAPTER_DIR, save_adapter
 from engine.training.selector.card import plot_loss, write_card
 from engine.training.selector.dataset import cases_fingerprint, read_examples, record_examples, write_examples

@@ -1,8 +1,8 @@
 """The errors every layer raises and the front doors catch.
 
 This module imports nothing from the engine, so the API, the decoders, the model loader and the
-backends all import it downwards (no circle between them). ``engine.api`` and ``engine.runtime.models``
-re-export these names, so older imports keep working.
+backends all import it downwards (no circle between them). ``engine.api`` re-exports these names,
+so older imports keep working.
 """
 
 from __future__ import annotations

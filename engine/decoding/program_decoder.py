@@ -6,14 +6,10 @@ token + every literal the grammar now forces + (when a copy tag just closed) the
 tokens + the literals forced after them. So a forced literal or a splice never costs a step of
 its own: the logits in between are never needed.
 
-Drafting (lossless): after a step, the :class:`engine.decoding.drafter.ProgramDrafter` proposes how the
-program goes on (the next copy tag and its line numbers, the input line a gen rewrites, the
-gen's end). The decoder walks the proposal under the grammar as if the model had chosen it
-(forced literals and splices included), feeds everything in the SAME forward, and keeps the
-longest prefix whose every drafted token is the one the model would have chosen there (greedy,
-under the same mask); the first rejected position's own choice comes free from that forward.
-Everything after it is rolled back: grammar matcher, cache, scanner, detokenizer, ops, events.
-So the program is exactly the undrafted greedy program; only the number of forwards changes.
+Drafting (lossless, :mod:`engine.decoding.program_drafting`): after a step the decoder walks a
+proposal of how the program goes on as if the model had chosen it, feeds everything in the SAME
+forward and keeps the longest prefix the model would have chosen; so the program is exactly the
+undrafted greedy program, only the number of forwards changes.
 
 BPE boundaries: the input is tokenized line by line ("line-aligned"), and a copy of lines I..J
 appends the concatenation of those lines' tokens. That tokenization can differ from the
@@ -32,16 +28,16 @@ from typing import Any, Callable, Iterator, Sequence
 import torch
 
 from engine.core.lines import split_lines
-from engine.decoding.drafter import DraftText, ProgramDrafter, ProgramState
+from engine.decoding.drafter import ProgramDrafter
 from engine.decoding.events import OpResolved
 from engine.decoding.noop_gen import NoOpGenGuard
 from engine.decoding.outcome import DecodeOutcome
-from engine.decoding.program_walker import ProgramWalker, RollbackPoint, longest_allowed_token
-from engine.decoding.tables import ModelTables, bit_is_set
+from engine.decoding.program_drafting import DraftingWalk, TokenMark, masked_scores
+from engine.decoding.tables import ModelTables
 from engine.language.grammar import RangeConstraint
 from engine.language.program import Gen, Program
 from engine.language.resolve import check_ending, resolve
-from engine.runtime.models import LoadedModel
+from engine.runtime.loaded import LoadedModel
 from engine.runtime.session import Session
 
 
@@ -79,23 +75,7 @@ def decode_program(loaded: LoadedModel, tables: ModelTables, region: str, prompt
     return decoder.run()
 
 
-@dataclass
-class _Mark:
-    """Decoder state just before a drafted token: what verification checks, and where to roll back
-    to when it rejects the token."""
-
-    token: int
-    row: int  # which row of the verify forward's logits must choose ``token``
-    kv_length: int  # cache length before the token
-    bitmask: Any
-    banned: set[int]
-    in_gen: bool
-    state: RollbackPoint
-    track: "tuple | None" = None  # (gen, rest, line start) while a gen body spells the input (engine.decoding.noop_gen)
-    index: int = 0  # the token's place among the chosen ones (ProgramDecoder.logprobs)
-
-
-class ProgramDecoder(ProgramWalker):
+class ProgramDecoder(DraftingWalk):
     """One program-mode decode (per-request state; the model and tables are shared).
 
     The steps a reader looks for: :meth:`mask` (what the grammar and the range rule allow now),
@@ -104,7 +84,8 @@ class ProgramDecoder(ProgramWalker):
     appends its input tokens), :meth:`feed` (the one forward of a step), :meth:`draft`,
     :meth:`verify` and :meth:`rollback`. The walk itself (taking, forcing, splicing, feeding,
     taking back) is the :class:`engine.decoding.program_walker.ProgramWalker` every program
-    decoder shares; this class adds the model's choice, drafting and no-op gens."""
+    decoder shares, drafting its :class:`engine.decoding.program_drafting.DraftingWalk`; this
+    class adds the model's choice and no-op gens."""
 
     def __init__(self, loaded: LoadedModel, tables: ModelTables, region: str, prompt_ids: Sequence[int],
                  max_new_tokens: int, cancelled: Callable[[], bool], *, token_copies: bool = False,
@@ -278,11 +259,12 @@ class ProgramDecoder(ProgramWalker):
             return
         if banned is None:
             banned = self.mask()
-        mark = _Mark(token=token, row=-1, kv_length=self.position, bitmask=None, banned=banned, in_gen=True,
+        mark = TokenMark(token=token, row=-1, kv_length=self.position, bitmask=None, banned=banned, in_gen=True,
                      state=self.save(), track=track)
-        self._note(mark, logits, self.bitmask)
+        self.note_alternatives(mark, logits, self.bitmask)
 
-    def _note(self, mark: _Mark, logits: torch.Tensor, bitmask: Any) -> None:
+    def note_alternatives(self, mark: TokenMark, logits: torch.Tensor, bitmask: Any) -> None:
+        """Show the no-op gen guard the masked scores at ``mark``'s token (on a verbatim gen body)."""
         assert self.noop is not None and mark.track is not None
         scores = logits if self.bias is None else logits + self.bias
         gen, rest, line_start = mark.track
@@ -312,138 +294,6 @@ class ProgramDecoder(ProgramWalker):
         index = self.writer.generated
         self.logprobs[index] = self.logprobs.get(index, 0.0) - deviation.gap
         self.take_choice(deviation.token)
-
-    # -- drafting -------------------------------------------------------------------------------
-
-    def program_state(self) -> ProgramState:
-        ops, scanner = self.writer.ops, self.writer.scanner
-        last = ops[-1] if ops else None
-        return ProgramState(consumed=self.writer.consumed,
-                            last_op="" if last is None else ("gen" if isinstance(last, Gen) else "copy"),
-                            tag=scanner.tag, in_gen=scanner.in_gen, gen_text=scanner.body, gen_ids=tuple(self.gen_ids),
-                            text=scanner.text)
-
-    def rollback(self, mark: _Mark) -> None:
-        """Return to the state just before ``mark``'s token: nothing after it happened."""
-        self.restore(mark.state, mark.kv_length)
-
-    def draft(self) -> list[_Mark]:
-        """Walk the drafter's proposal as if the model chose it, stopping where the grammar, the
-        range rule, the budget or (under a teacher) the teacher disagrees. Returns a mark per
-        drafted token; the tokens (with their forced literals and splices) are now pending."""
-        if self.drafter is None:
-            return []
-        t, grammar_before = time.perf_counter(), self.grammar_s
-        limit = self.max_new_tokens - self.writer.generated - self.writer.forced
-        pieces = self.drafter.propose(self.program_state(), limit)
-        marks: list[_Mark] = []
-        for piece in pieces:
-            if not self._draft_piece(piece, marks):
-                break
-        if not marks:
-            self.drafter.step_without_draft()
-        # take_forced timed its literals as grammar time already: count the rest as drafting.
-        self.draft_s += time.perf_counter() - t - (self.grammar_s - grammar_before)
-        return marks
-
-    def _draft_piece(self, piece, marks: list[_Mark]) -> bool:
-        """Draft one piece; False when drafting must stop here."""
-        is_text = isinstance(piece, DraftText)
-        text = piece.text.encode("utf-8") if is_text else b""
-        ids = [] if is_text else list(piece.ids)
-        while text or ids:
-            if self.matcher.is_terminated() or self.writer.generated + self.writer.forced >= self.max_new_tokens:
-                return False
-            banned = self.mask()
-            if is_text:
-                token = longest_allowed_token(self.tables, text, self.bitmask, banned)
-            else:
-                token = ids.pop(0)
-                if token in banned or not bit_is_set(self.bitmask, token):
-                    token = None
-            if token is None or (not self.writer.scanner.in_gen and token in self.crossing):
-                return False
-            if self.writer.meant_op(self.tables.vocab_texts[token]):
-                return False
-            if self.teacher is not None and self.teacher.choose(self.bitmask, banned) != token:
-                return False
-            marks.append(_Mark(token=token, row=len(self.pending) - 1, kv_length=self.position,
-                               bitmask=self.bitmask.clone(), banned=banned, in_gen=self.writer.scanner.in_gen,
-                               state=self.save(), track=self.noop_track(), index=self.writer.generated))
-            before, copies, n_ops = len(self.writer.scanner.text), self.writer.copied, len(self.writer.ops)
-            self.take_choice(token)
-            if self.finished_noop_gen(n_ops):
-                self._undraft(marks.pop())  # the step decides where the gen deviates
-                return False
-            if self.writer.copied > copies:
-                # This token closes a copy: its splice would ride in the verify forward and be
-                # wasted if an earlier drafted token is rejected. Leave it to the next step (the
-                # verify forward still gives the model's choice here), which feeds the splice
-                # together with the next draft.
-                self._undraft(marks.pop())
-                return False
-            written = self.writer.scanner.text[before:].encode("utf-8")
-            if is_text:
-                if not text.startswith(written):
-                    return False  # the grammar forced something the draft did not expect
-                text = text[len(written):]
-            elif written != self.tables.vocab_bytes[token]:
-                return False  # a literal was forced after it: the body draft is over
-        return True
-
-    def _undraft(self, mark: _Mark) -> None:
-        """Take back a drafted token that was written but not fed."""
-        self.rollback(mark)
-        del self.pending[mark.row + 1:], self.pending_chosen[mark.row + 1:]
-
-    def verify(self, marks: list[_Mark]) -> tuple[torch.Tensor, int | None]:
-        """One forward over the step and its draft; keep the drafted tokens the model would have
-        chosen. Returns the logits after the kept part and, when a drafted token was rejected, the
-        model's own choice there (from the same forward)."""
-        rows = [m.row for m in marks] + [len(self.pending) - 1]
-        out = self.feed("verify", rows=rows)
-        self.drafted += len(marks)
-        t = time.perf_counter()
-        for i, mark in enumerate(marks):
-            if self.teacher is not None:
-                break  # the teacher's drafts stopped at its first disagreement: all of them stand
-            choice = self.choose(out[i], mark.banned, bitmask=mark.bitmask, in_gen=mark.in_gen)
-            if choice != mark.token and self.tolerance > 0 and self.within_tolerance(out[i], mark, choice):
-                choice = mark.token
-            self.logprobs[mark.index] = self.choice_logprob  # the drafted token's, or the choice taken instead
-            if choice == mark.token and mark.track is not None:
-                self._note(mark, out[i], mark.bitmask)
-            if choice != mark.token:
-                self.rollback(mark)
-                self.draft_accepted += i
-                self.drafter.feedback(len(marks), i)
-                self.draft_s += time.perf_counter() - t
-                return out[i], choice
-        self.draft_accepted += len(marks)
-        self.drafter.feedback(len(marks), len(marks))
-        self.draft_s += time.perf_counter() - t
-        return out[-1], None
-
-    def within_tolerance(self, logits: torch.Tensor, mark: _Mark, choice: int) -> bool:
-        """Does the drafted token score within ``tolerance`` of the model's own ``choice``?"""
-        scores = masked_scores(logits if self.bias is None else logits + self.bias, mark.bitmask, self.tables,
-                               mark.in_gen, mark.banned)
-        return bool(scores[mark.token] >= scores[choice] - self.tolerance)
-
-
-def masked_scores(logits: torch.Tensor, bitmask, tables: ModelTables, in_gen: bool, banned: set[int]) -> torch.Tensor:
-    """A copy of ``logits`` with -inf on every token the grammar and the constraints forbid."""
-    import xgrammar as xgr
-
-    scores = logits.clone().unsqueeze(0)
-    xgr.apply_token_bitmask_inplace(scores, bitmask)
-    scores = scores[0]
-    if not in_gen and len(tables.copy_crossing_ids):
-        scores[tables.copy_crossing_ids] = float("-inf")
-    if banned:
-        scores[list(banned)] = float("-inf")
-    return scores
-
 
 def _pick(scores: torch.Tensor, temperature: float, generator: torch.Generator) -> int:
     """Greedy (or sampled) choice among the tokens ``scores`` (masked_scores) allows."""

@@ -38,7 +38,8 @@ from engine.decoding.text_decoder import LineReporter, final_text
 from engine.language.grammar import body_rule_after, gen_body_ebnf, int_between_ebnf
 from engine.language.program import GEN_CLOSE, CopyLines, Gen, Program, merge_adjacent
 from engine.runtime.backends.http_client import RemoteError
-from engine.runtime.models import LoadedModel
+from engine.runtime.loaded import LoadedModel
+from engine.runtime.protocol import RemoteRuntime
 
 COPY_CLOSE = '"/>'
 
@@ -118,11 +119,11 @@ def exclusion_bias(ids) -> dict[str, float]:
     return {str(tok): EXCLUDED_BIAS for tok in sorted(ids)}
 
 
-def reject_special(runtime, tables: ModelTables, tok: int) -> None:
+def reject_special(runtime: RemoteRuntime, tables: ModelTables, tok: int) -> None:
     """A special token (a chat marker, padding) in the output is an error, never text: the
     document stays as it was. The end tokens are the caller's to stop on, before this check."""
     if tok in tables.special_ids and tok not in tables.stop_ids:
-        raise RemoteError(f"{runtime.client.display}: the server sent the special token {tok} "
+        raise RemoteError(f"{runtime.address}: the server sent the special token {tok} "
                           f"({tables.vocab_texts[tok]!r}) inside the edit's output; nothing was written")
 
 
@@ -161,7 +162,8 @@ class RemoteProgramDecoder:
     def __init__(self, loaded: LoadedModel, tables: ModelTables, region: str, prompt_ids: Sequence[int],
                  max_new_tokens: int, cancelled: Callable[[], bool], monotonic: bool = True,
                  sampling: dict | None = None):
-        self.runtime, self.tables = loaded.runtime, tables
+        self.runtime: RemoteRuntime = loaded.runtime  # the strategies run this decoder on servers only
+        self.tables = tables
         self.max_new_tokens, self.cancelled = max_new_tokens, cancelled
         self.sampling = sampling or {}  # temperature and seed when sampling (greedy otherwise)
         self.transcript = SentTranscript(prompt_ids)
@@ -228,7 +230,7 @@ class RemoteProgramDecoder:
         if finish == "length" and not walk.matcher.is_terminated() and not self._at_copy_close():
             return "max_tokens"
         if finish is None and not walk.matcher.is_terminated() and not self._at_copy_close():
-            raise RemoteError(f"{self.runtime.client.display}: the completion ended without a finish reason (truncated)")
+            raise RemoteError(f"{self.runtime.address}: the completion ended without a finish reason (truncated)")
         return "done"
 
     def _at_copy_close(self) -> bool:
@@ -255,15 +257,15 @@ class RemoteProgramDecoder:
     @contextlib.contextmanager
     def server_errors(self) -> Iterator[None]:
         """What the walk refuses is the server's fault: a :class:`RemoteError` naming it."""
-        display = self.runtime.client.display
+        address = self.runtime.address
         try:
             yield
         except GrammarRefused as exc:
             text = self.tables.vocab_texts[exc.token]
-            raise RemoteError(f"{display}: the server's output left the program grammar at token {exc.token} "
+            raise RemoteError(f"{address}: the server's output left the program grammar at token {exc.token} "
                               f"({text!r}); is structured output enabled?") from None
         except RuleBroken as exc:
-            raise RemoteError(f"{display}: the server {exc}") from None
+            raise RemoteError(f"{address}: the server {exc}") from None
 
     def outcome(self, stop_reason: str) -> DecodeOutcome:
         breakdown = {"request_s": round(self.request_s, 6), "requests": self.requests,
@@ -276,7 +278,8 @@ def decode_text_remote(loaded: LoadedModel, tables: ModelTables, region: str, pr
                        sampling: dict | None = None) -> Iterator[OpResolved | DecodeOutcome]:
     """ar / speculative / pld on the server: one streamed greedy completion (see the module doc)."""
     started = time.perf_counter()
-    runtime, tokenizer = loaded.runtime, loaded.tokenizer
+    runtime: RemoteRuntime = loaded.runtime  # the strategies run this decoder on servers only
+    tokenizer = loaded.tokenizer
     reporter = LineReporter(region, started)
     detok = IncrementalDetokenizer(tokenizer)
     guard, loop_warning = LoopGuard(region), None
@@ -302,7 +305,7 @@ def decode_text_remote(loaded: LoadedModel, tables: ModelTables, region: str, pr
     elif stop_reason == "done" and finish == "length":
         stop_reason = "max_tokens"
     elif stop_reason == "done" and finish is None and TEXT_FENCE_CLOSE not in detok.text:
-        raise RemoteError(f"{runtime.client.display}: the completion ended without a finish reason (truncated)")
+        raise RemoteError(f"{runtime.address}: the completion ended without a finish reason (truncated)")
     text = final_text(detok.text, region)
     counts = TokenCounts(len(out), 0, 0)
     yield from reporter.report(text, counts, final=True)

@@ -14,7 +14,7 @@ from engine.decoding.outcome import DecodeOutcome
 from engine.decoding.program_decoder import FeedRecorder
 from engine.decoding.prompt import PromptParts
 from engine.decoding.strategies import STRATEGIES, DecodeJob
-from engine.runtime.models import LoadedModel
+from engine.runtime.loaded import LoadedModel
 from engine.decoding.request import EditRequest
 
 

@@ -35,7 +35,7 @@ from engine.decoding.remote_decode import RemoteProgramDecoder, decode_text_remo
 from engine.decoding.tables import ModelTables, tables_for
 from engine.decoding.text_decoder import decode_text
 from engine.language.program import PROGRAM_OPENING, CopyTokens
-from engine.runtime.models import LoadedModel
+from engine.runtime.loaded import LoadedModel
 from engine.runtime.protocol import is_local
 from engine.runtime.selector.adapter import prompt_layout
 from engine.decoding.request import EditRequest

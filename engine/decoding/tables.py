@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from engine.language.grammar import GrammarCompilerCache
-from engine.runtime.models import LoadedModel
+from engine.runtime.loaded import LoadedModel
 
 
 @dataclass

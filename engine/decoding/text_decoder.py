@@ -29,7 +29,7 @@ from engine.decoding.outcome import DecodeOutcome
 from engine.decoding.prompt import TEXT_FENCE_CLOSE
 from engine.decoding.tables import ModelTables
 from engine.language.program import CopyLines, Gen, Op, Program, merge_adjacent
-from engine.runtime.models import LoadedModel
+from engine.runtime.loaded import LoadedModel
 from engine.runtime.session import Session
 
 

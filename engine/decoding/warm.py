@@ -18,7 +18,7 @@ from typing import Callable
 
 from engine.decoding.run import prompt_parts
 from engine.decoding.strategies import STRATEGIES
-from engine.runtime.models import LoadedModel
+from engine.runtime.loaded import LoadedModel
 from engine.decoding.request import EditRequest
 
 

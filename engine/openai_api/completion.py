@@ -37,8 +37,7 @@ from engine.decoding.greedy import DraftedDecode, argmax
 from engine.decoding.prompt import render
 from engine.decoding.tables import ModelTables
 from engine.openai_api.errors import ApiError
-from engine.runtime.models import LoadedModel
-from engine.runtime.protocol import is_local
+from engine.runtime.loaded import LoadedModel
 from engine.settings import DEFAULTS
 
 
@@ -126,7 +125,7 @@ class ChatDecode:
         detok = IncrementalDetokenizer(self.loaded.tokenizer)
         guard = LoopGuard(self.job.guard_input)
         sent = 0
-        source = self._local_tokens() if is_local(self.loaded.runtime) else self._remote_tokens()
+        source = self._local_tokens() if self.loaded.runtime.gives_logits else self._remote_tokens()
         try:
             for tokens in source:
                 self.completion_tokens += len(tokens)

@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from engine.runtime.models import cache_dir
+from engine.runtime.sources import cache_dir
 
 # Forwards are grouped by size into bins: one per size up to 16, 8-token bins up to 512, then
 # 64-token bins up to 4096; each keeps an average (size, seconds).

@@ -8,14 +8,17 @@ from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
+from engine.core.choices import Verify
 from engine.core.errors import Cancelled
 from engine.runtime.prefix_cache import PrefixStore
+from engine.runtime.probe import Probe, probe
 from engine.runtime.session import ForwardLog, Session
 
 
 class InProcessRuntime:
     """Shares this machine's device, so edits queue for it; keeps recent prompts' KV (``prefixes``)."""
 
+    gives_logits = True
     concurrent = False
     read_ahead_answers = True
     prefixes: PrefixStore[Any]
@@ -38,6 +41,17 @@ class InProcessRuntime:
             session.append([100 + token], "warmup")
         session.append(list(range(200, 216)), "warmup", all_logits=True)
         session.close()
+
+    def verify_room(self, verify: Verify, most: int) -> tuple[str, int] | None:
+        """Asked of a session (which takes no context until its first append)."""
+        session = self.session()
+        try:
+            return session.verify_rule(verify), session.draft_room(most, verify)
+        finally:
+            session.close()
+
+    def probe(self) -> Probe | None:
+        return probe(self.session)
 
     def prompt_nll(self, ids: list[int], positions: Sequence[int], marks: Sequence[int],
                    cancelled: Callable[[], bool]) -> tuple[dict[int, float], int]:
@@ -62,6 +76,7 @@ class ServerRuntime:
     """A shared server: it batches concurrent requests, warms itself up and keeps its own prompt
     cache; its forwards run out of sight. Subclasses give ``prompt_logprobs``."""
 
+    gives_logits = False
     concurrent = True
     read_ahead_answers = False
     keeps_prompts = True  # the server's own prompt cache: a warm-up's request spares the edit one
@@ -74,6 +89,12 @@ class ServerRuntime:
 
     def prime(self) -> None:
         pass  # a server warms itself up
+
+    def verify_room(self, verify: Verify, most: int) -> tuple[str, int] | None:
+        return None  # the server checks the drafts
+
+    def probe(self) -> Probe | None:
+        return None
 
     def close(self) -> None:
         pass  # nothing held here: the server keeps the model

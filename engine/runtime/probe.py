@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
 
-from engine.runtime.protocol import LocalRuntime
+if TYPE_CHECKING:  # it imports torch
+    from engine.runtime.session import Session
 
 PROBE_SIZES = (4, 8, 32)
 PROBE_BUDGET_S = 2.0  # no round starts after this
@@ -29,14 +31,16 @@ class Probe:
         return n / self.ratios[n]
 
 
-def probe(runtime: LocalRuntime, sizes: tuple[int, ...] = PROBE_SIZES, budget_s: float = PROBE_BUDGET_S) -> Probe:
-    """Time one-token steps and ``sizes``-token forwards on a fresh session (after a 32-token
+def probe(open_session: Callable[[], Session], sizes: tuple[int, ...] = PROBE_SIZES,
+          budget_s: float = PROBE_BUDGET_S) -> Probe:
+    """Time one-token steps and ``sizes``-token forwards on a fresh session of an in-process
+    runtime (``open_session``: its ``session``; engine.runtime.protocol.Runtime.probe) (after a 32-token
     prompt and an untimed step, which pay the one-time costs), fastest of up to
     :data:`PROBE_ROUNDS` rounds within ``budget_s``."""
     began = time.perf_counter()
     step = float("inf")
     best = {n: float("inf") for n in sizes}
-    session = runtime.session()
+    session = open_session()
     try:
         session.append(list(range(10, 42)), "warmup")
         session.append([100], "warmup")

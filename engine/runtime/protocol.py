@@ -3,45 +3,56 @@
 An in-process runtime (:class:`LocalRuntime`: transformers, llama.cpp) opens sessions, KV caches
 that return logits, so every decoder runs on it. A remote one (:class:`RemoteRuntime`: a vLLM
 server) returns tokens, not logits: program mode there is a client loop of grammar-constrained
-segments (engine.decoding.remote_decode). Which one a model has is read once, by :func:`is_local`;
-the decoding layer keys its strategies on it (engine.decoding.strategies).
+segments (engine.decoding.remote_decode). Each runtime declares which it is (``gives_logits``);
+:func:`is_local` reads it once, for the decoding layer's strategies (engine.decoding.strategies).
 
-Everything else decoding, the API and the HTTP server need to know is declared on :class:`Runtime`
-and answered by each kind (engine.runtime.kinds), so no caller outside this package asks which
-backend it holds: whether edits must queue for it, its prompt cache, its kernel warm-up, its
-context, how it gives the program-mode model and the localizer's prompt log-likelihoods.
+Everything else decoding, the API, the HTTP server and ``doctor`` need to know is declared on
+:class:`Runtime` and answered by each kind (engine.runtime.kinds), so no caller outside this
+package asks which backend it holds: whether edits must queue for it, its prompt cache, its
+kernel warm-up, its context, the localizer's prompt log-likelihoods, what a verify setting
+means on it and a short timing of its forwards. How it gives the program-mode model is declared
+with the model it gives (engine.runtime.loaded), which holds a runtime: that keeps this module
+free of it.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import (
     TYPE_CHECKING,
-    Any,
     Callable,
     ContextManager,
     Iterator,
+    Mapping,
     Protocol,
     Sequence,
     TypeGuard,
     Union,
-    runtime_checkable,
 )
 
-if TYPE_CHECKING:
+from engine.core.choices import Verify
+from engine.runtime.cost import CostModel
+from engine.runtime.probe import Probe
+
+if TYPE_CHECKING:  # it imports torch
     from engine.runtime.session import ForwardLog, Session
+
+JsonValue = Union[str, int, float, bool, None, Sequence["JsonValue"], Mapping[str, "JsonValue"]]
+"""What a request body to a server may hold."""
 
 
 class Runtime(Protocol):
     """What both kinds have.
 
-    ``concurrent``: it batches concurrent edits itself (a server), so edits need not queue for
-    it. ``read_ahead_answers``: an idle buffer's answer may be decoded ahead (not on a shared
-    server, which would spend it on answers nobody may ask for: only the prompt is read ahead
-    there). ``keeps_prompts``: earlier prompts are kept for reuse (the localizer then keeps its
-    results too)."""
+    ``gives_logits``: its forwards give logits (sessions), so the engine's own decode loops,
+    drafts and per-forward measurements run on it; a server returns tokens. ``concurrent``: it
+    batches concurrent edits itself (a server), so edits need not queue for it.
+    ``read_ahead_answers``: an idle buffer's answer may be decoded ahead (not on a shared server,
+    which would spend it on answers nobody may ask for: only the prompt is read ahead there).
+    ``keeps_prompts``: earlier prompts are kept for reuse (the localizer then keeps its results
+    too)."""
 
     backend: str
+    gives_logits: bool
     concurrent: bool
     read_ahead_answers: bool
 
@@ -69,16 +80,19 @@ class Runtime(Protocol):
     def prime(self) -> None:
         """Pay one-time costs (kernel selection, allocator growth) now, not in the first edit."""
 
-    def with_selector(self, loaded: Any, folder: Path, progress: Callable[[str], None] | None) -> Any:
-        """The program-mode model: ``loaded`` (an engine.runtime.models.LoadedModel, which imports
-        this module) with the span-selector adapter in ``folder`` (``LoadedModel.selector`` set), or
-        None where this runtime cannot give one (the base model)."""
-
     def prompt_nll(self, ids: list[int], positions: Sequence[int], marks: Sequence[int],
                    cancelled: Callable[[], bool]) -> tuple[dict[int, float], int]:
         """The negative log-likelihood of the prompt token at each of ``positions`` given the
         ones before it, and the forwards (or requests) that took; ``marks``: where an in-process
         prefill cuts its chunks too. Raises engine.core.errors.Cancelled once ``cancelled``."""
+
+    def verify_room(self, verify: Verify, most: int) -> tuple[str, int] | None:
+        """The rule a ``verify`` setting means here (engine.core.choices.Verify) and the most
+        drafted tokens, up to ``most``, one verify may carry; None where the server checks drafts."""
+
+    def probe(self) -> Probe | None:
+        """A short timing of this runtime's forwards (engine.runtime.probe); None on a server,
+        whose forwards run out of sight."""
 
     def meter(self) -> ContextManager[ForwardLog]: ...
 
@@ -86,12 +100,11 @@ class Runtime(Protocol):
         """Give back what it holds beyond the weights, and save what it learned."""
 
 
-@runtime_checkable
 class LocalRuntime(Runtime, Protocol):
     """An in-process backend: sessions with logits, a cost model that sizes drafts and the
     backend's own prompt-lookup drafting (``pld``)."""
 
-    cost: Any  # an engine.runtime.cost.CostModel (which imports engine.runtime.models, and so this module)
+    cost: CostModel
 
     def session(self) -> Session: ...
 
@@ -100,12 +113,14 @@ class LocalRuntime(Runtime, Protocol):
 
 
 class RemoteRuntime(Runtime, Protocol):
-    """A server that streams completions of token-id prompts (``client.display`` names it in errors)."""
+    """A server that streams completions of token-id prompts."""
 
-    client: Any
+    @property
+    def address(self) -> str:
+        """Where the server is, as messages name it (scheme, host, port and path; never the key)."""
 
     def stream_completion(self, prompt_ids: list[int], max_tokens: int, cancelled: Callable[[], bool],
-                          **extra: Any) -> Iterator[tuple[list[int], str | None]]: ...
+                          **extra: JsonValue) -> Iterator[tuple[list[int], str | None]]: ...
 
 
 AnyRuntime = Union[LocalRuntime, RemoteRuntime]
@@ -113,4 +128,4 @@ AnyRuntime = Union[LocalRuntime, RemoteRuntime]
 
 def is_local(runtime: AnyRuntime) -> TypeGuard[LocalRuntime]:
     """Does ``runtime`` run in this process (sessions with logits), or is it a server?"""
-    return isinstance(runtime, LocalRuntime)
+    return runtime.gives_logits

@@ -22,6 +22,7 @@ import torch
 
 from engine.core.choices import VERIFY_RULES, never_cancelled
 from engine.core.errors import Cancelled
+from engine.runtime.cost import CostModel
 
 
 @dataclass
@@ -50,7 +51,7 @@ class Session:
     Backends implement :meth:`_forward` (append ids, return the logits asked for) and
     :meth:`_truncate` (drop cache entries past a length); this class keeps length and time."""
 
-    def __init__(self, cost: Any = None, align: int = 0) -> None:
+    def __init__(self, cost: CostModel | None = None, align: int = 0) -> None:
         self.align = align  # the first append runs in chunks ending at multiples of this (0: one forward)
         self.length = 0
         self.seconds: dict[str, float] = defaultdict(float)
@@ -65,7 +66,7 @@ class Session:
         self._whole = False  # this first append may restore a whole kept prompt with its last logits
         self.prefilling = False  # inside the first append's forwards (see ``exact_rows``)
         self.cuts: tuple[int, ...] = ()  # the first append's chunk cuts besides multiples of align
-        self.cost = cost  # an engine.runtime.cost.CostModel that learns from every forward, or None
+        self.cost = cost  # learns from every forward (None: nothing learns)
         self.closed = False
         # Polled before each chunk of the first append and, on a backend that can stop inside a
         # forward (transformers: between decoder layers), during every forward: once True the

@@ -19,7 +19,7 @@ from engine.core.choices import SELECTOR_CHOICES
 
 
 def model_kind(model: str) -> str:
-    """'default', 'path' (local folder / GGUF file) or 'hub' (a hub id), as engine.runtime.models reads it."""
+    """'default', 'path' (local folder / GGUF file) or 'hub' (a hub id), as engine.runtime.sources reads it."""
     if model in ("default", ""):
         return "default"
     path = Path(model).expanduser()

@@ -16,7 +16,7 @@ from engine.api import EditRequest
 from engine.decoding.events import EditFinished
 from engine.decoding.program_decoder import FeedRecorder
 from engine.decoding.run import run_edit
-from engine.runtime.models import LoadedModel
+from engine.runtime.loaded import LoadedModel
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Backends: what runs the model's forwards. One seam, three implementations.
 
 Every decoder needs the same few things from a model, and gets them through
-:class:`engine.runtime.models.LoadedModel`: its tokenizer, ``vocab_size``, ``runtime.eos_ids()``,
+:class:`engine.runtime.loaded.LoadedModel`: its tokenizer, ``vocab_size``, ``runtime.eos_ids()``,
 ``session()`` (a :class:`engine.runtime.session.Session`: append N tokens in one forward and get the
 logits of the last, some or all positions; crop back to a length; time by kind),
 ``runtime.meter()`` (count forwards) and ``runtime.prompt_lookup`` (the backend's own
@@ -16,6 +16,8 @@ an in-process runtime is a ``LocalRuntime``, a server a ``RemoteRuntime``.
   grammar-constrained segments (:mod:`engine.decoding.remote_decode`).
 
 ``auto`` picks llama.cpp for a ``.gguf`` when llama-cpp-python is installed, transformers otherwise.
+Each backend module declares its loader, ``load``; :mod:`engine.runtime.load` keeps the registry
+of them. This package's own module is light (no torch): options, the error and the choice.
 """
 
 from __future__ import annotations
@@ -30,9 +32,6 @@ from engine.core import defaults
 from engine.core.choices import BACKENDS, FlashAttention
 from engine.core.errors import EditError
 from engine.core.setting import ENV_NAME_PATTERN, URL_PATTERN, SettingsSection, setting
-
-# The backends that run in this process (sessions with logits); the others are servers.
-IN_PROCESS_BACKENDS: tuple[str, ...] = ("auto", "transformers", "llamacpp")
 
 
 class BackendOptions(SettingsSection):

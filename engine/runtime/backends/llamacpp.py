@@ -35,10 +35,11 @@ from engine.core.errors import ModelLoadError
 from engine.runtime.backends import BackendError, BackendOptions
 from engine.runtime.cost import CostModel, cost_path
 from engine.runtime.kinds import InProcessRuntime
-from engine.runtime.models import COMPLETE_MARKER, DEFAULT_MODEL, LoadedModel, cache_dir, gguf_file_of
+from engine.runtime.loaded import LoadedModel, LoadRequest
 from engine.runtime.prefix_cache import PrefixStore, Taken
 from engine.runtime.selector.gguf_merge import merged_gguf_for
 from engine.runtime.session import Forward, ForwardLog, Session
+from engine.runtime.sources import COMPLETE_MARKER, DEFAULT_MODEL, Progress, cache_dir, gguf_file_of
 from engine.runtime.threads import (
     ThreadChoice,
     ThreadTiming,
@@ -377,8 +378,7 @@ class LlamaCppRuntime(InProcessRuntime):
     def context_limit(self) -> int:
         return self.context
 
-    def with_selector(self, loaded: LoadedModel, folder: Path, progress: Callable[[str], None] | None
-                      ) -> LoadedModel:
+    def with_selector(self, loaded: LoadedModel, folder: Path, progress: Progress | None) -> LoadedModel:
         """The adapter merged into these weights (Q8_0), not a runtime LoRA: a program-mode step
         then costs what a base step costs (engine.runtime.selector.gguf_merge says why)."""
         merged = _model(merged_gguf_for(folder, self.model.path, progress=progress), self.options)
@@ -623,9 +623,10 @@ def _model(path: Path, options: BackendOptions) -> LlamaCppModel:
     return model
 
 
-def load_llamacpp(name: str, options: BackendOptions, progress: Callable[[str], None] | None) -> Any:
-    """A :class:`engine.runtime.models.LoadedModel` on llama.cpp for a ``.gguf`` (or the embedded default).
+def load(request: LoadRequest) -> LoadedModel:
+    """The llama.cpp backend's loader (engine.runtime.load): a ``.gguf`` (or the embedded default).
     The tokenizer is the GGUF's own, read by transformers (the grammar tables need it)."""
+    name, options, progress = request.name, request.options, request.progress
     path = gguf_file_of(name)
     if path is None:
         raise ModelLoadError(f"model {name!r}: backend 'llamacpp' runs .gguf files only")

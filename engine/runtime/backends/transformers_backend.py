@@ -20,10 +20,12 @@ from engine.core.defaults import PREFIX_CACHE_TOKENS
 from engine.core.errors import Cancelled
 from engine.runtime.cost import CostModel, cost_path
 from engine.runtime.kinds import InProcessRuntime
-from engine.runtime.models import LoadedModel
+from engine.core.errors import ModelLoadError
+from engine.runtime.loaded import LoadedModel, LoadRequest
 from engine.runtime.prefix_cache import PrefixStore
 from engine.runtime.selector.adapter import merged_model
 from engine.runtime.session import Forward, ForwardLog, Session
+from engine.runtime.sources import Progress, downloads_allowed, load_tokenizer, resolve_source
 
 # Prefills run in chunks ending at multiples of this, so a reused prompt prefix is bit-identical to
 # a fresh prefill (engine.runtime.session.Session._prefill), and a cancel stops a prefill between two
@@ -177,8 +179,7 @@ class TransformersRuntime(InProcessRuntime):
         value = getattr(getattr(self.model, "config", None), "max_position_embeddings", None)
         return int(value) if isinstance(value, int) and value > 0 else None
 
-    def with_selector(self, loaded: LoadedModel, folder: Path, progress: Callable[[str], None] | None
-                      ) -> LoadedModel:
+    def with_selector(self, loaded: LoadedModel, folder: Path, progress: Progress | None) -> LoadedModel:
         """The adapter merged into a copy of the model (engine.runtime.selector.adapter.merged_model),
         on a runtime with this one's prompt-cache budget."""
         if progress is not None:
@@ -253,3 +254,58 @@ class TransformersRuntime(InProcessRuntime):
             **({"suppress_tokens": list(blocked)} if blocked else {}),
         )
         return result[0, n_prompt:].tolist()
+
+
+def choose_device(device: str | None = None) -> str:
+    if device and device != "auto":
+        if device.startswith("cuda") and not torch.cuda.is_available():
+            raise ModelLoadError(f"device {device!r} was asked for but CUDA is not available")
+        return device
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def choose_dtype(device: str, dtype: str | None = None) -> Any:
+    if dtype and dtype != "auto":
+        try:
+            return {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
+                    "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}[dtype]
+        except KeyError:
+            raise ModelLoadError(f"unknown dtype {dtype!r}; use auto, float32, bfloat16 or float16") from None
+    return torch.bfloat16 if device.startswith("cuda") else torch.float32
+
+
+def load(request: LoadRequest) -> LoadedModel:
+    """The transformers backend's loader (engine.runtime.load): a folder, hub id or ``.gguf``
+    (de-quantized) as a torch module on ``request.device``."""
+    name, device, dtype, progress = request.name, request.device, request.dtype, request.progress
+    trust_remote_code, prefix_tokens = request.trust_remote_code, request.options.prefix_cache_tokens
+    source, gguf_file = resolve_source(name, progress)  # first: a missing model fails before the weights load
+    from transformers import AutoModelForCausalLM
+
+    device_name = choose_device(device)
+    torch_dtype = choose_dtype(device_name, dtype)
+    if progress is not None:
+        progress(f"loading model {name!r} on {device_name} ({str(torch_dtype).removeprefix('torch.')})...")
+    tokenizer = load_tokenizer(name, progress, trust_remote_code)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(
+            source, gguf_file=gguf_file, dtype=torch_dtype, trust_remote_code=trust_remote_code,
+            use_safetensors=None if gguf_file else _prefer_safetensors(source),
+            local_files_only=not downloads_allowed(),
+        )
+    except Exception as exc:  # noqa: BLE001
+        raise ModelLoadError(f"model {name!r}: cannot load: {exc}") from exc
+    model.to(device_name)
+    model.eval()
+    if model.generation_config is not None:
+        model.generation_config.pad_token_id = model.generation_config.pad_token_id or tokenizer.eos_token_id
+    return LoadedModel(name=name, model=model, tokenizer=tokenizer, device=device_name, dtype=torch_dtype,
+                       runtime=TransformersRuntime(model, device_name, prefix_tokens))
+
+
+def _prefer_safetensors(source: str) -> bool | None:
+    """True for local folders that have safetensors (never fall back to pickles silently)."""
+    path = Path(source)
+    if path.is_dir():
+        return True if any(path.glob("*.safetensors")) else None
+    return True

@@ -21,10 +21,12 @@ from typing import Any, Callable, Iterator
 
 from engine.core.errors import ModelLoadError
 from engine.core.tokens import encode
-from engine.runtime.backends import BackendError, BackendOptions
+from engine.runtime.backends import BackendError
 from engine.runtime.backends.http_client import CompletionsClient, RemoteError
 from engine.runtime.kinds import ServerRuntime
-from engine.runtime.models import LoadedModel, load_tokenizer
+from engine.runtime.loaded import LoadedModel, LoadRequest
+from engine.runtime.protocol import JsonValue
+from engine.runtime.sources import Progress, load_tokenizer
 
 _PROBE = "def probe(x):\n    return x + 1  # <copy lines=\"1-2\"/> é\n"
 
@@ -39,10 +41,16 @@ class VllmRuntime(ServerRuntime):
         self.client, self.served_model, self.tokenizer = client, served_model, tokenizer
         self.max_model_len = max_model_len
         self.lora = lora  # the served LoRA module program mode asks for (the span selector), if any
+        # with_selector's answer per adapter folder, None included: the server is asked once
+        self._selectors: dict[Path, LoadedModel | None] = {}
 
     @property
     def request_model(self) -> str:
         return self.lora or self.served_model
+
+    @property
+    def address(self) -> str:
+        return self.client.display
 
     @property
     def vocab_size(self) -> int:
@@ -60,20 +68,23 @@ class VllmRuntime(ServerRuntime):
     def context_limit(self) -> int | None:
         return self.max_model_len if self.max_model_len and self.max_model_len > 0 else None
 
-    def with_selector(self, loaded: LoadedModel, folder: Path, progress: Callable[[str], None] | None
-                      ) -> LoadedModel | None:
-        """The program-mode model: the server's LoRA module named ``selector`` (serve it with
-        ``--enable-lora --lora-modules selector=FOLDER``), else None (the base model)."""
-        if "selector" not in served_names(self.client):
-            return None
-        runtime = VllmRuntime(self.client, self.served_model, self.tokenizer, self.max_model_len, lora="selector")
-        return LoadedModel(name=loaded.name, model=None, tokenizer=loaded.tokenizer, device="remote", dtype="remote",
-                           selector=str(folder), runtime=runtime)
+    def with_selector(self, loaded: LoadedModel, folder: Path, progress: Progress | None) -> LoadedModel | None:
+        """The program-mode model: the server's LoRA module of ``folder`` (serve it with
+        ``--enable-lora --lora-modules NAME=FOLDER``; :func:`lora_module_for`), else None (the base
+        model). The server is asked once per folder: the answer, None too, is kept."""
+        key = folder.resolve()
+        if key not in self._selectors:
+            module = lora_module_for(served_models(self.client), self.served_model, folder)
+            self._selectors[key] = None if module is None else LoadedModel(
+                name=loaded.name, model=None, tokenizer=loaded.tokenizer, device="remote", dtype="remote",
+                selector=str(folder),
+                runtime=VllmRuntime(self.client, self.served_model, self.tokenizer, self.max_model_len, lora=module))
+        return self._selectors[key]
 
     # -- requests -------------------------------------------------------------------------------
 
     def stream_completion(self, prompt_ids: list[int], max_tokens: int, cancelled: Callable[[], bool],
-                          **extra: Any) -> Iterator[tuple[list[int], str | None]]:
+                          **extra: JsonValue) -> Iterator[tuple[list[int], str | None]]:
         """Greedy completion of a token-id prompt, streamed: (new token ids, finish reason or None)
         per event. The prompt is never logged (it is the user's code)."""
         body = {"model": self.request_model, "prompt": prompt_ids, "max_tokens": max_tokens, "temperature": 0.0,
@@ -124,12 +135,27 @@ class VllmRuntime(ServerRuntime):
         return out
 
 
-def served_names(client: CompletionsClient) -> list[str]:
+def served_models(client: CompletionsClient) -> list[dict[str, Any]]:
+    """The server's model cards (``/v1/models``), each with a string ``id``: a base model's, or a
+    LoRA module's, which names its base (``parent``) and the folder it was loaded from (``root``)."""
     body = client.get_json("/v1/models")
     data = body.get("data") if isinstance(body, dict) else None
     if not isinstance(data, list):
         raise RemoteError(f"{client.display}: /v1/models did not return a model list")
-    return [str(m["id"]) for m in data if isinstance(m, dict) and isinstance(m.get("id"), str)]
+    return [m for m in data if isinstance(m, dict) and isinstance(m.get("id"), str)]
+
+
+def lora_module_for(cards: list[dict[str, Any]], base: str, folder: Path) -> str | None:
+    """The LoRA module of ``base`` that the server loaded from ``folder``: the one whose folder
+    is the same, else the only one whose folder has ``folder``'s name (the server may see it under
+    another path), else None."""
+    modules = [(str(c["id"]), str(c.get("root") or "")) for c in cards if c.get("parent") == base]
+    wanted = folder.resolve()
+    same = [name for name, root in modules if root and Path(root).expanduser().resolve() == wanted]
+    if same:
+        return same[0]
+    named = [name for name, root in modules if root and Path(root).name == folder.name]
+    return named[0] if len(named) == 1 else None
 
 
 def _max_model_len(client: CompletionsClient, served: str) -> int | None:
@@ -140,10 +166,11 @@ def _max_model_len(client: CompletionsClient, served: str) -> int | None:
     return None
 
 
-def load_vllm(name: str, options: BackendOptions, progress: Callable[[str], None] | None,
-              trust_remote_code: bool = False) -> Any:
-    """Connect to the server, pick the served model, load the local tokenizer and check that it
-    matches the server's. Raises :class:`engine.core.errors.ModelLoadError` with one clear message."""
+def load(request: LoadRequest) -> LoadedModel:
+    """The vLLM backend's loader (engine.runtime.load): connect to the server, pick the served
+    model, load the local tokenizer and check that it matches the server's. Raises
+    :class:`engine.core.errors.ModelLoadError` with one clear message."""
+    name, options, progress = request.name, request.options, request.progress
     if not options.server_url:
         raise ModelLoadError("backend 'vllm' needs the server's URL: set copyAsDecode.serverUrl in your user "
                              "settings (or --server-url), e.g. http://127.0.0.1:8000")
@@ -151,7 +178,7 @@ def load_vllm(name: str, options: BackendOptions, progress: Callable[[str], None
         client = CompletionsClient(options.server_url, os.environ.get(options.api_key_env) or None, options.timeout_s)
         if progress is not None:
             progress(f"connecting to the vLLM server at {client.display}...")
-        names = [n for n in served_names(client) if n != "selector"]
+        names = [str(c["id"]) for c in served_models(client) if not c.get("parent")]  # LoRA modules name theirs
         if options.served_model:
             if options.served_model not in names:
                 raise ModelLoadError(f"the server at {client.display} does not serve {options.served_model!r}; "
@@ -162,7 +189,7 @@ def load_vllm(name: str, options: BackendOptions, progress: Callable[[str], None
         else:
             raise ModelLoadError(f"the server at {client.display} serves {len(names)} models "
                                  f"({', '.join(names) or 'none'}); set servedModel to one of them")
-        tokenizer = load_tokenizer(name, progress, trust_remote_code)
+        tokenizer = load_tokenizer(name, progress, request.trust_remote_code)
         theirs = client.post_json("/tokenize", {"model": served, "prompt": _PROBE, "add_special_tokens": False})
         if not isinstance(theirs, dict) or theirs.get("tokens") != encode(tokenizer, _PROBE):
             raise ModelLoadError(f"the server's tokenizer for {served!r} differs from the local model {name!r}'s: "

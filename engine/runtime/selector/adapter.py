@@ -18,7 +18,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from engine.runtime.models import DEFAULT_MODEL, LoadedModel
+from engine.runtime.loaded import LoadedModel
+from engine.runtime.sources import DEFAULT_MODEL
 from engine.runtime.selector.files import ADAPTER_CONFIG, ADAPTER_WEIGHTS, SelectorError
 
 SHIPPED_ADAPTER_DIR = Path(__file__).resolve().parent / "smollm2-135m"

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.runtime.models import cache_dir
+from engine.runtime.sources import cache_dir
 from engine.runtime.selector.files import ADAPTER_CONFIG, ADAPTER_WEIGHTS, SelectorError
 
 _MODULES = {"q_proj": "attn_q", "k_proj": "attn_k", "v_proj": "attn_v", "o_proj": "attn_output",

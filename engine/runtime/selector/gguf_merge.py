@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from engine.runtime.models import cache_dir
+from engine.runtime.sources import cache_dir
 from engine.runtime.selector.files import ADAPTER_CONFIG, ADAPTER_WEIGHTS, SelectorError
 from engine.runtime.selector.gguf_lora import _MODULES, _base_layout, _permute_rows
 

