@@ -10,6 +10,11 @@ adapter merged in: ``selector``, and, loaded at the first apply the model writes
 apply selector) and is safe to share; each request builds its own decoder
 state. Edits of one engine run one at a time (a lock), since they share the model's device; on
 a remote backend (vLLM) they run concurrently and the server batches them.
+
+What writes a request's result is decided once, by :meth:`Engine.plan`: an :class:`EditPlan`
+holds the request (validated, its mode concrete) and its writer (an empty region's answer, the
+aligner's merge, the model's edit or apply), read from the mode's traits (engine.core.modes).
+:class:`ModelFree` answers the requests no model writes without loading one.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import contextlib
 import threading
 import time
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -25,9 +31,11 @@ from engine.core.choices import Mode, never_cancelled
 from engine.core.errors import Cancelled
 from engine.core.errors import EditError as EditError  # re-exported: the front doors catch it
 from engine.core.languages import language_for as language_for  # re-exported: the front doors import it from here
-from engine.core.lines import split_lines, to_crlf, to_lf, uses_crlf
-from engine.decoding.events import EditFinished, EditResult, EditStarted, Event, OpResolved, TokenCounts
+from engine.core.lines import to_crlf, to_lf, uses_crlf
+from engine.core.modes import AUTO, concrete, traits
+from engine.decoding.events import EditFinished, EditResult, EditStarted, Event, OpResolved
 from engine.decoding.request import EditRequest as EditRequest  # re-exported: the Python API
+from engine.decoding.results import cancelled_result, empty_result
 from engine.language.program import Gen, Op, Program
 from engine.read_ahead import ReadAhead
 from engine.runtime.models import DEFAULT_MODEL, LoadedModel, load_model
@@ -35,12 +43,75 @@ from engine.core.errors import ModelLoadError as ModelLoadError  # re-exported: 
 from engine.runtime.selector.adapter import load_selector, resolve_apply_selector
 from engine.settings import DEFAULTS
 
-# What ``mode="auto"`` runs for an apply: the aligner's program without the model (engine.apply.job).
-# Measured on 28 held-out cases (docs/benchmarks.md#apply): the aligner merges 27, the model's
-# program with the apply selector 1 (its line numbers are often off by a line); ``mode="program"``
-# runs the model with the aligner's drafts.
-APPLY_AUTO_MODE: Mode = "forced"
 LOCK_POLL_S = 0.05  # how often an edit waiting for the engine checks for a cancel or a read ahead
+
+# What writes a plan's result: (the request, cancelled) -> its events (a model's writer is given the
+# request's LF twin: engine.core.lines; a writer without a model sees the request itself).
+Writer = Callable[[EditRequest, Callable[[], bool]], Iterator[Event]]
+
+
+@dataclass(frozen=True)
+class EditPlan:
+    """What the engine decided for one request: ``request`` (validated, its mode concrete), the
+    ``model`` that decodes it (None: no model runs: an empty region, or the aligner's merge) and
+    the ``writer`` of its events; ``name`` is the model its result names."""
+
+    request: EditRequest
+    model: LoadedModel | None
+    writer: Writer
+    name: str
+
+
+def model_free_plan(request: EditRequest, name: str) -> EditPlan | None:
+    """The plan of a request (validated, its mode concrete) that no model writes, or None: an
+    empty region answers at once (an apply into an empty file writes the update), and an apply in
+    a mode that needs no model is the aligner's merge."""
+    if request.is_empty() and not request.is_apply:
+        return EditPlan(request, None, partial(_empty_region, name), name)
+    if not traits(request.mode).needs_model:
+        return EditPlan(request, None, partial(_aligned, name), name)
+    return None
+
+
+def _empty_region(name: str, request: EditRequest, cancelled: Callable[[], bool]) -> Iterator[Event]:
+    yield EditStarted(mode=request.mode, model=name, input_lines=0, prompt_tokens=0)
+    yield EditFinished(empty_result(request, name))
+
+
+def _aligned(name: str, request: EditRequest, cancelled: Callable[[], bool]) -> Iterator[Event]:
+    return in_lf(request, lambda lf: _aligned_lf(name, lf, cancelled))
+
+
+def _aligned_lf(name: str, request: EditRequest, cancelled: Callable[[], bool]) -> Iterator[Event]:
+    from engine.apply.job import aligned  # lazy, like the decoders
+
+    started = time.perf_counter()
+    try:
+        yield from aligned(name, request, cancelled)
+    except Cancelled:
+        yield EditFinished(cancelled_result(request, name, 0, time.perf_counter() - started))
+
+
+# Lazy imports in the model's writers: engine.decoding.run loads torch and the decoders; the
+# language server imports this module when it starts, long before a model loads.
+def _edited(loaded: LoadedModel, request: EditRequest, cancelled: Callable[[], bool]) -> Iterator[Event]:
+    from engine.decoding.run import run_edit
+
+    return run_edit(loaded, request, cancelled)
+
+
+def _applied(loaded: LoadedModel, request: EditRequest, cancelled: Callable[[], bool]) -> Iterator[Event]:
+    from engine.apply.job import run_apply  # the mode's writer of the merge, in process or on a server
+
+    return run_apply(loaded, request, cancelled)
+
+
+def resolved(request: EditRequest, selector: bool) -> EditRequest:
+    """``request`` validated, its mode made concrete (engine.core.modes.concrete; ``selector``:
+    whether the engine's model has a span selector)."""
+    request.validate()
+    mode = concrete(request.mode, apply=request.is_apply, selector=selector)
+    return request if mode == request.mode else replace(request, mode=mode)
 
 
 @dataclass
@@ -71,28 +142,26 @@ class Engine:
         return cls(loaded, load_selector(loaded, selector, progress), resolve_apply_selector(selector, loaded.name))
 
     def default_mode(self) -> Mode:
-        """What ``mode="auto"`` runs: program mode when the model has a span selector, else
-        speculative. Measured (docs/benchmarks.md, free family): with the shipped selector,
-        program mode beats speculative on pass@1, exact match, collateral damage and time on
-        HumanEvalFix-Python/JS and CanItEdit; without one, program mode is slower than ar and
-        rarely finishes a working edit, and speculative is lossless with any model."""
-        return "program" if self.selector_model is not None else "speculative"
+        """What ``mode="auto"`` runs for an edit on this engine (engine.core.modes.concrete):
+        program mode when the model has a span selector, else speculative."""
+        return self.resolve_mode(AUTO)
 
-    def resolve_mode(self, mode: Mode) -> Mode:
-        """``auto`` made concrete for this engine (see :meth:`default_mode`)."""
-        return self.default_mode() if mode == "auto" else mode
+    def resolve_mode(self, mode: Mode, apply: bool = False) -> Mode:
+        """``mode`` made concrete for this engine, for an edit or (``apply``) an apply
+        (engine.core.modes.concrete)."""
+        return concrete(mode, apply=apply, selector=self.selector_model is not None)
 
     def model_for(self, mode: Mode) -> LoadedModel:
-        """The model a mode decodes with: program and forced mode use the selector when there is one."""
-        mode = self.resolve_mode(mode)
-        if mode in ("program", "forced") and self.selector_model is not None:
+        """The model a mode decodes with: a mode that uses the span selector (program, forced) runs
+        on its copy when there is one."""
+        if traits(self.resolve_mode(mode)).uses_selector and self.selector_model is not None:
             return self.selector_model
         return self.loaded
 
     def model_for_request(self, request: EditRequest) -> LoadedModel:
         """The model ``request`` (mode resolved) decodes with: an apply's program runs on the apply
         selector's copy when there is one (merged at the first such apply), else as :meth:`model_for`."""
-        if not (request.is_apply and request.mode == "program" and self.apply_selector is not None):
+        if not (request.is_apply and traits(request.mode).uses_selector and self.apply_selector is not None):
             return self.model_for(request.mode)
         if self._apply_model is None:
             self._apply_model = self.loaded.runtime.with_selector(self.loaded, self.apply_selector, None)
@@ -171,32 +240,35 @@ class Engine:
         if reading is not None:
             yield from self._followed(reading, request, cancelled)
             return
-        yield from self._events(request, cancelled, hold_lock=True)
+        yield from self._events(self._planned(request), cancelled, hold_lock=True)
+
+    def plan(self, request: EditRequest) -> EditPlan:
+        """What writes ``request``'s result, decided once: the request validated with its mode
+        made concrete (:meth:`resolve_mode`), the model it decodes on and its writer. Raises
+        :class:`EditError` for a request the engine refuses."""
+        return self._planned(self._resolved(request))
 
     def _resolved(self, request: EditRequest) -> EditRequest:
-        request.validate()
-        if request.mode != "auto":
-            return request
-        return replace(request, mode=APPLY_AUTO_MODE if request.is_apply else self.default_mode())
+        return resolved(request, self.selector_model is not None)
 
-    def _events(self, request: EditRequest, cancelled: Callable[[], bool], hold_lock: bool) -> Iterator[Event]:
-        if request.is_empty() and not request.is_apply:  # an apply to an empty file writes the update
-            yield EditStarted(mode=request.mode, model=self.name, input_lines=0, prompt_tokens=0)
-            yield EditFinished(empty_result(request, self.name))
-            return
-        if is_aligner_apply(request):  # no model runs: nothing to wait for
-            yield from apply_alone(request, self.name, cancelled)
-            return
-        yield from in_lf(request, lambda lf: self._decoded(lf, cancelled, hold_lock))
-
-    def _decoded(self, request: EditRequest, cancelled: Callable[[], bool], hold_lock: bool) -> Iterator[Event]:
-        # Lazy: engine.decoding.run loads torch and the decoders; the language server imports this
-        # module when it starts, long before a model loads.
-        from engine.apply.job import run_apply
-        from engine.decoding.run import run_edit
-
-        run = run_apply if request.is_apply else run_edit  # an apply merges its update (engine.apply)
+    def _planned(self, request: EditRequest) -> EditPlan:
+        modelless = model_free_plan(request, self.name)
+        if modelless is not None:
+            return modelless
         loaded = self.model_for_request(request)
+        return EditPlan(request, loaded, partial(_applied if request.is_apply else _edited, loaded), loaded.name)
+
+    def _events(self, plan: EditPlan, cancelled: Callable[[], bool], hold_lock: bool) -> Iterator[Event]:
+        if plan.model is None:  # no model runs: nothing to wait for
+            yield from plan.writer(plan.request, cancelled)
+            return
+        yield from in_lf(plan.request, lambda lf: self._decoded(plan, lf, cancelled, hold_lock))
+
+    def _decoded(self, plan: EditPlan, request: EditRequest, cancelled: Callable[[], bool],
+                 hold_lock: bool) -> Iterator[Event]:
+        loaded = plan.model
+        assert loaded is not None
+        run = plan.writer
         if not hold_lock or loaded.runtime.concurrent:  # a server batches edits itself
             yield from _until_cancelled(loaded, request, cancelled, run)
             return
@@ -218,7 +290,7 @@ class Engine:
         started = time.perf_counter()
         for event in self._ahead.events(reading, cancelled):
             if event is None:
-                yield EditFinished(cancelled_result(self.model_for(request.mode).name, request, 0,
+                yield EditFinished(cancelled_result(request, self.model_for(request.mode).name, 0,
                                                     time.perf_counter() - started))
                 return
             if isinstance(event, EditFinished):
@@ -256,7 +328,8 @@ class Engine:
             result = None
             with loaded.runtime.meter() as log:
                 try:
-                    for event in self._events(request, lambda: self._ahead.reader_cancelled(reading, cancelled),
+                    for event in self._events(self._planned(request),
+                                              lambda: self._ahead.reader_cancelled(reading, cancelled),
                                               hold_lock=False):
                         self._ahead.add(reading, event)
                         if isinstance(event, EditFinished):
@@ -298,14 +371,7 @@ class Engine:
     def edit(self, request: EditRequest, on_event: Callable[[Event], None] | None = None,
              cancelled: Callable[[], bool] = never_cancelled) -> EditResult:
         """Run an edit to the end and return its result (``on_event`` sees every event)."""
-        result = None
-        for event in self.stream(request, cancelled):
-            if on_event is not None:
-                on_event(event)
-            if isinstance(event, EditFinished):
-                result = event.result
-        assert result is not None
-        return result
+        return finished(self.stream(request, cancelled), on_event)
 
 
 def in_lf(request: EditRequest, events_of: Callable[[EditRequest], Iterator[Event]]) -> Iterator[Event]:
@@ -316,31 +382,6 @@ def in_lf(request: EditRequest, events_of: Callable[[EditRequest], Iterator[Even
         return
     for event in events_of(as_lf(request)):
         yield in_crlf(event, request.text)
-
-
-def is_aligner_apply(request: EditRequest) -> bool:
-    """Is ``request`` an apply the aligner answers alone (``forced`` without a program, what
-    ``auto`` runs: :data:`APPLY_AUTO_MODE`), so that no model need be loaded for it?"""
-    return request.is_apply and request.mode in ("auto", "forced") and request.program is None
-
-
-def apply_alone(request: EditRequest, model: str = "aligner",
-                cancelled: Callable[[], bool] = never_cancelled) -> Iterator[Event]:
-    """The events :meth:`Engine.stream` gives for an apply the aligner answers alone
-    (:func:`is_aligner_apply`), without a model loaded; ``model`` is the name the result gives."""
-    request.validate()
-    request = replace(request, mode=APPLY_AUTO_MODE) if request.mode == "auto" else request
-    yield from in_lf(request, lambda lf: _aligned_until_cancelled(lf, model, cancelled))
-
-
-def _aligned_until_cancelled(request: EditRequest, model: str, cancelled: Callable[[], bool]) -> Iterator[Event]:
-    from engine.apply.job import aligned  # lazy, like the decoders
-
-    started = time.perf_counter()
-    try:
-        yield from aligned(model, request, cancelled)
-    except Cancelled:
-        yield EditFinished(cancelled_result(model, request, 0, time.perf_counter() - started))
 
 
 def as_lf(request: EditRequest) -> EditRequest:
@@ -372,21 +413,8 @@ def in_crlf(event: Event, original: str) -> Event:
     return event
 
 
-EMPTY_REGION = "the region is empty: nothing to edit (the model was not run)"
-
-
-def empty_result(request: EditRequest, model: str) -> EditResult:
-    """The answer to a request whose region is empty (:meth:`EditRequest.is_empty`): the document
-    unchanged, an empty program, no tokens. Front doors give it without loading a model."""
-    a, b = request.region_bounds()
-    return EditResult(mode=request.mode, model=model, input_text=request.text, output_text=request.text,
-                      region=(a + 1, b) if request.lines else None, region_input="", region_output="",
-                      program=Program(), raw_output="", tokens=TokenCounts(), prompt_tokens=0, stop_reason="done",
-                      timings={"total_s": 0.0, "decode_s": 0.0, "prefill_s": 0.0}, warnings=[EMPTY_REGION])
-
-
 def _until_cancelled(loaded: LoadedModel, request: EditRequest, cancelled: Callable[[], bool],
-                     run_edit: Callable[..., Iterator[Event]]) -> Iterator[Event]:
+                     run_edit: Writer) -> Iterator[Event]:
     """``run_edit``'s events, ended at once by a cancel that comes before the first model step (an
     edit that waited for the engine) or between the chunks of a prompt's forward (the localizer's,
     a prefill: engine.runtime.session raises Cancelled there): the edit then finishes as
@@ -396,19 +424,54 @@ def _until_cancelled(loaded: LoadedModel, request: EditRequest, cancelled: Calla
     try:
         if cancelled():
             raise Cancelled("cancelled before the edit started")
-        for event in run_edit(loaded, request, cancelled):
+        for event in run_edit(request, cancelled):
             if isinstance(event, EditStarted):
                 prompt_tokens = event.prompt_tokens
             yield event
     except Cancelled:
-        yield EditFinished(cancelled_result(loaded.name, request, prompt_tokens, time.perf_counter() - started))
+        yield EditFinished(cancelled_result(request, loaded.name, prompt_tokens, time.perf_counter() - started))
 
 
-def cancelled_result(model: str, request: EditRequest, prompt_tokens: int, seconds: float) -> EditResult:
-    """The result of an edit cancelled before its decode wrote anything: the input, unchanged."""
-    a, b = request.region_bounds()
-    region = "".join(split_lines(request.text)[a:b])
-    return EditResult(mode=request.mode, model=model, input_text=request.text, output_text=request.text,
-                      region=(a + 1, b) if request.lines else None, region_input=region, region_output=region,
-                      program=Program(), raw_output="", tokens=TokenCounts(), prompt_tokens=prompt_tokens,
-                      stop_reason="cancelled", timings={"total_s": round(seconds, 6)})
+class ModelFree:
+    """The part of :class:`Engine` a front door uses, for the requests no model writes (an apply
+    the aligner merges, an empty region), without a model loaded: the CLI's ``apply`` and an
+    editor's first apply answer at once instead of after a model's load. ``name`` is the model
+    its results name."""
+
+    concurrent = True  # no model to share: nothing waits for an edit slot
+
+    def __init__(self, name: str = "aligner"):
+        self.name = name
+
+    def resolve_mode(self, mode: Mode, apply: bool = False) -> Mode:
+        return concrete(mode, apply=apply, selector=False)
+
+    def plan(self, request: EditRequest) -> EditPlan:
+        """As :meth:`Engine.plan`; an :class:`EditError` for a request a model must write."""
+        request = resolved(request, selector=False)
+        plan = model_free_plan(request, self.name)
+        if plan is None:
+            raise EditError(f"a {request.mode} {'apply' if request.is_apply else 'edit'} needs a model: load one "
+                            "(engine.api.Engine)")
+        return plan
+
+    def stream(self, request: EditRequest, cancelled: Callable[[], bool] = never_cancelled) -> Iterator[Event]:
+        """The request's events, as :meth:`Engine.stream` gives them."""
+        plan = self.plan(request)
+        yield from plan.writer(plan.request, cancelled)
+
+    def edit(self, request: EditRequest, cancelled: Callable[[], bool] = never_cancelled) -> EditResult:
+        """The request's result (:meth:`stream`'s last event)."""
+        return finished(self.stream(request, cancelled))
+
+
+def finished(events: Iterator[Event], on_event: Callable[[Event], None] | None = None) -> EditResult:
+    """The result of an edit's ``events``, run to the end (``on_event`` sees every event)."""
+    result = None
+    for event in events:
+        if on_event is not None:
+            on_event(event)
+        if isinstance(event, EditFinished):
+            result = event.result
+    assert result is not None
+    return result

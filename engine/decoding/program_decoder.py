@@ -113,14 +113,11 @@ class ProgramDecoder(ProgramWalker):
                  recorder: FeedRecorder | None = None, focus_line: int | None = None,
                  prompt_marks: Sequence[int] = (), session: Session | None = None,
                  ledger: list[tuple[str, int]] | None = None, ranges: RangeConstraint | None = None,
-                 drafter: ProgramDrafter | None = None, tolerance: float = 0.0):
+                 drafter: ProgramDrafter | None = None):
         """``session``: where the forwards go (default: a fresh session of ``loaded``; the model-free
         walks of engine.bench.bounds pass one that only counts); ``ledger``: see ProgramWalker;
         ``ranges``: the range rule, when not the edit's (an apply's); ``drafter``: what drafts, when
-        not the edit's own (an apply drafts the aligner's program: engine.apply.drafts);
-        ``tolerance`` (nats, 0: lossless): a drafted token stands unless the model's own choice
-        scores more than this above it (an apply's draft is a proposal the model overrules only
-        when it is that sure)."""
+        not the edit's own (an apply drafts the aligner's program: engine.apply.drafts)."""
         started = time.perf_counter()
         self.loaded = loaded
         if session is None:
@@ -143,7 +140,6 @@ class ProgramDecoder(ProgramWalker):
         self.drafter = ((drafter or ProgramDrafter(self.line_ids, cost=loaded.runtime.cost))
                         if draft and temperature <= 0 else None)
         self.drafted = self.draft_accepted = 0
-        self.tolerance = tolerance
         # A gen that only writes the focus line back is a no-op (engine.decoding.noop_gen); greedy decoding
         # deviates from it. A teacher's program is given, and sampling draws its own way.
         self.noop = (NoOpGenGuard(self.lines, tables.vocab_texts, focus_line)
@@ -408,8 +404,6 @@ class ProgramDecoder(ProgramWalker):
             if self.teacher is not None:
                 break  # the teacher's drafts stopped at its first disagreement: all of them stand
             choice = self.choose(out[i], mark.banned, bitmask=mark.bitmask, in_gen=mark.in_gen)
-            if choice != mark.token and self.tolerance > 0 and self.within_tolerance(out[i], mark, choice):
-                choice = mark.token
             self.logprobs[mark.index] = self.choice_logprob  # the drafted token's, or the choice taken instead
             if choice == mark.token and mark.track is not None:
                 self._note(mark, out[i], mark.bitmask)
@@ -423,12 +417,6 @@ class ProgramDecoder(ProgramWalker):
         self.drafter.feedback(len(marks), len(marks))
         self.draft_s += time.perf_counter() - t
         return out[-1], None
-
-    def within_tolerance(self, logits: torch.Tensor, mark: _Mark, choice: int) -> bool:
-        """Does the drafted token score within ``tolerance`` of the model's own ``choice``?"""
-        scores = masked_scores(logits if self.bias is None else logits + self.bias, mark.bitmask, self.tables,
-                               mark.in_gen, mark.banned)
-        return bool(scores[mark.token] >= scores[choice] - self.tolerance)
 
 
 def masked_scores(logits: torch.Tensor, bitmask, tables: ModelTables, in_gen: bool, banned: set[int]) -> torch.Tensor:
