@@ -32,6 +32,11 @@ class ModeTraits:
     drafts_from_input: bool = False  # a text mode whose decode drafts from the input (verified in one forward)
     backend_generates: bool = False  # a text mode run by the backend's own generation (it reads nothing ahead)
 
+    @property
+    def text_drafted(self) -> bool:
+        """A text mode that drafts (from the input, or the backend's prompt lookup): not plain ar."""
+        return self.writes_text and (self.drafts_from_input or self.backend_generates)
+
 
 TRAITS: dict[str, ModeTraits] = {
     "program": ModeTraits(uses_selector=True),
