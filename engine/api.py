@@ -31,12 +31,11 @@ from engine.core.choices import Mode, never_cancelled
 from engine.core.errors import Cancelled
 from engine.core.errors import EditError as EditError  # re-exported: the front doors catch it
 from engine.core.languages import language_for as language_for  # re-exported: the front doors import it from here
-from engine.core.lines import to_crlf, to_lf, uses_crlf
 from engine.core.modes import AUTO, concrete, traits
-from engine.decoding.events import EditFinished, EditResult, EditStarted, Event, OpResolved
+from engine.decoding.events import EditFinished, EditResult, EditStarted, Event
+from engine.decoding.line_endings import in_lf
 from engine.decoding.request import EditRequest as EditRequest  # re-exported: the Python API
 from engine.decoding.results import cancelled_result, empty_result
-from engine.language.program import Gen, Op, Program
 from engine.read_ahead import ReadAhead
 from engine.runtime.models import DEFAULT_MODEL, LoadedModel, load_model
 from engine.core.errors import ModelLoadError as ModelLoadError  # re-exported: Engine.load raises it
@@ -92,18 +91,18 @@ def _aligned_lf(name: str, request: EditRequest, cancelled: Callable[[], bool]) 
         yield EditFinished(cancelled_result(request, name, 0, time.perf_counter() - started))
 
 
-# Lazy imports in the model's writers: engine.decoding.run loads torch and the decoders; the
-# language server imports this module when it starts, long before a model loads.
-def _edited(loaded: LoadedModel, request: EditRequest, cancelled: Callable[[], bool]) -> Iterator[Event]:
+def model_writer(loaded: LoadedModel, request: EditRequest) -> Writer:
+    """What writes ``request`` (validated, its mode concrete) on ``loaded``: an apply, its mode's
+    writer for that kind of runtime (engine.apply.job.APPLY_WRITERS); an edit, its mode's decoding
+    strategy (engine.decoding.run). Imported here, once a model is loaded: the decoders load
+    torch, and the language server imports this module long before a model loads."""
+    if request.is_apply:
+        from engine.apply.job import apply_writer
+
+        return partial(apply_writer(request.mode, loaded), loaded)
     from engine.decoding.run import run_edit
 
-    return run_edit(loaded, request, cancelled)
-
-
-def _applied(loaded: LoadedModel, request: EditRequest, cancelled: Callable[[], bool]) -> Iterator[Event]:
-    from engine.apply.job import run_apply  # the mode's writer of the merge, in process or on a server
-
-    return run_apply(loaded, request, cancelled)
+    return partial(run_edit, loaded)
 
 
 def resolved(request: EditRequest, selector: bool) -> EditRequest:
@@ -256,7 +255,7 @@ class Engine:
         if modelless is not None:
             return modelless
         loaded = self.model_for_request(request)
-        return EditPlan(request, loaded, partial(_applied if request.is_apply else _edited, loaded), loaded.name)
+        return EditPlan(request, loaded, model_writer(loaded, request), loaded.name)
 
     def _events(self, plan: EditPlan, cancelled: Callable[[], bool], hold_lock: bool) -> Iterator[Event]:
         if plan.model is None:  # no model runs: nothing to wait for
@@ -372,45 +371,6 @@ class Engine:
              cancelled: Callable[[], bool] = never_cancelled) -> EditResult:
         """Run an edit to the end and return its result (``on_event`` sees every event)."""
         return finished(self.stream(request, cancelled), on_event)
-
-
-def in_lf(request: EditRequest, events_of: Callable[[EditRequest], Iterator[Event]]) -> Iterator[Event]:
-    """``events_of(request)``, a CRLF buffer edited as its LF twin and given back in CRLF
-    (engine.core.lines): the model sees the same prompt and writes the same program."""
-    if not uses_crlf(request.text):
-        yield from events_of(request)
-        return
-    for event in events_of(as_lf(request)):
-        yield in_crlf(event, request.text)
-
-
-def as_lf(request: EditRequest) -> EditRequest:
-    """The request on the text's LF twin (a forced program's gens too): what the model sees is
-    the same whatever the buffer's line endings."""
-    program = request.program
-    if program is not None:
-        program = Program(tuple(Gen(to_lf(op.text)) if isinstance(op, Gen) else op for op in program.ops))
-    update = to_lf(request.update) if request.update is not None else None
-    return replace(request, text=to_lf(request.text), program=program, update=update)
-
-
-def _op_in_crlf(op: Op) -> Op:
-    return Gen(to_crlf(op.text)) if isinstance(op, Gen) else op
-
-
-def in_crlf(event: Event, original: str) -> Event:
-    """An event of the LF twin's edit as the CRLF buffer's consumers see it: every text in CRLF
-    (the same line numbers: only the terminators differ), the input text the buffer itself."""
-    if isinstance(event, OpResolved):
-        return replace(event, op=_op_in_crlf(event.op), text=to_crlf(event.text), resolved=to_crlf(event.resolved))
-    if isinstance(event, EditFinished):
-        r = event.result
-        return EditFinished(replace(
-            r, input_text=original, output_text=to_crlf(r.output_text),
-            region_input=to_crlf(r.region_input), region_output=to_crlf(r.region_output),
-            program=Program(tuple(_op_in_crlf(op) for op in r.program.ops)),
-            unplaced=[replace(chunk, text=to_crlf(chunk.text)) for chunk in r.unplaced]))
-    return event
 
 
 def _until_cancelled(loaded: LoadedModel, request: EditRequest, cancelled: Callable[[], bool],

@@ -182,7 +182,7 @@ APPLY_WRITERS: dict[str, ApplyForms] = {
 }
 
 
-def run_apply(loaded: LoadedModel, request: EditRequest, cancelled: Callable[[], bool]) -> Iterator[Event]:
-    """Events of the apply ``request`` (validated, ``update`` set, its mode one a model writes) on
-    ``loaded``: its mode's writer for ``loaded``'s kind of runtime (:data:`APPLY_WRITERS`)."""
-    return APPLY_WRITERS[request.mode].on(loaded)(loaded, request, cancelled)
+def apply_writer(mode: str, loaded: LoadedModel) -> ApplyWriter:
+    """The writer of an apply in ``mode`` (one a model writes) on ``loaded``'s kind of runtime."""
+    return APPLY_WRITERS[mode].on(loaded)
+
