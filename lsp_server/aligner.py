@@ -1,10 +1,10 @@
 """What an apply runs on when the aligner merges it alone (``mode`` auto): no model is loaded for
-it, as the CLI's ``apply`` loads none (:class:`engine.api.ModelFree`), so the first apply of a
+it, as the CLI's ``apply`` loads none (:class:`engine.dispatch.ModelFree`), so the first apply of a
 session answers at once instead of after the model's load."""
 
 from __future__ import annotations
 
-from engine.api import ModelFree
+from engine.dispatch import ModelFree
 from engine.core.modes import needs_model
 from engine.core.choices import Mode
 

@@ -78,7 +78,8 @@ def test_the_plan_says_who_writes_the_result() -> None:
 def test_model_free_answers_the_aligners_merge_and_refuses_what_needs_a_model() -> None:
     import pytest
 
-    from engine.api import EditError, ModelFree
+    from engine.api import EditError
+    from engine.dispatch import ModelFree
 
     result = ModelFree("default").edit(EditRequest(FILE, "", update=UPDATE))
     assert (result.mode, result.model, result.output_text) == ("aligner", "default", FILE.replace("y\n", "y * 2\n"))

@@ -2,7 +2,7 @@
 ``... existing code ...`` markers, an agent's edit) into one file. It shares the edit command's
 flags and files (engine.commands.files) and its report, verdict and writing
 (engine.commands.report); a merge no model writes (the aligner's) loads none
-(engine.api.ModelFree). What it refuses and its exit statuses are in :data:`DESCRIPTION`."""
+(engine.dispatch.ModelFree). What it refuses and its exit statuses are in :data:`DESCRIPTION`."""
 
 from __future__ import annotations
 
@@ -11,12 +11,13 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from engine.api import EditError, EditRequest, Engine, ModelFree, language_for
+from engine.api import EditError, EditRequest, Engine, language_for
 from engine.commands.files import ENGINE_FLAGS, read_text, workspace_settings
 from engine.commands.report import deliver, streamed
 from engine.core.errors import ModelLoadError
 from engine.core.modes import needs_model
 from engine.decoding.events import EditResult
+from engine.dispatch import ModelFree
 from engine.language.resolve import ResolveError
 from engine.runtime.selector.adapter import resolve_selector
 from engine.settings import add_setting_flags, engine_arguments, given_flags, with_flags

@@ -10,11 +10,11 @@ import json
 from pathlib import Path
 from typing import Iterator
 
-from engine.api import finished
 from engine.commands.files import write_atomic
 from engine.core.modes import traits
 from engine.decoding.events import EditResult, EditStarted, Event, OpResolved
 from engine.decoding.request import EditRequest
+from engine.dispatch import finished
 from engine.language.program import Gen
 from engine.verdict import EXIT_CANCELLED, json_summary, judge
 
