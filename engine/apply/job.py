@@ -68,16 +68,18 @@ class AlignedUpdate:
         self.stop: StopReason = "unplaced" if self.unplaced and not request.partial else "done"
 
     def result(self, name: str, merged: str | None, program: Program, stop: StopReason,
-               timings: dict[str, float], **figures) -> EditResult:
+               timings: dict[str, float], *, tokens: TokenCounts | None = None, prompt_tokens: int = 0,
+               raw_output: str = "", breakdown: dict | None = None, warnings: list[str] | None = None) -> EditResult:
         """The result (engine.decoding.results.edit_result); ``merged`` None: the region as it was
-        (nothing written). ``figures``: the writer's tokens, prompt, breakdown and warnings."""
-        notes = list(figures.pop("warnings", None) or [])
+        (nothing written)."""
+        notes = list(warnings or [])
         if self.unplaced:
             notes.insert(0, unplaced_message(self.unplaced, merged is not None))
         if self.alignment.whole_file:
             notes.append("the update is the whole new file: it was taken as it is")
         return edit_result(self.request, name, None if merged is None else self.ending(merged), stop, timings,
-                           program=program, warnings=notes, unplaced=self.unplaced, **figures)
+                           program=program, raw_output=raw_output, tokens=tokens, prompt_tokens=prompt_tokens,
+                           breakdown=breakdown, warnings=notes, unplaced=self.unplaced)
 
     def ending(self, merged: str) -> str:
         """``merged`` ending in a newline exactly when the file does (an empty file: the update)."""
