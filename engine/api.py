@@ -10,6 +10,10 @@ adapter merged in: ``selector``, and, loaded at the first apply the model writes
 apply selector) and is safe to share; each request builds its own decoder
 state. Edits of one engine run one at a time (a lock), since they share the model's device; on
 a remote backend (vLLM) they run concurrently and the server batches them.
+
+What writes a request's result is decided once, by :meth:`Engine.plan` (engine.dispatch): the
+request (validated, its mode concrete) and its writer, read from the mode's traits
+(engine.core.modes).
 """
 
 from __future__ import annotations
@@ -25,10 +29,12 @@ from engine.core.choices import Mode, never_cancelled
 from engine.core.errors import Cancelled
 from engine.core.errors import EditError as EditError  # re-exported: the front doors catch it
 from engine.core.languages import language_for as language_for  # re-exported: the front doors import it from here
-from engine.core.lines import split_lines, to_crlf, to_lf, uses_crlf
-from engine.decoding.events import EditFinished, EditResult, EditStarted, Event, OpResolved, TokenCounts
+from engine.core.modes import AUTO, concrete, traits
+from engine.decoding.events import EditFinished, EditResult, EditStarted, Event
+from engine.decoding.line_endings import in_lf
+from engine.dispatch import EditPlan, Writer, finished, model_free_plan, model_writer, resolved
 from engine.decoding.request import EditRequest as EditRequest  # re-exported: the Python API
-from engine.language.program import Gen, Op, Program
+from engine.decoding.results import cancelled_result
 from engine.read_ahead import ReadAhead
 from engine.runtime.load import load_model
 from engine.runtime.loaded import LoadedModel
@@ -37,13 +43,7 @@ from engine.core.errors import ModelLoadError as ModelLoadError  # re-exported: 
 from engine.runtime.selector.adapter import load_selector, resolve_apply_selector
 from engine.settings import DEFAULTS
 
-# What ``mode="auto"`` runs for an apply: the aligner's program without the model (engine.apply.job).
-# Measured on 28 held-out cases (docs/benchmarks.md#apply): the aligner merges 27, the model's
-# program with the apply selector 1 (its line numbers are often off by a line); ``mode="program"``
-# runs the model with the aligner's drafts.
-APPLY_AUTO_MODE: Mode = "forced"
 LOCK_POLL_S = 0.05  # how often an edit waiting for the engine checks for a cancel or a read ahead
-
 
 @dataclass
 class Engine:
@@ -73,28 +73,26 @@ class Engine:
         return cls(loaded, load_selector(loaded, selector, progress), resolve_apply_selector(selector, loaded.name))
 
     def default_mode(self) -> Mode:
-        """What ``mode="auto"`` runs: program mode when the model has a span selector, else
-        speculative. Measured (docs/benchmarks.md, free family): with the shipped selector,
-        program mode beats speculative on pass@1, exact match, collateral damage and time on
-        HumanEvalFix-Python/JS and CanItEdit; without one, program mode is slower than ar and
-        rarely finishes a working edit, and speculative is lossless with any model."""
-        return "program" if self.selector_model is not None else "speculative"
+        """What ``mode="auto"`` runs for an edit on this engine (engine.core.modes.concrete):
+        program mode when the model has a span selector, else speculative."""
+        return self.resolve_mode(AUTO)
 
-    def resolve_mode(self, mode: Mode) -> Mode:
-        """``auto`` made concrete for this engine (see :meth:`default_mode`)."""
-        return self.default_mode() if mode == "auto" else mode
+    def resolve_mode(self, mode: Mode, apply: bool = False) -> Mode:
+        """``mode`` made concrete for this engine, for an edit or (``apply``) an apply
+        (engine.core.modes.concrete)."""
+        return concrete(mode, apply=apply, selector=self.selector_model is not None)
 
     def model_for(self, mode: Mode) -> LoadedModel:
-        """The model a mode decodes with: program and forced mode use the selector when there is one."""
-        mode = self.resolve_mode(mode)
-        if mode in ("program", "forced") and self.selector_model is not None:
+        """The model a mode decodes with: a mode that uses the span selector (program, forced) runs
+        on its copy when there is one."""
+        if traits(self.resolve_mode(mode)).uses_selector and self.selector_model is not None:
             return self.selector_model
         return self.loaded
 
     def model_for_request(self, request: EditRequest) -> LoadedModel:
         """The model ``request`` (mode resolved) decodes with: an apply's program runs on the apply
         selector's copy when there is one (merged at the first such apply), else as :meth:`model_for`."""
-        if not (request.is_apply and request.mode == "program" and self.apply_selector is not None):
+        if not (request.is_apply and traits(request.mode).uses_selector and self.apply_selector is not None):
             return self.model_for(request.mode)
         if self._apply_model is None:
             self._apply_model = self.loaded.runtime.with_selector(self.loaded, self.apply_selector, None)
@@ -173,32 +171,35 @@ class Engine:
         if reading is not None:
             yield from self._followed(reading, request, cancelled)
             return
-        yield from self._events(request, cancelled, hold_lock=True)
+        yield from self._events(self._planned(request), cancelled, hold_lock=True)
+
+    def plan(self, request: EditRequest) -> EditPlan:
+        """What writes ``request``'s result, decided once: the request validated with its mode
+        made concrete (:meth:`resolve_mode`), the model it decodes on and its writer. Raises
+        :class:`EditError` for a request the engine refuses."""
+        return self._planned(self._resolved(request))
 
     def _resolved(self, request: EditRequest) -> EditRequest:
-        request.validate()
-        if request.mode != "auto":
-            return request
-        return replace(request, mode=APPLY_AUTO_MODE if request.is_apply else self.default_mode())
+        return resolved(request, self.selector_model is not None)
 
-    def _events(self, request: EditRequest, cancelled: Callable[[], bool], hold_lock: bool) -> Iterator[Event]:
-        if request.is_empty() and not request.is_apply:  # an apply to an empty file writes the update
-            yield EditStarted(mode=request.mode, model=self.name, input_lines=0, prompt_tokens=0)
-            yield EditFinished(empty_result(request, self.name))
-            return
-        if is_aligner_apply(request):  # no model runs: nothing to wait for
-            yield from apply_alone(request, self.name, cancelled)
-            return
-        yield from in_lf(request, lambda lf: self._decoded(lf, cancelled, hold_lock))
-
-    def _decoded(self, request: EditRequest, cancelled: Callable[[], bool], hold_lock: bool) -> Iterator[Event]:
-        # Lazy: engine.decoding.run loads torch and the decoders; the language server imports this
-        # module when it starts, long before a model loads.
-        from engine.apply.job import run_apply
-        from engine.decoding.run import run_edit
-
-        run = run_apply if request.is_apply else run_edit  # an apply merges its update (engine.apply)
+    def _planned(self, request: EditRequest) -> EditPlan:
+        modelless = model_free_plan(request, self.name)
+        if modelless is not None:
+            return modelless
         loaded = self.model_for_request(request)
+        return EditPlan(request, loaded, model_writer(loaded, request), loaded.name)
+
+    def _events(self, plan: EditPlan, cancelled: Callable[[], bool], hold_lock: bool) -> Iterator[Event]:
+        if plan.model is None:  # no model runs: nothing to wait for
+            yield from plan.writer(plan.request, cancelled)
+            return
+        yield from in_lf(plan.request, lambda lf: self._decoded(plan, lf, cancelled, hold_lock))
+
+    def _decoded(self, plan: EditPlan, request: EditRequest, cancelled: Callable[[], bool],
+                 hold_lock: bool) -> Iterator[Event]:
+        loaded = plan.model
+        assert loaded is not None
+        run = plan.writer
         if not hold_lock or loaded.runtime.concurrent:  # a server batches edits itself
             yield from _until_cancelled(loaded, request, cancelled, run)
             return
@@ -220,7 +221,7 @@ class Engine:
         started = time.perf_counter()
         for event in self._ahead.events(reading, cancelled):
             if event is None:
-                yield EditFinished(cancelled_result(self.model_for(request.mode).name, request, 0,
+                yield EditFinished(cancelled_result(request, self.model_for(request.mode).name, 0,
                                                     time.perf_counter() - started))
                 return
             if isinstance(event, EditFinished):
@@ -258,7 +259,8 @@ class Engine:
             result = None
             with loaded.runtime.meter() as log:
                 try:
-                    for event in self._events(request, lambda: self._ahead.reader_cancelled(reading, cancelled),
+                    for event in self._events(self._planned(request),
+                                              lambda: self._ahead.reader_cancelled(reading, cancelled),
                                               hold_lock=False):
                         self._ahead.add(reading, event)
                         if isinstance(event, EditFinished):
@@ -300,95 +302,11 @@ class Engine:
     def edit(self, request: EditRequest, on_event: Callable[[Event], None] | None = None,
              cancelled: Callable[[], bool] = never_cancelled) -> EditResult:
         """Run an edit to the end and return its result (``on_event`` sees every event)."""
-        result = None
-        for event in self.stream(request, cancelled):
-            if on_event is not None:
-                on_event(event)
-            if isinstance(event, EditFinished):
-                result = event.result
-        assert result is not None
-        return result
-
-
-def in_lf(request: EditRequest, events_of: Callable[[EditRequest], Iterator[Event]]) -> Iterator[Event]:
-    """``events_of(request)``, a CRLF buffer edited as its LF twin and given back in CRLF
-    (engine.core.lines): the model sees the same prompt and writes the same program."""
-    if not uses_crlf(request.text):
-        yield from events_of(request)
-        return
-    for event in events_of(as_lf(request)):
-        yield in_crlf(event, request.text)
-
-
-def is_aligner_apply(request: EditRequest) -> bool:
-    """Is ``request`` an apply the aligner answers alone (``forced`` without a program, what
-    ``auto`` runs: :data:`APPLY_AUTO_MODE`), so that no model need be loaded for it?"""
-    return request.is_apply and request.mode in ("auto", "forced") and request.program is None
-
-
-def apply_alone(request: EditRequest, model: str = "aligner",
-                cancelled: Callable[[], bool] = never_cancelled) -> Iterator[Event]:
-    """The events :meth:`Engine.stream` gives for an apply the aligner answers alone
-    (:func:`is_aligner_apply`), without a model loaded; ``model`` is the name the result gives."""
-    request.validate()
-    request = replace(request, mode=APPLY_AUTO_MODE) if request.mode == "auto" else request
-    yield from in_lf(request, lambda lf: _aligned_until_cancelled(lf, model, cancelled))
-
-
-def _aligned_until_cancelled(request: EditRequest, model: str, cancelled: Callable[[], bool]) -> Iterator[Event]:
-    from engine.apply.job import aligned  # lazy, like the decoders
-
-    started = time.perf_counter()
-    try:
-        yield from aligned(model, request, cancelled)
-    except Cancelled:
-        yield EditFinished(cancelled_result(model, request, 0, time.perf_counter() - started))
-
-
-def as_lf(request: EditRequest) -> EditRequest:
-    """The request on the text's LF twin (a forced program's gens too): what the model sees is
-    the same whatever the buffer's line endings."""
-    program = request.program
-    if program is not None:
-        program = Program(tuple(Gen(to_lf(op.text)) if isinstance(op, Gen) else op for op in program.ops))
-    update = to_lf(request.update) if request.update is not None else None
-    return replace(request, text=to_lf(request.text), program=program, update=update)
-
-
-def _op_in_crlf(op: Op) -> Op:
-    return Gen(to_crlf(op.text)) if isinstance(op, Gen) else op
-
-
-def in_crlf(event: Event, original: str) -> Event:
-    """An event of the LF twin's edit as the CRLF buffer's consumers see it: every text in CRLF
-    (the same line numbers: only the terminators differ), the input text the buffer itself."""
-    if isinstance(event, OpResolved):
-        return replace(event, op=_op_in_crlf(event.op), text=to_crlf(event.text), resolved=to_crlf(event.resolved))
-    if isinstance(event, EditFinished):
-        r = event.result
-        return EditFinished(replace(
-            r, input_text=original, output_text=to_crlf(r.output_text),
-            region_input=to_crlf(r.region_input), region_output=to_crlf(r.region_output),
-            program=Program(tuple(_op_in_crlf(op) for op in r.program.ops)),
-            unplaced=[replace(chunk, text=to_crlf(chunk.text)) for chunk in r.unplaced]))
-    return event
-
-
-EMPTY_REGION = "the region is empty: nothing to edit (the model was not run)"
-
-
-def empty_result(request: EditRequest, model: str) -> EditResult:
-    """The answer to a request whose region is empty (:meth:`EditRequest.is_empty`): the document
-    unchanged, an empty program, no tokens. Front doors give it without loading a model."""
-    a, b = request.region_bounds()
-    return EditResult(mode=request.mode, model=model, input_text=request.text, output_text=request.text,
-                      region=(a + 1, b) if request.lines else None, region_input="", region_output="",
-                      program=Program(), raw_output="", tokens=TokenCounts(), prompt_tokens=0, stop_reason="done",
-                      timings={"total_s": 0.0, "decode_s": 0.0, "prefill_s": 0.0}, warnings=[EMPTY_REGION])
+        return finished(self.stream(request, cancelled), on_event)
 
 
 def _until_cancelled(loaded: LoadedModel, request: EditRequest, cancelled: Callable[[], bool],
-                     run_edit: Callable[..., Iterator[Event]]) -> Iterator[Event]:
+                     run_edit: Writer) -> Iterator[Event]:
     """``run_edit``'s events, ended at once by a cancel that comes before the first model step (an
     edit that waited for the engine) or between the chunks of a prompt's forward (the localizer's,
     a prefill: engine.runtime.session raises Cancelled there): the edit then finishes as
@@ -398,19 +316,9 @@ def _until_cancelled(loaded: LoadedModel, request: EditRequest, cancelled: Calla
     try:
         if cancelled():
             raise Cancelled("cancelled before the edit started")
-        for event in run_edit(loaded, request, cancelled):
+        for event in run_edit(request, cancelled):
             if isinstance(event, EditStarted):
                 prompt_tokens = event.prompt_tokens
             yield event
     except Cancelled:
-        yield EditFinished(cancelled_result(loaded.name, request, prompt_tokens, time.perf_counter() - started))
-
-
-def cancelled_result(model: str, request: EditRequest, prompt_tokens: int, seconds: float) -> EditResult:
-    """The result of an edit cancelled before its decode wrote anything: the input, unchanged."""
-    a, b = request.region_bounds()
-    region = "".join(split_lines(request.text)[a:b])
-    return EditResult(mode=request.mode, model=model, input_text=request.text, output_text=request.text,
-                      region=(a + 1, b) if request.lines else None, region_input=region, region_output=region,
-                      program=Program(), raw_output="", tokens=TokenCounts(), prompt_tokens=prompt_tokens,
-                      stop_reason="cancelled", timings={"total_s": round(seconds, 6)})
+        yield EditFinished(cancelled_result(request, loaded.name, prompt_tokens, time.perf_counter() - started))

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from pygls.uris import urlparse
 
-from engine.api import APPLY_AUTO_MODE, EditRequest, language_for
+from engine.api import EditRequest, language_for
 from engine.core.choices import FocusPolicy, Mode
 
 if TYPE_CHECKING:
@@ -64,6 +64,6 @@ def document_request(doc: "Document", instruction: str, lines: tuple[int, int] |
 
 
 def run_mode(engine: "Engine | AlignerOnly", mode: Mode, apply: bool = False) -> Mode:
-    """The mode a request runs in on ``engine``, ``auto`` made concrete: an apply's ``auto`` is the
-    aligner's program (:data:`engine.api.APPLY_AUTO_MODE`), as the engine and the CLI resolve it."""
-    return APPLY_AUTO_MODE if apply and mode == "auto" else engine.resolve_mode(mode)
+    """The mode a request runs in on ``engine``, ``auto`` made concrete as the engine and the CLI
+    resolve it (an apply's ``auto``: the aligner's merge)."""
+    return engine.resolve_mode(mode, apply)

@@ -24,7 +24,7 @@ def steps_of(text: str, update: str):
 def test_one_window_around_one_change() -> None:
     steps, file = steps_of(FILE, UPDATE)
     assert changes(steps, len(file)) == [(149, 150), (150, 150)]  # written after line 149; line 150 skipped
-    parts = plan_windows(steps, len(file), margin=5, whole=False)
+    parts = plan_windows(steps, len(file), margin=5)
     assert [type(p) for p in parts] == [Outside, Window, Outside]
     window = parts[1]
     assert isinstance(window, Window) and (window.first, window.last) == (144, 155)
@@ -55,10 +55,10 @@ def test_windows_cover_the_merge_for_every_style() -> None:
         steps, file = steps_of(case.file, case.update)
         merged = "".join(step.text for step in steps)
         for margin in (1, 3, 40):
-            parts = plan_windows(steps, len(file), margin=margin, whole=False)
+            parts = plan_windows(steps, len(file), margin=margin)
             assert text_of(parts, file, split_lines(case.update)) == merged, (style, margin)
-        whole = plan_windows(steps, len(file), margin=1, whole=True)
-        assert len(whole) == 1 and isinstance(whole[0], Window) and whole[0].size == len(file)
+        wide = plan_windows(steps, len(file), margin=len(file))  # a margin as long as the file: one window
+        assert len(wide) == 1 and isinstance(wide[0], Window) and wide[0].size == len(file)
 
 
 def test_a_window_showing_part_of_the_update_numbers_it_from_that_part() -> None:

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from engine.commands.edit import _report, phases
+from engine.commands import report as report_command
+from engine.commands.report import phases
 from engine.decoding.events import EditResult, TokenCounts
 from engine.language.program import CopyLines, Gen, Program
 
@@ -30,7 +31,7 @@ def test_the_phases_add_up_to_the_total_and_the_localizer_is_one() -> None:
 
 def report(main: EditResult, compared: dict[str, EditResult]) -> str:
     console = Console(width=80, record=True, file=io.StringIO())
-    _report(console, Path("x.py"), main, compared)
+    report_command.report(console, Path("x.py"), main, compared)
     return console.export_text()
 
 

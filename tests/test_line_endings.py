@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.api import EditRequest, Engine, as_lf, in_crlf
+from engine.api import EditRequest, Engine
+from engine.decoding.line_endings import as_lf, in_crlf
 from engine.core.lines import split_lines, to_crlf, to_lf, uses_crlf
 from engine.decoding.events import EditFinished, OpResolved
 from engine.language.program import CopyLines, Gen, Program

@@ -69,3 +69,15 @@ def test_a_real_doctor_loads_no_bench_training_or_evaluation_module(tmp_path: Pa
     code, modules = loaded("doctor", str(tmp_path))
     assert code == 0 and "engine.runtime.probe" in modules
     assert off_limits(modules) == []
+
+
+def test_apply_runs_without_the_edit_commands_code(tmp_path: Path) -> None:
+    """``apply`` shares the file commands' report and files (engine.commands.report, .files), not
+    the edit command's internals; the aligner's merge loads no decoder either."""
+    target, update = tmp_path / "f.py", tmp_path / "u.py"
+    target.write_text("def f(x):\n    return x\n")
+    update.write_text("def f(x):\n    return x + 1\n")
+    code, modules = loaded("apply", str(target), "--update", str(update))
+    assert code == 0 and "engine.commands.apply" in modules and "engine.commands.report" in modules
+    assert "engine.commands.edit" not in modules and "engine.decoding.run" not in modules
+    assert off_limits(modules) == []

@@ -393,7 +393,7 @@ async def test_apply_update_streams_the_merge_into_the_buffer(client: LanguageCl
     begin, *_, end = progress_of(client)[-1]
     assert begin.cancellable and isinstance(end, types.WorkDoneProgressEnd)
     editing = [s["message"] for s in editor.status if s["state"] == "editing"]
-    assert editing[-1] == "apply: forced with aligner", editing  # auto: the aligner merges it, no model runs
+    assert editing[-1] == "apply: aligner with aligner", editing  # auto: the aligner merges it, no model runs
     assert editor.status[-1]["state"] == "ready"
 
 

@@ -92,7 +92,7 @@ async def test_an_apply_the_aligner_merges_runs_on_the_services_without_a_model(
     assert answer["editsApplied"] == len(client.sent) >= 1 and answer["summary"]["unplaced"] == []
     assert services.models.names() == []  # no model was loaded for it
     editing = [message for state, message in client.statuses if state == "editing"]
-    assert editing == ["apply: forced with aligner"] and client.statuses[-1][0] == "ready"
+    assert editing == ["apply: aligner with aligner"] and client.statuses[-1][0] == "ready"
     assert any(m.startswith("copy-as-decode: AI edit done") for m, _ in client.logged)
     begin, *_, end = client.work_done_progress.values
     assert begin.title == "AI edit" and begin.cancellable and isinstance(end, types.WorkDoneProgressEnd)

@@ -45,7 +45,13 @@ def test_structure_from_a_ledger() -> None:
 
 
 def test_every_mode_has_a_strategy_on_both_kinds_of_runtime() -> None:
-    assert set(STRATEGIES) == set(MODES) - {"auto"}
+    from engine.apply.job import APPLY_WRITERS, modeled, refused_on_a_server
+    from engine.core.modes import modes_where
+
+    assert set(STRATEGIES) == set(modes_where(apply_only=False)) == set(MODES) - {"auto", "aligner"}
+    # an apply: every mode a model writes, but forced (a given program: an apply has the aligner's)
+    assert set(APPLY_WRITERS) == set(modes_where(needs_model=True, given_program=False))
+    assert APPLY_WRITERS["program"] == (modeled, refused_on_a_server)
     assert isinstance(STRATEGIES["forced"].on_server, InProcessOnly)
     assert isinstance(STRATEGIES["program"].on_server, RemoteProgram)
     assert all(isinstance(STRATEGIES[m].on_server, RemoteText) for m in ("ar", "speculative", "pld"))

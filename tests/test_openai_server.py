@@ -317,7 +317,7 @@ def test_edit_endpoint_answers_the_clis_json(base_url: str, default_engine: Engi
 
 
 def test_edit_endpoint_answers_an_empty_region_at_once(base_url: str) -> None:
-    from engine.api import EMPTY_REGION
+    from engine.decoding.results import EMPTY_REGION
 
     answer = httpx.post(base_url + "/v1/edits/copy-as-decode", json={"text": "", "instruction": "Fix the bug"},
                         headers={"Authorization": f"Bearer {KEY}"}, timeout=300).json()

@@ -108,3 +108,11 @@ def test_the_http_edit_endpoint_sends_every_request_setting(default_engine: Engi
         answer = http.post("/v1/edits/copy-as-decode", json={"text": BUGGY, "instruction": "Fix the bug"})
     assert answer.status_code == 200, answer.text
     assert _sent(received[-1]) == CHOSEN
+
+
+def test_the_request_and_the_setting_default_to_the_same_mode():
+    """One default mode, whichever door builds the request (EditRequest's own, or the setting's)."""
+    from engine.api import EditRequest
+    from engine.settings import Settings
+
+    assert EditRequest("x = 1\n", "Fix it.").mode == Settings().edit.mode == "auto"

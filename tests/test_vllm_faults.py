@@ -100,3 +100,15 @@ def test_workspace_files_cannot_set_the_server(tmp_path: Path):
     layer = parse_layer({"serverUrl": "http://evil.example:80", "backend": "vllm"}, "workspace file")
     assert "server_url" not in layer.values and layer.values.get("backend") == "vllm"
     assert any("serverUrl is only read from user-level settings" in w for w in layer.warnings)
+
+
+def test_a_model_apply_on_a_server_is_refused_with_the_fix(fake):
+    """The model's merge reads the logits of each drafted step, which a server does not return:
+    ``apply --mode program`` there is an EditError naming the fix, not a crash."""
+    from engine.core.errors import EditError
+
+    engine = _engine(fake.url)
+    update = "def add(a, b):\n    return a + b\n"
+    with pytest.raises(EditError, match="--mode auto.*in-process backend"):
+        engine.edit(EditRequest(BUGGY, "", update=update, mode="program"))
+    assert engine.edit(EditRequest(BUGGY, "", update=update, mode="auto")).output_text.endswith("return a + b\n")

@@ -159,7 +159,7 @@ def _is_whole_file(update: Sequence[str], file: Sequence[str], markers: set[int]
     return bool(ukeys and fkeys) and ukeys[0] == fkeys[0] and ukeys[-1] == fkeys[-1]
 
 
-class _Merge:
+class _AnchorWalk:
     """The walk over anchors and the gaps between them (see the module docstring)."""
 
     def __init__(self, update: list[str], file: Sequence[str], markers: set[int]):
@@ -370,6 +370,6 @@ def align(file: Sequence[str], update: Sequence[str]) -> Alignment:
         lines: list[tuple[Source, int]] = [("file", exact[j]) if j in exact else ("update", j)
                                            for j in range(len(merged))]
         return Alignment(lines, merged, whole_file=True)
-    walk = _Merge(merged, file, markers)
+    walk = _AnchorWalk(merged, file, markers)
     walk.run(anchors)
     return Alignment(walk.out, merged, walk.unplaced)

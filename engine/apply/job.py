@@ -2,14 +2,16 @@
 unless ``lines`` is given) and merged, streamed as ``EditStarted``, one ``OpResolved`` per op,
 ``EditFinished`` (the merged file in ``output_text``).
 
-Who writes the merge, by the request's mode:
+Who writes the merge, by the request's mode (engine.core.modes; the engine's plan picks the writer):
 
-* ``program`` (what ``auto`` runs with a span selector): the model, per window, with the aligner's
-  program as its draft (engine.apply.model); an update that is the whole new file, or one with
-  chunks that cannot be placed, is answered by the aligner at once (there is nothing to decide);
-* ``forced`` without a program: the aligner alone, no model;
+* ``aligner`` (what ``auto`` runs): the aligner alone, no model (:func:`aligned`);
+* ``program``: the model, per window, with the aligner's program as its draft (engine.apply.model);
+  an update that is the whole new file, or one with chunks that cannot be placed, is answered by
+  the aligner at once (there is nothing to decide). The model's merge reads the logits of each
+  drafted step, so on a server (vLLM) it is refused with the fix (:data:`APPLY_WRITERS`);
 * ``ar`` / ``speculative`` / ``pld``: the model rewrites the file with the update in its
-  instruction (speculative drafts from the file: the file as the prediction).
+  instruction (speculative drafts from the file: the file as the prediction), in process or on a
+  server as the edit would.
 
 When some of the update's chunks cannot be placed, the result lists them (``EditResult.unplaced``)
 and, unless the request is ``partial``, stops as ``unplaced`` with the document unchanged; a merge
@@ -20,23 +22,24 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
-from typing import Callable, Iterator
+from typing import Callable, Iterator, NamedTuple
 
 from engine.apply.align import Alignment, align
 from engine.apply.model import Decoded, decode_parts, window_jobs
 from engine.apply.plan import Step, joined, plan, program_of
 from engine.apply.windows import plan_windows
-from engine.core.errors import Cancelled
+from engine.core.errors import Cancelled, EditError
 from engine.core.lines import split_lines, to_lf
+from engine.core.modes import APPLY_AUTO_MODE, modes_where
 from engine.decoding.events import (EditFinished, EditResult, EditStarted, Event, OpResolved, StopReason,
                                     TokenCounts, UnplacedChunk)
 from engine.decoding.request import EditRequest
+from engine.decoding.results import decode_timings, edit_result, undecoded_timings
 from engine.language.program import CopyLines, Program
 from engine.runtime.loaded import LoadedModel
+from engine.runtime.protocol import is_local
 
-NO_TOKENS = TokenCounts()
 PREVIEW_CHARS = 60  # how much of an unplaced chunk's first line a message quotes
-DEFAULT_TOLERANCE = 0.0
 TEXT_APPLY = ("{instruction}Apply this update to the code. Lines such as \"... existing code ...\" in it stand for "
               "the code as it is.\nUpdate:\n```\n{update}```")
 
@@ -48,54 +51,35 @@ def unplaced_message(chunks: list[UnplacedChunk], written: bool) -> str:
     return f"could not place update lines {where} in the file: no line of theirs matches it; {outcome}"
 
 
-def run_apply(loaded: LoadedModel, request: EditRequest, cancelled: Callable[[], bool],
-              tolerance: float = DEFAULT_TOLERANCE) -> Iterator[Event]:
-    """Events of the apply ``request`` (validated, ``update`` set) on ``loaded`` (see the module
-    docstring); ``tolerance``: how much surer (nats) the model must be of its own step than of
-    the aligner's to overrule it (0: the model's greedy program, whatever the draft)."""
-    if request.mode == "forced" and request.program is None:
-        return aligned(loaded.name, request, cancelled)
-    if request.mode in ("ar", "speculative", "pld"):
-        return rewritten(loaded, request, cancelled)
-    return modeled(loaded, request, cancelled, request.apply_window_lines, tolerance)
-
-
-class _Merge:
-    """The parts every apply path shares: the region, the update, the alignment and its plan."""
+class AlignedUpdate:
+    """What every writer of an apply starts from: the region, the update, their alignment and its
+    plan, and whether the merge may be written (``stop``: ``unplaced`` when chunks of the update
+    found no place and the request is not ``partial``)."""
 
     def __init__(self, request: EditRequest):
         assert request.update is not None
         self.request = request
-        self.lines = split_lines(request.text)
-        self.bounds = request.region_bounds()
-        a, b = self.bounds
-        self.file, self.update = self.lines[a:b], split_lines(to_lf(request.update))
+        lines = split_lines(request.text)
+        a, b = request.region_bounds()
+        self.file, self.update = lines[a:b], split_lines(to_lf(request.update))
         self.alignment: Alignment = align(self.file, self.update)
         self.unplaced = [UnplacedChunk(s + 1, e, "".join(self.update[s:e])) for s, e in self.alignment.unplaced]
         self.steps: list[Step] = plan(self.alignment, self.file, self.update)
         self.stop: StopReason = "unplaced" if self.unplaced and not request.partial else "done"
 
-    def result(self, name: str, merged: str | None, program: Program, stop: StopReason, seconds: float, *,
-               tokens: TokenCounts = NO_TOKENS, prompt_tokens: int = 0, raw_output: str = "",
-               breakdown: dict | None = None, warnings: list[str] | None = None,
-               timings: dict[str, float] | None = None) -> EditResult:
-        """The result; ``merged`` None: the region as it was (nothing written)."""
-        a, b = self.bounds
-        region_input = "".join(self.file)
-        region_output = region_input if merged is None else self.ending(merged)
+    def result(self, name: str, merged: str | None, program: Program, stop: StopReason,
+               timings: dict[str, float], *, tokens: TokenCounts | None = None, prompt_tokens: int = 0,
+               raw_output: str = "", breakdown: dict | None = None, warnings: list[str] | None = None) -> EditResult:
+        """The result (engine.decoding.results.edit_result); ``merged`` None: the region as it was
+        (nothing written)."""
         notes = list(warnings or [])
         if self.unplaced:
             notes.insert(0, unplaced_message(self.unplaced, merged is not None))
         if self.alignment.whole_file:
             notes.append("the update is the whole new file: it was taken as it is")
-        return EditResult(
-            mode=self.request.mode, model=name, input_text=self.request.text,
-            output_text="".join(self.lines[:a]) + region_output + "".join(self.lines[b:]),
-            region=(a + 1, b) if self.request.lines else None, region_input=region_input,
-            region_output=region_output, program=program, raw_output=raw_output, tokens=tokens,
-            prompt_tokens=prompt_tokens, stop_reason=stop,
-            timings=timings or {"total_s": round(seconds, 6), "decode_s": 0.0, "prefill_s": 0.0},
-            breakdown=breakdown or {}, warnings=notes, unplaced=self.unplaced)
+        return edit_result(self.request, name, None if merged is None else self.ending(merged), stop, timings,
+                           program=program, raw_output=raw_output, tokens=tokens, prompt_tokens=prompt_tokens,
+                           breakdown=breakdown, warnings=notes, unplaced=self.unplaced)
 
     def ending(self, merged: str) -> str:
         """``merged`` ending in a newline exactly when the file does (an empty file: the update)."""
@@ -111,12 +95,12 @@ def aligned(name: str, request: EditRequest, cancelled: Callable[[], bool]) -> I
     """Events of the apply ``request`` by the aligner alone (no model); ``name`` is the model the
     result names."""
     started = time.perf_counter()
-    merge = _Merge(request)
+    merge = AlignedUpdate(request)
     yield EditStarted(mode=request.mode, model=name, input_lines=len(merge.file), prompt_tokens=0)
     yield from _aligned_events(merge, name, cancelled, started)
 
 
-def _aligned_events(merge: _Merge, name: str, cancelled: Callable[[], bool], started: float) -> Iterator[Event]:
+def _aligned_events(merge: AlignedUpdate, name: str, cancelled: Callable[[], bool], started: float) -> Iterator[Event]:
     steps = merge.steps if merge.stop == "done" else []
     written: list[str] = []
     consumed = 0
@@ -131,24 +115,23 @@ def _aligned_events(merge: _Merge, name: str, cancelled: Callable[[], bool], sta
                          elapsed_s=round(time.perf_counter() - started, 6))
     seconds = time.perf_counter() - started
     yield EditFinished(merge.result(name, "".join(written) if merge.stop == "done" else None, program_of(steps),
-                                    merge.stop, seconds, breakdown={"aligner_s": round(seconds, 6)}))
+                                    merge.stop, undecoded_timings(seconds), breakdown={"aligner_s": round(seconds, 6)}))
 
 
-def modeled(loaded: LoadedModel, request: EditRequest, cancelled: Callable[[], bool],
-            window_lines: int, tolerance: float) -> Iterator[Event]:
-    """The model's merge (engine.apply.model), window by window."""
+def modeled(loaded: LoadedModel, request: EditRequest, cancelled: Callable[[], bool]) -> Iterator[Event]:
+    """The model's merge (engine.apply.model), window by window, in process."""
     started = time.perf_counter()
-    merge = _Merge(request)
+    merge = AlignedUpdate(request)
     if merge.alignment.whole_file or merge.stop != "done" or not merge.file:
         yield EditStarted(mode=request.mode, model=loaded.name, input_lines=len(merge.file), prompt_tokens=0)
         yield from _aligned_events(merge, loaded.name, cancelled, started)
         return
-    parts = plan_windows(merge.steps, len(merge.file), window_lines, whole=False)
+    parts = plan_windows(merge.steps, len(merge.file), request.apply_window_lines)
     jobs = window_jobs(loaded, request, parts, merge.file, merge.update)
     prompt_tokens = sum(len(job.prompt_ids) for job in jobs)
     yield EditStarted(mode=request.mode, model=loaded.name, input_lines=len(merge.file), prompt_tokens=prompt_tokens)
     done = Decoded()
-    yield from decode_parts(loaded, request, parts, jobs, merge.file, cancelled, started, done, tolerance)
+    yield from decode_parts(loaded, request, parts, jobs, merge.file, cancelled, started, done)
     seconds = time.perf_counter() - started
     finished = done.stop_reason == "done"
     merged = "".join(done.texts) if finished else None
@@ -156,12 +139,9 @@ def modeled(loaded: LoadedModel, request: EditRequest, cancelled: Callable[[], b
         merged = "".join(done.texts) + "".join(merge.file[done.consumed:])
     breakdown = {**done.breakdown, "window_lines": sum(job.window.size for job in jobs)}
     yield EditFinished(merge.result(
-        loaded.name, merged, Program(joined(done.ops)), done.stop_reason, seconds,
+        loaded.name, merged, Program(joined(done.ops)), done.stop_reason, decode_timings(seconds, done.breakdown),
         tokens=done.tokens, prompt_tokens=prompt_tokens, raw_output="".join(done.raw), breakdown=breakdown,
-        warnings=done.warnings,
-        timings={"total_s": round(seconds, 6),
-                 "decode_s": round(sum(v for k, v in done.breakdown.items() if k.endswith("_s") and k != "prefill_s"), 6),
-                 "prefill_s": done.breakdown.get("prefill_s", 0.0)}))
+        warnings=done.warnings))
 
 
 def rewritten(loaded: LoadedModel, request: EditRequest, cancelled: Callable[[], bool]) -> Iterator[Event]:
@@ -173,3 +153,38 @@ def rewritten(loaded: LoadedModel, request: EditRequest, cancelled: Callable[[],
     edit = replace(request, update=None, instruction=TEXT_APPLY.format(instruction=instruction,
                                                                        update=to_lf(request.update)))
     return run_edit(loaded, edit, cancelled)
+
+
+def refused_on_a_server(loaded: LoadedModel, request: EditRequest, cancelled: Callable[[], bool]) -> Iterator[Event]:
+    """The model's merge on a server: refused before anything is written, with the fix."""
+    raise EditError(f"{loaded.runtime.describe()} cannot write an apply's program: the model's merge reads the "
+                    "logits of each drafted step, which a server does not return; use --mode "
+                    f"auto (the {APPLY_AUTO_MODE}'s merge, no model) or a text mode, or an in-process backend "
+                    "(transformers or llamacpp)")
+
+
+ApplyWriter = Callable[[LoadedModel, EditRequest, Callable[[], bool]], Iterator[Event]]
+
+
+class ApplyForms(NamedTuple):
+    """How a mode's model writes an apply in process and on a server."""
+
+    in_process: ApplyWriter
+    on_server: ApplyWriter
+
+    def on(self, loaded: LoadedModel) -> ApplyWriter:
+        return self.in_process if is_local(loaded.runtime) else self.on_server
+
+
+# The modes whose model writes an apply (the aligner's merge needs none: :func:`aligned`).
+APPLY_WRITERS: dict[str, ApplyForms] = {
+    **{mode: ApplyForms(modeled, refused_on_a_server) for mode in modes_where(needs_model=True, writes_text=False,
+                                                                              given_program=False)},
+    **{mode: ApplyForms(rewritten, rewritten) for mode in modes_where(writes_text=True)},
+}
+
+
+def apply_writer(mode: str, loaded: LoadedModel) -> ApplyWriter:
+    """The writer of an apply in ``mode`` (one a model writes) on ``loaded``'s kind of runtime."""
+    return APPLY_WRITERS[mode].on(loaded)
+

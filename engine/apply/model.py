@@ -103,9 +103,11 @@ def plus(a: TokenCounts, b: TokenCounts) -> TokenCounts:
 
 def decode_parts(loaded: LoadedModel, request: EditRequest, parts: list[Part], jobs: list[WindowJob],
                  file: list[str], cancelled: Callable[[], bool], started: float,
-                 done: Decoded, tolerance: float = 0.0) -> Iterator[OpResolved]:
+                 done: Decoded) -> Iterator[OpResolved]:
     """The merged file's ops as they resolve: outside copies at once, each window's as its model
-    decode writes them. ``done`` collects the totals; a window that stops early stops the merge."""
+    decode writes them. ``done`` collects the totals; a window that stops early stops the merge. In
+    process only: the drafter prices its drafts with the runtime's cost model, and the decoder
+    reads each drafted step's logits (engine.apply.job refuses the model's merge on a server)."""
     tables = tables_for(loaded)
     by_window = {(job.window.first, job.window.last): job for job in jobs}
     for part in parts:
@@ -121,7 +123,7 @@ def decode_parts(loaded: LoadedModel, request: EditRequest, parts: list[Part], j
         line_ids = [encode(loaded.tokenizer, line) for line in job.virtual.splitlines(keepends=True)]
         drafter = AlignedDrafter(part.draft(), n_window, line_ids, cost=loaded.runtime.cost)
         decoder = ProgramDecoder(loaded, tables, job.virtual, job.prompt_ids, request.max_new_tokens, cancelled,
-                                 draft=request.draft, ranges=ranges, drafter=drafter, tolerance=tolerance)
+                                 draft=request.draft, ranges=ranges, drafter=drafter)
         outcome, before = None, done.tokens
         for item in decoder.run():
             if isinstance(item, OpResolved):

@@ -91,21 +91,17 @@ def changes(steps: Sequence[Step], n_file: int) -> list[tuple[int, int]]:
     return out
 
 
-def plan_windows(steps: Sequence[Step], n_file: int, margin: int, whole: bool) -> list[Part]:
-    """The plan cut into windows and the copies between them (see the module docstring);
-    ``whole``: one window over the whole file."""
+def plan_windows(steps: Sequence[Step], n_file: int, margin: int) -> list[Part]:
+    """The plan cut into windows and the copies between them (see the module docstring)."""
     if n_file == 0:
         return [Window(1, 0, tuple(steps))]
-    if whole:
-        spans = [(1, n_file)]
-    else:
-        spans = []
-        for lo, hi in sorted(changes(steps, n_file)):
-            lo, hi = max(1, lo - margin), min(n_file, hi + margin)
-            if spans and lo <= spans[-1][1] + 1:
-                spans[-1] = (spans[-1][0], max(spans[-1][1], hi))
-            else:
-                spans.append((lo, hi))
+    spans: list[tuple[int, int]] = []
+    for lo, hi in sorted(changes(steps, n_file)):
+        lo, hi = max(1, lo - margin), min(n_file, hi + margin)
+        if spans and lo <= spans[-1][1] + 1:
+            spans[-1] = (spans[-1][0], max(spans[-1][1], hi))
+        else:
+            spans.append((lo, hi))
     return _cut(steps, spans, n_file)
 
 

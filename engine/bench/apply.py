@@ -38,7 +38,7 @@ def arm_request(arm: str, case: ApplyCase, gold_tokens: int, program_tokens: int
     new tokens: chosen and forced, the copies' tokens not counted)."""
     base = EditRequest(case.file, "", update=case.update, language=case.language)
     if arm == "aligner":
-        return replace(base, mode="forced")
+        return replace(base, mode="aligner")
     if arm in ("program", "program-undrafted"):
         return replace(base, mode="program", draft=arm == "program", max_new_tokens=program_tokens)
     return replace(base, mode=arm, max_new_tokens=int(gold_tokens * 1.5) + 64)

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.core.choices import DEFAULT_FOCUS_POLICY
+from engine.core.modes import traits
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,7 @@ class Arm:
 
     @property
     def is_program(self) -> bool:
-        return self.mode in ("program", "forced")
+        return not traits(self.mode).writes_text
 
 
 FORCED_ARMS: dict[str, Arm] = {a.name: a for a in (

@@ -53,6 +53,7 @@ from engine.bench.harness import first_difference, machine_info, median, ratio, 
 from engine.bench.lookup import PromptLookupDrafter
 from engine.bench.runner import DEFAULT_TIMEOUT_S, TestOutcome, run_tests
 from engine.core.lines import split_lines
+from engine.core.modes import traits
 from engine.core.tokens import encode
 from engine.decoding import prompt
 from engine.decoding.drafter import Drafter, InputDrafter
@@ -462,7 +463,7 @@ def summarize(records: Sequence[dict[str, Any]], arms: Sequence[str], family: st
             s["localize"], s["noop_deviation"] = spec.localize, spec.noop
             if spec.is_program:
                 s["focus_policy"] = spec.policy
-            s["drafting"] = spec.draft if spec.is_program else spec.mode != "ar"
+            s["drafting"] = spec.draft if spec.is_program else traits(spec.mode).text_drafted
         if kernel is not None and entries and all("kernel_cost" in e for e in entries):
             s["predicted_speedup_vs_ar"] = ratio(ar_cost, sum(e["kernel_cost"] for e in entries))
         if family == "forced":

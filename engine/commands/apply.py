@@ -1,7 +1,8 @@
 """``copy-as-decode apply``: merge an update written elsewhere (a chat model's answer with
 ``... existing code ...`` markers, an agent's edit) into one file. It shares the edit command's
-flags, report, verdict and writing (engine.commands.edit); what it refuses and its exit statuses
-are in :data:`DESCRIPTION`."""
+flags and files (engine.commands.files) and its report, verdict and writing
+(engine.commands.report); a merge no model writes (the aligner's) loads none
+(engine.dispatch.ModelFree). What it refuses and its exit statuses are in :data:`DESCRIPTION`."""
 
 from __future__ import annotations
 
@@ -10,16 +11,13 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from engine.api import APPLY_AUTO_MODE, EditError, EditRequest, Engine, apply_alone, is_aligner_apply, language_for
-from engine.commands.edit import (
-    ENGINE_FLAGS,
-    _run_one,
-    deliver,
-    read_text,
-    workspace_settings,
-)
+from engine.api import EditError, EditRequest, Engine, language_for
+from engine.commands.files import ENGINE_FLAGS, read_text, workspace_settings
+from engine.commands.report import deliver, streamed
 from engine.core.errors import ModelLoadError
-from engine.decoding.events import EditFinished, EditResult
+from engine.core.modes import needs_model
+from engine.decoding.events import EditResult
+from engine.dispatch import ModelFree
 from engine.language.resolve import ResolveError
 from engine.runtime.selector.adapter import resolve_selector
 from engine.settings import add_setting_flags, engine_arguments, given_flags, with_flags
@@ -115,16 +113,18 @@ def run(args: argparse.Namespace) -> int:
         settings = with_flags(workspace_settings(args.file), given_flags(args))
         request = EditRequest.from_settings(settings, text, args.instruction, mode=args.mode, update=update,
                                             partial=args.partial, language=language_for(str(args.file)))
-        engine = None
-        if not is_aligner_apply(request) or compare:
+        engine: Engine | ModelFree = ModelFree(settings.model.name)  # the aligner's merge loads no model
+        if needs_model(request.mode, apply=True) or compare:
             resolve_selector(settings.model.selector, settings.model.name)  # a bad adapter folder fails before the model loads
             with err.status(f"loading model {settings.model.name}..."):
                 engine = Engine.load(**engine_arguments(settings), progress=lambda m: err.print(f"[dim]{m}[/dim]"))
             engine.prime()
-        result = _merge(engine, request, settings.model.name, out, quiet=args.json)
+        # the merge's progress is printed when a model was loaded for it (the aligner's alone is at once)
+        result = streamed(engine.stream(request), engine.resolve_mode(request.mode, apply=True), out,
+                          quiet=args.json or isinstance(engine, ModelFree))
         compared: dict[str, EditResult] = {}
         for mode in compare:
-            assert engine is not None
+            assert isinstance(engine, Engine)
             engine.forget_prompts()  # each mode runs as a first edit: none reuses another's prompt
             with err.status(f"running {mode} for comparison..."):
                 compared[mode] = engine.edit(replace(request, mode=mode))
@@ -133,16 +133,3 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_BAD_REQUEST
     return deliver(args, request, result, compared, out, err, never_forced=(EXIT_CANCELLED, EXIT_UNPLACED),
                    says_nothing_written=(EXIT_UNPLACED,))
-
-
-def _merge(engine: Engine | None, request: EditRequest, model: str, out, quiet: bool) -> EditResult:
-    """The merge's events through the engine, or (the aligner alone) without a model loaded."""
-    if engine is not None:
-        mode = APPLY_AUTO_MODE if is_aligner_apply(request) else engine.resolve_mode(request.mode)
-        return _run_one(engine, replace(request, mode=mode), out, quiet)
-    result = None
-    for event in apply_alone(request, model):
-        if isinstance(event, EditFinished):
-            result = event.result
-    assert result is not None
-    return result

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from engine.api import Engine
-from engine.commands.edit import ENGINE_FLAGS, workspace_settings
+from engine.commands.files import ENGINE_FLAGS, workspace_settings
 from engine.core.errors import EditError, ModelLoadError
 from engine.doctor_report import load_failure, report
 from engine.runtime.selector.adapter import resolve_selector

@@ -11,7 +11,7 @@ import socket
 import sys
 from pathlib import Path
 
-from engine.commands.edit import ENGINE_FLAGS, workspace_settings
+from engine.commands.files import ENGINE_FLAGS, workspace_settings
 from engine.core import environment
 from engine.settings import add_setting_flags, engine_arguments, given_flags, with_flags
 

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from typing import Literal, get_args
 
-# What ``EditRequest.mode`` may be: the user's modes plus the measurement modes (``pld``: the
-# backend's prompt-lookup decoding; ``forced``: decode a given program, for benchmarks).
-Mode = Literal["auto", "program", "speculative", "ar", "pld", "forced"]
+# What ``EditRequest.mode`` may be: the user's modes, the measurement modes (``pld``: the
+# backend's prompt-lookup decoding; ``forced``: decode a given program, for benchmarks) and
+# ``aligner``: an apply merged by the aligner's rules, without a model (what ``auto`` runs for an
+# apply). What each one is and needs is in engine.core.modes.
+Mode = Literal["auto", "program", "speculative", "ar", "pld", "forced", "aligner"]
 # What the ``mode`` setting offers: auto (program with a span selector, else speculative).
 UserMode = Literal["auto", "program", "speculative", "ar"]
 # When an edit reaches the editor's document.

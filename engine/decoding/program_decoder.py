@@ -32,7 +32,7 @@ from engine.decoding.drafter import ProgramDrafter
 from engine.decoding.events import OpResolved
 from engine.decoding.noop_gen import NoOpGenGuard
 from engine.decoding.outcome import DecodeOutcome
-from engine.decoding.program_drafting import DraftingWalk, TokenMark, masked_scores
+from engine.decoding.program_drafting import DraftingWalk, TokenMark
 from engine.decoding.tables import ModelTables
 from engine.language.grammar import RangeConstraint
 from engine.language.program import Gen, Program
@@ -94,14 +94,11 @@ class ProgramDecoder(DraftingWalk):
                  recorder: FeedRecorder | None = None, focus_line: int | None = None,
                  prompt_marks: Sequence[int] = (), session: Session | None = None,
                  ledger: list[tuple[str, int]] | None = None, ranges: RangeConstraint | None = None,
-                 drafter: ProgramDrafter | None = None, tolerance: float = 0.0):
+                 drafter: ProgramDrafter | None = None):
         """``session``: where the forwards go (default: a fresh session of ``loaded``; the model-free
         walks of engine.bench.bounds pass one that only counts); ``ledger``: see ProgramWalker;
         ``ranges``: the range rule, when not the edit's (an apply's); ``drafter``: what drafts, when
-        not the edit's own (an apply drafts the aligner's program: engine.apply.drafts);
-        ``tolerance`` (nats, 0: lossless): a drafted token stands unless the model's own choice
-        scores more than this above it (an apply's draft is a proposal the model overrules only
-        when it is that sure)."""
+        not the edit's own (an apply drafts the aligner's program: engine.apply.drafts)."""
         started = time.perf_counter()
         self.loaded = loaded
         if session is None:
@@ -124,7 +121,6 @@ class ProgramDecoder(DraftingWalk):
         self.drafter = ((drafter or ProgramDrafter(self.line_ids, cost=loaded.runtime.cost))
                         if draft and temperature <= 0 else None)
         self.drafted = self.draft_accepted = 0
-        self.tolerance = tolerance
         # A gen that only writes the focus line back is a no-op (engine.decoding.noop_gen); greedy decoding
         # deviates from it. A teacher's program is given, and sampling draws its own way.
         self.noop = (NoOpGenGuard(self.lines, tables.vocab_texts, focus_line)
@@ -294,6 +290,20 @@ class ProgramDecoder(DraftingWalk):
         index = self.writer.generated
         self.logprobs[index] = self.logprobs.get(index, 0.0) - deviation.gap
         self.take_choice(deviation.token)
+
+def masked_scores(logits: torch.Tensor, bitmask, tables: ModelTables, in_gen: bool, banned: set[int]) -> torch.Tensor:
+    """A copy of ``logits`` with -inf on every token the grammar and the constraints forbid."""
+    import xgrammar as xgr
+
+    scores = logits.clone().unsqueeze(0)
+    xgr.apply_token_bitmask_inplace(scores, bitmask)
+    scores = scores[0]
+    if not in_gen and len(tables.copy_crossing_ids):
+        scores[tables.copy_crossing_ids] = float("-inf")
+    if banned:
+        scores[list(banned)] = float("-inf")
+    return scores
+
 
 def _pick(scores: torch.Tensor, temperature: float, generator: torch.Generator) -> int:
     """Greedy (or sampled) choice among the tokens ``scores`` (masked_scores) allows."""

@@ -21,7 +21,7 @@ import torch
 
 from engine.decoding.drafter import DraftText, ProgramDrafter, ProgramState
 from engine.decoding.program_walker import ProgramWalker, RollbackPoint, longest_allowed_token
-from engine.decoding.tables import ModelTables, bit_is_set
+from engine.decoding.tables import bit_is_set
 from engine.language.program import Gen
 
 
@@ -45,7 +45,7 @@ class TokenMark:
 class DraftingWalk(ProgramWalker):
     """A program walk that drafts. The program decoder
     (:class:`engine.decoding.program_decoder.ProgramDecoder`) sets what drafting reads (the
-    drafter, the tolerance, the logit bias, the counters) and gives the model's choice and the
+    drafter, the counters) and gives the model's choice and the
     no-op-gen bookkeeping (engine.decoding.noop_gen), which a drafted token goes through as a
     chosen one does."""
 
@@ -53,8 +53,6 @@ class DraftingWalk(ProgramWalker):
     drafted: int
     draft_accepted: int
     draft_s: float
-    tolerance: float
-    bias: torch.Tensor | None
     logprobs: dict[int, float]
     choice_logprob: float
 
@@ -163,8 +161,6 @@ class DraftingWalk(ProgramWalker):
             if self.teacher is not None:
                 break  # the teacher's drafts stopped at its first disagreement: all of them stand
             choice = self.choose(out[i], mark.banned, bitmask=mark.bitmask, in_gen=mark.in_gen)
-            if choice != mark.token and self.tolerance > 0 and self.within_tolerance(out[i], mark, choice):
-                choice = mark.token
             self.logprobs[mark.index] = self.choice_logprob  # the drafted token's, or the choice taken instead
             if choice == mark.token and mark.track is not None:
                 self.note_alternatives(mark, out[i], mark.bitmask)
@@ -178,23 +174,3 @@ class DraftingWalk(ProgramWalker):
         self.drafter.feedback(len(marks), len(marks))
         self.draft_s += time.perf_counter() - t
         return out[-1], None
-
-    def within_tolerance(self, logits: torch.Tensor, mark: TokenMark, choice: int) -> bool:
-        """Does the drafted token score within ``tolerance`` of the model's own ``choice``?"""
-        scores = masked_scores(logits if self.bias is None else logits + self.bias, mark.bitmask, self.tables,
-                               mark.in_gen, mark.banned)
-        return bool(scores[mark.token] >= scores[choice] - self.tolerance)
-
-
-def masked_scores(logits: torch.Tensor, bitmask, tables: ModelTables, in_gen: bool, banned: set[int]) -> torch.Tensor:
-    """A copy of ``logits`` with -inf on every token the grammar and the constraints forbid."""
-    import xgrammar as xgr
-
-    scores = logits.clone().unsqueeze(0)
-    xgr.apply_token_bitmask_inplace(scores, bitmask)
-    scores = scores[0]
-    if not in_gen and len(tables.copy_crossing_ids):
-        scores[tables.copy_crossing_ids] = float("-inf")
-    if banned:
-        scores[list(banned)] = float("-inf")
-    return scores

@@ -24,6 +24,7 @@ from engine.core.choices import (
 )
 from engine.core.errors import EditError
 from engine.core.lines import split_lines
+from engine.core.modes import AUTO, concrete, traits
 from engine.language.program import Program
 from engine.settings import DEFAULTS, Settings
 
@@ -40,7 +41,8 @@ REQUEST_SETTINGS: tuple[str, ...] = ("mode", "max_new_tokens", "context_lines", 
 class EditRequest:
     """One edit.
 
-    ``mode``: ``auto`` runs the engine's best mode for its model (:meth:`engine.api.Engine.default_mode`).
+    ``mode`` (default: the setting's, ``auto``): ``auto`` runs the engine's best mode for its model
+    (:func:`engine.core.modes.concrete`); what each mode is and needs: engine.core.modes.
     ``text`` is the whole document; ``lines`` (1-based, inclusive) limits the edit to a region,
     the rest is shown to the model as read-only context (``context_lines`` on each side).
     ``program`` is only for ``mode="forced"``: the program to decode instead of the model's choice.
@@ -70,8 +72,8 @@ class EditRequest:
     model's answer, with ``... existing code ...`` marker comments or without) to merge into the
     region; ``instruction`` may then be empty. ``partial`` (an apply): write what could be placed
     when some of the update's chunks could not (they are listed in ``EditResult.unplaced``);
-    without it such an apply writes nothing. An apply in ``forced`` mode without a ``program``
-    is the aligner's program, resolved without the model (engine.apply.job).
+    without it such an apply writes nothing. An apply in ``aligner`` mode (what ``auto`` runs for
+    one) is the aligner's program, resolved without the model (engine.apply.job).
     ``apply_window_lines``: file lines the model reads on each side of a change
     (engine.apply.windows); ``apply_max_lines``: the longest file
     (or region) an apply may merge into.
@@ -80,7 +82,7 @@ class EditRequest:
     text: str
     instruction: str
     lines: tuple[int, int] | None = None
-    mode: Mode = "program"
+    mode: Mode = DEFAULTS.edit.mode
     max_new_tokens: int = DEFAULTS.edit.max_new_tokens
     context_lines: int = DEFAULTS.edit.context_lines
     language: str = ""
@@ -145,8 +147,8 @@ class EditRequest:
             raise EditError("max_new_tokens must be at least 1")
         if self.focus_policy not in FOCUS_POLICIES:
             raise EditError(f"unknown focus policy {self.focus_policy!r}; choose one of {', '.join(FOCUS_POLICIES)}")
-        if self.mode == "forced" and self.program is None and self.update is None:
-            raise EditError("mode 'forced' needs a program to decode")
+        if self.mode != AUTO:
+            self._validate_mode()
         if self.verify not in VERIFY_RULES:
             raise EditError(f"unknown verify rule {self.verify!r}; choose one of {', '.join(VERIFY_RULES)}")
         if self.update is not None:
@@ -156,6 +158,17 @@ class EditRequest:
                                 f"{self.apply_max_lines}); nothing was written")
             if self.apply_window_lines < 1:
                 raise EditError("apply_window_lines must be at least 1")
+
+    def _validate_mode(self) -> None:
+        mode = traits(self.mode)
+        if mode.apply_only and not self.is_apply:
+            raise EditError(f"mode {self.mode!r} merges an update: give one (an apply), or choose another mode")
+        if mode.given_program and self.is_apply:
+            raise EditError(f"mode {self.mode!r} decodes a given edit program; an apply's program is the "
+                            f"aligner's (mode {concrete(AUTO, apply=True, selector=False)!r}) or the model's "
+                            "(mode 'program')")
+        if mode.given_program and self.program is None:
+            raise EditError(f"mode {self.mode!r} needs a program to decode")
 
     @property
     def is_apply(self) -> bool:

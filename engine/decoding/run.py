@@ -1,6 +1,6 @@
 """One edit from request to events: split out the region, look the mode's strategy up
 (:data:`engine.decoding.strategies.STRATEGIES`), let it prepare, build the prompt and run its
-decoder, and wrap the outcome into an :class:`EditResult`."""
+decoder, and wrap the outcome into an :class:`EditResult` (engine.decoding.results)."""
 
 from __future__ import annotations
 
@@ -8,14 +8,15 @@ import time
 from typing import Any, Callable, Iterator
 
 from engine.core.lines import split_lines
-from engine.decoding.events import EditFinished, EditResult, EditStarted, Event, FocusLines, OpResolved
+from engine.decoding.events import EditFinished, EditStarted, Event, FocusLines, OpResolved
 from engine.decoding.localize import FocusPlan
 from engine.decoding.outcome import DecodeOutcome
 from engine.decoding.program_decoder import FeedRecorder
 from engine.decoding.prompt import PromptParts
+from engine.decoding.request import EditRequest
+from engine.decoding.results import decode_timings, edit_result
 from engine.decoding.strategies import STRATEGIES, DecodeJob
 from engine.runtime.loaded import LoadedModel
-from engine.decoding.request import EditRequest
 
 
 def prompt_parts(request: EditRequest) -> PromptParts:
@@ -56,8 +57,7 @@ def run_edit(loaded: LoadedModel, request: EditRequest, cancelled: Callable[[], 
     """Events of one edit (``request`` is an :class:`engine.api.EditRequest`, already validated).
     ``recorder`` (program and forced modes) sees every token fed to the model (training data)."""
     started = time.perf_counter()
-    lines = split_lines(request.text)
-    a, b = request.region_bounds()
+    a, _ = request.region_bounds()
     job, strategy = prepared(loaded, request, cancelled, recorder)
     region = job.region
     prompt_ids = job.prompt_ids
@@ -70,24 +70,15 @@ def run_edit(loaded: LoadedModel, request: EditRequest, cancelled: Callable[[], 
         else:
             outcome = item
     assert outcome is not None
-    before, after = "".join(lines[:a]), "".join(lines[b:])
     # A cancelled edit, or one stopped as a degenerate loop, leaves the document as it was.
     restored = outcome.stop_reason in ("cancelled", "loop")
-    output = request.text if restored else before + outcome.region_output + after
     total = time.perf_counter() - started
     plan = job.focus
     if plan is not None and plan.seconds:  # the localizer's forward is part of the edit's cost
         outcome.breakdown["localize_s"] = round(plan.seconds, 6)
         outcome.breakdown["localize_forwards"] = plan.forwards
-    result = EditResult(
-        mode=request.mode, model=loaded.name, input_text=request.text, output_text=output,
-        region=(a + 1, b) if request.lines else None, region_input=region,
-        region_output=region if restored else outcome.region_output,
-        program=outcome.program, raw_output=outcome.raw_output, tokens=outcome.tokens,
-        prompt_tokens=len(prompt_ids), stop_reason=outcome.stop_reason,
-        timings={"total_s": round(total, 6),
-                 "decode_s": round(sum(v for k, v in outcome.breakdown.items() if k.endswith("_s") and k != "prefill_s"), 6),
-                 "prefill_s": outcome.breakdown.get("prefill_s", 0.0)},
-        breakdown=outcome.breakdown, warnings=outcome.warnings, focus=focus_lines(plan, a),
-    )
-    yield EditFinished(result)
+    yield EditFinished(edit_result(
+        request, loaded.name, None if restored else outcome.region_output, outcome.stop_reason,
+        decode_timings(total, outcome.breakdown), program=outcome.program, raw_output=outcome.raw_output,
+        tokens=outcome.tokens, prompt_tokens=len(prompt_ids), breakdown=outcome.breakdown,
+        warnings=outcome.warnings, focus=focus_lines(plan, a)))

@@ -18,6 +18,7 @@ from typing import Callable, Iterator, NamedTuple, Protocol
 
 from engine.core.errors import Cancelled, EditError
 from engine.core.lines import split_lines
+from engine.core.modes import modes_where, traits
 from engine.core.tokens import encode, token_pieces
 from engine.decoding.events import OpResolved
 from engine.decoding.localize import FocusPlan, plan_focus, prompt_with_lines
@@ -114,8 +115,10 @@ def _sampling(request: EditRequest) -> dict:
 
 
 def _refuse_on_a_server(job: DecodeJob) -> None:
-    raise EditError(f"{job.loaded.runtime.describe()} runs program, speculative, ar and pld edits; forced mode "
-                    "and token copies need an in-process backend (transformers or llamacpp)")
+    runs = modes_where(needs_model=True, needs_logits=False)
+    needs_logits = " and ".join(f"{m} mode" for m in modes_where(needs_logits=True))
+    raise EditError(f"{job.loaded.runtime.describe()} runs {', '.join(runs[:-1])} and {runs[-1]} edits; "
+                    f"{needs_logits} and token copies need an in-process backend (transformers or llamacpp)")
 
 
 def _prefetch_grammar(job: DecodeJob) -> None:
@@ -167,7 +170,7 @@ def _localizer_prompt(loaded: LoadedModel, request: EditRequest, parts: PromptPa
 
 def _text_first_prompt(mode: str, loaded: LoadedModel, parts: PromptParts) -> tuple[list[int], str]:
     """ar and speculative read their own prompt first; pld (the backend's own generation) nothing."""
-    if mode in ("ar", "speculative"):
+    if not traits(mode).backend_generates:
         return _text_ids(loaded, parts), ""
     return [], f"{mode} mode reads no prompt ahead"
 
@@ -377,5 +380,5 @@ class InProcessOnly(ReadsNothingAhead):
 STRATEGIES: dict[str, ModeStrategies] = {
     "program": ModeStrategies(LocalProgram(), RemoteProgram()),
     "forced": ModeStrategies(Forced(), InProcessOnly()),
-    **{mode: ModeStrategies(LocalText(mode), RemoteText(mode)) for mode in ("ar", "speculative", "pld")},
+    **{mode: ModeStrategies(LocalText(mode), RemoteText(mode)) for mode in modes_where(writes_text=True)},
 }

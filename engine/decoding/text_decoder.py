@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from engine.checks.guards import LoopGuard
 from engine.core.lines import split_lines
+from engine.core.modes import traits
 from engine.core.tokens import IncrementalDetokenizer, encode
 from engine.decoding.drafter import InputDrafter
 from engine.decoding.events import OpResolved, TokenCounts
@@ -91,7 +92,7 @@ def decode_text(loaded: LoadedModel, tables: ModelTables, region: str, prompt_id
     """Yield an :class:`OpResolved` per output line, then one :class:`DecodeOutcome` (``verify``:
     how speculative mode's verifies accept a draft, engine.core.choices.Verify)."""
     started = time.perf_counter()
-    if mode == "pld":
+    if traits(mode).backend_generates:
         yield from _decode_pld(loaded, tables, region, prompt_ids, max_new_tokens, started)
         return
     session = loaded.session()
@@ -110,7 +111,7 @@ def _decode_drafted(loaded: LoadedModel, tables: ModelTables, session: Session, 
     tokenizer = loaded.tokenizer
     detok = IncrementalDetokenizer(tokenizer)
     reporter = LineReporter(region, started)
-    drafter = InputDrafter(encode(tokenizer, region), cost=session.cost) if mode == "speculative" else None
+    drafter = InputDrafter(encode(tokenizer, region), cost=session.cost) if traits(mode).drafts_from_input else None
     decode = DraftedDecode(session, prompt_ids, tables.stop_ids, max_new_tokens, drafter, cancelled=cancelled,
                            blocked=tables.text_blocked_ids(), verify=verify)
     guard, loop_warning = LoopGuard(region), None

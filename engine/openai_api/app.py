@@ -36,7 +36,6 @@ from engine.openai_api.apply import (
     apply_parts,
     apply_request,
     apply_usage,
-    finish_reason,
     unplaced_json,
 )
 from engine.openai_api.completion import ChatDecode, build_job, chat_messages
@@ -198,7 +197,7 @@ def create_app(engine: Engine, config: ServerConfig) -> FastAPI:
         if await _collect(request, queue, ticket, run.deltas) is None:
             return Response(status_code=499)
         result = applied(run)
-        return JSONResponse(completion_json(cid, config.model_id, result.output_text, finish_reason(result),
+        return JSONResponse(completion_json(cid, config.model_id, result.output_text, "stop",
                                             apply_usage(run), apply_extension(result)))
 
     @app.post("/v1/code/apply")
@@ -313,7 +312,7 @@ async def _apply_chat_events(queue: DecodeQueue, ticket: Ticket, run: ApplyRun, 
     except ApplyRefused as refused:
         yield sse(refused.body())
         return
-    yield sse(chunk_json(cid, model, created, {}, finish_reason(result), extension=apply_extension(result)))
+    yield sse(chunk_json(cid, model, created, {}, "stop", extension=apply_extension(result)))
     if usage_wanted:
         yield sse(chunk_json(cid, model, created, {}, None, apply_usage(run)))
     yield "data: [DONE]\n\n"

@@ -3,7 +3,8 @@ message holds ``<code>…</code>`` and ``<update>…</update>`` (optionally ``<i
 Morph's format, what Continue's ``apply`` role sends with its prompt template), and
 ``POST /v1/code/apply`` with ``{"initialCode", "editSnippet"}`` (Relace's). Both run the engine's
 apply request (:class:`engine.api.EditRequest` with ``update``), the one the CLI's ``apply`` runs,
-so the merged file is the CLI's for the same case.
+and the same verdict (engine.verdict), so the merged file, or the refusal, is the CLI's for the
+same case.
 
 Clients write ``<code>…</code>`` (Continue's and Morph's templates) and ``<code>\\n…\\n</code>``:
 a newline right after an opening tag is the template's, and so is then one before the closing tag,
@@ -17,12 +18,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.api import EditError, EditRequest, Engine
-from engine.apply.job import unplaced_message
 from engine.decoding.events import EditFinished, EditResult, OpResolved
 from engine.openai_api.errors import ApiError
 from engine.core.tokens import encode
 from engine.openai_api.schemas import EXTENSION, usage_json
 from engine.settings import Settings
+from engine.verdict import judge
 
 
 @dataclass(frozen=True)
@@ -104,15 +105,16 @@ class ApplyRun:
             self.error = str(exc)
 
     def refusal(self) -> str | None:
-        """Why the merge must not be written, or None: an input the engine refused, or chunks of
-        the update it could not place (a ``partial`` request writes what was placed instead)."""
+        """Why the merge must not be written, or None: an input the engine refused, or the
+        verdict the CLI's ``apply`` gives it (engine.verdict.judge: chunks of the update it could
+        not place, unless ``partial``; a merge that did not finish, would delete most of the file
+        or breaks its syntax), in the CLI's words."""
         if self.error is not None:
             return self.error
         result = self.result
         assert result is not None
-        if result.stop_reason == "unplaced":
-            return unplaced_message(result.unplaced, written=False)
-        return None
+        verdict = judge(result, self.request.instruction, self.request.max_new_tokens, self.request.language)
+        return verdict.message if verdict.refused else None
 
 
 class ApplyRefused(ApiError):
@@ -131,14 +133,10 @@ def applied(run: ApplyRun) -> EditResult:
     """The finished apply's result, or :class:`ApplyRefused`."""
     refusal = run.refusal()
     if refusal is not None:
-        raise ApplyRefused(refusal, unplaced_json(run.result) if run.result is not None else [])
+        unplaced = run.result is not None and run.result.stop_reason == "unplaced"
+        raise ApplyRefused(refusal, unplaced_json(run.result) if unplaced else [])
     assert run.result is not None
     return run.result
-
-
-def finish_reason(result: EditResult) -> str:
-    """OpenAI's finish reason of a merge: ``length`` when it was cut short, as of any completion."""
-    return "length" if result.stop_reason in ("max_tokens", "loop") else "stop"
 
 
 def apply_usage(run: ApplyRun, openai: bool = True) -> dict[str, Any]:
@@ -152,12 +150,7 @@ def apply_usage(run: ApplyRun, openai: bool = True) -> dict[str, Any]:
 
 
 def apply_extension(result: EditResult) -> dict[str, Any]:
-    """The engine's own field when the merge stopped short (``stop_reason``) or placed only some
-    chunks (``unplaced``, under ``partial``); empty otherwise."""
+    """The engine's own field of a written merge (:func:`applied`: it finished) that placed only
+    some chunks (``unplaced``, under ``partial``); empty otherwise."""
     unplaced = unplaced_json(result)
-    stopped = result.stop_reason not in ("done", "unplaced")
-    if not stopped and not unplaced:
-        return {}
-    detail = next((w for w in result.warnings if "loop" in w), "") if result.stop_reason == "loop" else ""
-    return {EXTENSION: {"stop_reason": result.stop_reason, "detail": detail,
-                        **({"unplaced": unplaced} if unplaced else {})}}
+    return {EXTENSION: {"stop_reason": result.stop_reason, "detail": "", "unplaced": unplaced}} if unplaced else {}

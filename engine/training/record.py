@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engine.core.choices import never_cancelled
+from engine.core.modes import traits
 from engine.api import EditRequest
 from engine.decoding.events import EditFinished
 from engine.decoding.program_decoder import FeedRecorder
@@ -31,7 +32,7 @@ class FedSequence:
 
 def record_fed_sequence(loaded: LoadedModel, request: EditRequest) -> FedSequence:
     """Run ``request`` (``mode="forced"`` with its ``program``) and return what was fed."""
-    if request.mode != "forced" or request.program is None:
+    if not traits(request.mode).given_program or request.program is None:
         raise ValueError("record_fed_sequence needs a forced request with the program to record")
     request.validate()
     recorder = FeedRecorder()

@@ -59,7 +59,7 @@ def case_examples(loaded: Any, case: ApplyCase, margin: int, instruction: str = 
     file, update, gold = split_lines(case.file), split_lines(case.update), split_lines(case.gold)
     oracle = oracle_steps(file, update, gold)
     examples = []
-    for part in plan_windows(oracle.steps, len(file), margin, whole=False):
+    for part in plan_windows(oracle.steps, len(file), margin):
         if not isinstance(part, Window):
             continue
         fed = record_window(loaded, part, file, update, instruction)
