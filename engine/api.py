@@ -29,6 +29,7 @@ from engine.core.choices import Mode, never_cancelled
 from engine.core.errors import Cancelled
 from engine.core.errors import EditError as EditError  # re-exported: the front doors catch it
 from engine.core.languages import language_for as language_for  # re-exported: the front doors import it from here
+from engine.apply.messages import unplaced_message as unplaced_message  # re-exported: the front doors word unplaced chunks
 from engine.core.modes import AUTO, concrete, traits
 from engine.decoding.events import EditFinished, EditResult, EditStarted, Event
 from engine.decoding.line_endings import in_lf

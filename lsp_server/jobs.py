@@ -40,8 +40,7 @@ from typing import TYPE_CHECKING
 
 from lsprotocol import types
 
-from engine.api import EditError, EditRequest
-from engine.apply.job import unplaced_message
+from engine.api import EditError, EditRequest, unplaced_message
 from engine.decoding.events import EditFinished, EditResult, EditStarted, OpResolved
 from engine.verdict import NoFix, destructive, judge, no_fix
 from lsp_server.actions import COMMAND_APPLY_PENDING

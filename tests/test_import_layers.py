@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from import_graph import ROOT, import_graph, reachable
+from import_graph import ROOT, import_graph, imported_names, reachable
 
 BOTTOM = ("engine.core.errors", "engine.core.lines", "engine.decoding.outcome", "engine.core.languages")
 
@@ -55,3 +55,26 @@ def test_layer_contracts_hold():
         pytest.skip("import-linter is not installed (pip install -e '.[test]')")
     run = subprocess.run([str(lint), "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout[-4000:]
+
+
+# What the language server may import: the engine's API and the parts it names (pyproject.toml's
+# contract "the language server uses the engine's API ..."); every other part is forbidden there.
+SERVER_MAY_IMPORT = {"engine.api", "engine.dispatch", "engine.candidates", "engine.doctor_report", "engine.settings",
+                     "engine.verdict", "engine.core"}
+
+
+def test_every_part_of_the_engine_is_allowed_or_forbidden_to_the_language_server():
+    """A new package of the engine must be placed on one side of the server's contract."""
+    import tomllib
+
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    (server,) = [c for c in contracts if c.get("source_modules") == ["lsp_server"]]
+    forbidden = set(server["forbidden_modules"])
+    parts = {f"engine.{p.stem}" for p in (ROOT / "engine").iterdir()
+             if (p.suffix == ".py" and p.stem != "__init__") or (p / "__init__.py").exists()}
+    assert parts - SERVER_MAY_IMPORT - forbidden == set()
+    assert SERVER_MAY_IMPORT & forbidden == set()
+    imported = {name for path in (ROOT / "lsp_server").rglob("*.py")
+                for name in imported_names(path.read_text(encoding="utf-8"), "engine")}
+    reached = {".".join(name.split(".")[:2]) for name in imported if not name.startswith("engine.decoding.events")}
+    assert reached & forbidden == set()

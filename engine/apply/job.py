@@ -27,6 +27,7 @@ from typing import Callable, Iterator, NamedTuple
 from engine.apply.align import Alignment, align
 from engine.apply.model import Decoded, decode_parts, window_jobs
 from engine.apply.plan import Step, joined, plan, program_of
+from engine.apply.messages import unplaced_message
 from engine.apply.windows import plan_windows
 from engine.core.errors import Cancelled, EditError
 from engine.core.lines import split_lines, to_lf
@@ -39,16 +40,8 @@ from engine.language.program import CopyLines, Program
 from engine.runtime.loaded import LoadedModel
 from engine.runtime.protocol import is_local
 
-PREVIEW_CHARS = 60  # how much of an unplaced chunk's first line a message quotes
 TEXT_APPLY = ("{instruction}Apply this update to the code. Lines such as \"... existing code ...\" in it stand for "
               "the code as it is.\nUpdate:\n```\n{update}```")
-
-
-def unplaced_message(chunks: list[UnplacedChunk], written: bool) -> str:
-    """What a front door tells the user about the chunks it could not place."""
-    where = ", ".join(f"{c.start}-{c.end} ({c.text.strip().splitlines()[0][:PREVIEW_CHARS]!r})" for c in chunks)
-    outcome = "the rest was merged" if written else "nothing was written (apply with partial to merge the rest)"
-    return f"could not place update lines {where} in the file: no line of theirs matches it; {outcome}"
 
 
 class AlignedUpdate:
