@@ -4,6 +4,7 @@ with the CLI's exit status for each (:func:`judge`). A refused edit can still be
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -17,6 +18,7 @@ from engine.decoding.events import EditResult
 EXIT_CANCELLED, EXIT_BAD_REQUEST, EXIT_UNFINISHED, EXIT_DESTRUCTIVE, EXIT_SYNTAX = 1, 2, 3, 4, 5
 EXIT_NO_VERIFIED_FIX = 6  # a check was given and no candidate passed it (engine.candidates)
 EXIT_UNPLACED = 7  # an apply's update could not all be placed, and partial was not asked
+EXIT_NO_FIX = 8  # an edit finished and changed nothing: the model found no fix (:func:`no_fix`)
 
 
 def check_focus(focus: int | None, text: str, lines: tuple[int, int] | None) -> None:
@@ -120,13 +122,15 @@ def json_summary(result: EditResult, compared: dict[str, EditResult], damage: Ed
 @dataclass(frozen=True)
 class NoFix:
     """A finished edit that changed nothing, said so (:func:`no_fix`): ``line`` where the model
-    kept the code (document numbering; None: it copied every line), ``why`` in words, and
+    kept the code (document numbering; None: it copied every line), ``why`` in words, ``example``:
+    an instruction that names a problem the line can have (:func:`example_instruction`), and
     ``advice``: what to try, in the CLI's flags (a front door with other controls words its own
-    from ``line``)."""
+    from ``line`` and ``example``)."""
 
     line: int | None
     why: str
     advice: str
+    example: str = ""
 
     @property
     def message(self) -> str:
@@ -136,12 +140,40 @@ class NoFix:
         return {"line": self.line, "why": self.why, "advice": self.advice, "message": self.message}
 
 
-def no_fix(result: EditResult) -> NoFix | None:
+# A comparison at the line, and the one an off-by-one fix would put there (longest first, so
+# "<=" is read before "<").
+_COMPARISONS = (("<=", "<"), (">=", ">"), ("==", "!="), ("!=", "=="), ("<", "<="), (">", ">="))
+_LOOP = re.compile(r"^\s*(for|while)\b|\.(forEach|map)\(|\brange\(")
+_RETURN = re.compile(r"^\s*return\b")
+
+
+def example_instruction(line: int | None, text: str) -> str:
+    """An instruction that names the problem, built from what is at ``line`` of ``text`` (1-based):
+    a loop's bound, a comparison's operator, a returned value; else, or without a line, a neutral
+    one. It never names a kind of bug the line cannot have (a loop at a line without one)."""
+    named = f"line {line}" if line is not None else "line N"
+    lines = split_lines(text)
+    code = lines[line - 1].strip() if line is not None and 1 <= line <= len(lines) else ""
+    if _LOOP.search(code):
+        return f"{named}: the loop stops one short"
+    operator = next(((op, other) for op, other in _COMPARISONS
+                     if re.search(rf"(?<![<>=!-]){re.escape(op)}(?![<>=])", code)), None)
+    if operator and not code.startswith(("import", "from", "#include")):
+        return f"{named}: {operator[0]} should be {operator[1]}"
+    if _RETURN.search(code):
+        return f"{named}: it returns the wrong value; it should return ..."
+    return f"{named}: what is wrong and what it should do"
+
+
+def no_fix(result: EditResult, *, candidates: int = 1, checked: bool = False) -> NoFix | None:
     """Why a finished edit came back unchanged, or None when it changed something or did not
-    finish (a cancel or a loop says so itself). The line is the one the no-op deviation guarded
+    finish (a cancel or a loop says so itself), or when the region was empty (nothing was asked of
+    the model: that is no missing fix). The line is the one the no-op deviation guarded
     (engine/decoding/noop_gen.py), else the prompt's hint; the breakdown tells whether the model
-    wrote that line back and the deviation found no change likely enough to force."""
-    if result.changed or result.stop_reason != "done":
+    wrote that line back and the deviation found no change likely enough to force. The advice
+    suggests no flag already given: ``candidates`` is the ``--candidates`` asked (a larger one is
+    suggested after several), ``checked`` whether ``--check`` was given."""
+    if result.changed or result.stop_reason != "done" or not result.region_input:
         return None
     line = result.focus.guarded or result.focus.hint
     gap = result.breakdown.get("noop_gen_refused_gap_min")
@@ -155,7 +187,12 @@ def no_fix(result: EditResult) -> NoFix | None:
         why = f"the model kept the code at line {line}: it copied the line instead of writing it"
     else:
         why = f"the model kept the code at line {line}, the line it was pointed at"
-    named = f"line {line}" if line is not None else "the line"
-    advice = (f"try --candidates 4 (other lines and other changes; with --check CMD only one that passes is "
-              f"written), or an instruction that names the problem (e.g. \"{named}: the loop stops one short\")")
-    return NoFix(line, why, advice)
+    example = example_instruction(line, result.input_text)
+    checks = "" if checked else "; with --check CMD only one that passes is written"
+    if candidates < 4:
+        more = f"--candidates 4 (other lines and other changes{checks})"
+    else:
+        more = (f"a larger --candidates than the {candidates} given, e.g. --candidates {candidates * 2} "
+                f"(more variants; the model may have no other change{checks})")
+    advice = f"try {more}, or an instruction that names the problem (e.g. \"{example}\")"
+    return NoFix(line, why, advice, example)

@@ -35,6 +35,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from lsprotocol import types
 
+from engine.core.choices import FIX_INSTRUCTION
 from engine.core.lines import line_offsets, split_lines
 from engine.settings import DEFAULTS
 from lsp_server.positions import DEFAULT, Encoding, LineIndex
@@ -48,7 +49,7 @@ COMMAND_NEXT_CANDIDATE = "copyAsDecode.server.nextCandidate"
 FIX_TITLE = "AI fix"
 NEXT_TITLE = "AI fix: next candidate ({number} of {total})"
 EDIT_TITLE = "AI edit\u2026"
-DEFAULT_FIX_INSTRUCTION = "Fix the bug"
+DEFAULT_FIX_INSTRUCTION = FIX_INSTRUCTION
 MAX_BLOCK_LINES = 150
 BLOCK_WINDOW = 60
 _CONTINUATIONS = (")", "]", "}", "else", "elif", "except", "finally", "catch", "end")

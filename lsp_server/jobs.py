@@ -72,8 +72,7 @@ MAX_TOKENS = ("AI edit stopped: the model used all {limit} new tokens (copyAsDec
               "finishing; {note}. Raise maxNewTokens or select a smaller region")
 UNCHANGED = "AI edit: the model left the code unchanged ({mode}, {tokens} tokens)"
 NO_FIX = "AI fix: no fix found: {why}. Try {advice}"
-NAMED = ("AI edit… with an instruction that names the problem (e.g. \"{line}: the loop stops one "
-         "short\")")
+NAMED = "AI edit… with an instruction that names the problem (e.g. \"{example}\")"
 DONE = "AI edit done{summary}"
 UNPLACED = "apply not done: {why}"
 PENDING = ("AI edit not applied: {what}. The change is in the log; run the command " + COMMAND_APPLY_PENDING
@@ -263,7 +262,7 @@ class LiveEdit:
 
     def advice(self, found: NoFix) -> str:
         """What to try after no fix was found, in this editor's controls."""
-        named = NAMED.format(line=f"line {found.line}" if found.line is not None else "line N")
+        named = NAMED.format(example=found.example)
         return (f"checkCommand (your tests) in your user settings, so that several fixes are tried and checked, "
                 f"or {named}")
 

@@ -123,7 +123,7 @@ class CheckedFix(LiveEdit):
         return outcome
 
     def advice(self, found: NoFix) -> str:
-        named = NAMED.format(line=f"line {found.line}" if found.line is not None else "line N")
+        named = NAMED.format(example=found.example)
         return f"more candidates or rounds (copyAsDecode.candidates, maxRounds), or {named}"
 
     def _none_passed(self, live: LiveRegion, search: Search) -> Outcome:

@@ -367,6 +367,7 @@ def test_an_empty_file_answers_at_once_without_the_model(capsys, tmp_path: Path,
     assert summary["program"] == "<program></program>" and summary["tokens"]["total"] == 0
     assert summary["changed"] is False and summary["prompt_tokens"] == 0
     assert any("region is empty" in w for w in summary["warnings"])
+    assert summary["no_fix"] is None  # nothing was asked of the model: exit 0, not EXIT_NO_FIX
     assert path.read_text() == ""
 
 
@@ -402,3 +403,68 @@ def test_downloads_only_when_asked(monkeypatch, env, allowed) -> None:
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     assert downloads_allowed() is allowed
+
+
+# -- no fix, advice that fits, an empty instruction (the real model) -----------------------------------
+
+# Correct code the embedded model keeps at line 3 (it writes the line back; no change is likely
+# enough to force), and a typo it fixes with any instruction.
+GREET = "def greet(name):\n    \"\"\"Say hello.\"\"\"\n    print('Hello, ' + name)\n"
+TYPO = "def count_items(xs):\n    count = 0\n    for x in xs:\n        count += 1\n    return coutn\n"
+
+
+@pytest.mark.model
+def test_no_fix_exits_8_and_says_why(capsys, tmp_path: Path, default_engine) -> None:
+    from engine.verdict import EXIT_NO_FIX
+
+    path = tmp_path / "greet.py"
+    path.write_text(GREET)
+    code, _, err = run(capsys, str(path), "-i", "Fix the bug", "--focus", "3", "--in-place")
+    words = " ".join(err.split())
+    assert code == EXIT_NO_FIX == 8, err
+    assert "no fix found: the model kept line 3" in words and "try --candidates 4" in words
+    assert "line 3: what is wrong and what it should do" in words and "loop" not in words  # a print line
+    assert path.read_text() == GREET
+    code, out, err = run(capsys, str(path), "-i", "Fix the bug", "--focus", "3", "--json")
+    summary = json.loads(out)
+    assert code == EXIT_NO_FIX and summary["changed"] is False and summary["refused"] is None
+    assert summary["no_fix"]["line"] == 3 and summary["no_fix"]["message"].startswith("no fix found")
+
+
+@pytest.mark.model
+def test_no_fix_advice_after_candidates_suggests_no_flag_already_given(capsys, tmp_path: Path,
+                                                                        default_engine) -> None:
+    """--candidates 4 with a check that fails every candidate: exit 6 (nothing passed), and the
+    edit as asked kept the code, so the no-fix reason follows, without --candidates 4 or --check."""
+    from engine.verdict import EXIT_NO_VERIFIED_FIX
+
+    path = tmp_path / "greet.py"
+    path.write_text(GREET)
+    code, _, err = run(capsys, str(path), "-i", "Fix the bug", "--focus", "3", "--in-place",
+                       "--candidates", "4", "--check", "exit 1")
+    words = " ".join(err.split())
+    assert code == EXIT_NO_VERIFIED_FIX, err
+    assert path.read_text() == GREET
+    assert "no fix found" in words, err
+    assert "a larger --candidates than the 4 given, e.g. --candidates 8" in words
+    assert "try --candidates 4" not in words and "--check CMD" not in words and "loop" not in words
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("instruction", ["", "  \t"])
+def test_an_empty_instruction_is_fix_the_bug(capsys, tmp_path: Path, default_engine, instruction: str) -> None:
+    path = tmp_path / "count.py"
+    path.write_text(TYPO)
+    code, out, err = run(capsys, str(path), "-i", instruction, "--focus", "5", "--in-place", "--json")
+    assert code == 0, err
+    assert 'an empty instruction: editing with "Fix the bug"' in err
+    assert [line for line in err.splitlines() if "empty instruction" in line] == [
+        'an empty instruction: editing with "Fix the bug"']
+    assert path.read_text() == TYPO.replace("coutn", "count")
+
+
+def test_a_blank_instruction_is_said_before_anything_else(capsys, tmp_path: Path, no_model_load) -> None:
+    path = tmp_path / "count.py"
+    path.write_text(TYPO)
+    code, _, err = run(capsys, str(path), "-i", " ", "--compare", "foo")
+    assert code == 2 and err.startswith('an empty instruction: editing with "Fix the bug"\n')

@@ -54,7 +54,7 @@ def test_the_servers_load_no_bench_training_or_evaluation_module(command: str) -
 def test_a_real_edit_loads_no_bench_training_or_evaluation_module() -> None:
     code, modules = loaded("edit", "examples/buggy_add.py", "-i", "Fix the bug in add.", "--mode", "program",
                            "--focus", "3", "--max-new-tokens", "48", "--threads", "1")
-    assert code in (0, 3, 4, 5) and "engine.decoding.run" in modules
+    assert code in (0, 3, 4, 5, 8) and "engine.decoding.run" in modules
     assert off_limits(modules) == []
 
 

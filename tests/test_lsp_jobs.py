@@ -519,6 +519,7 @@ async def test_the_request_is_the_clis_for_the_same_file(tmp_path, monkeypatch, 
     import engine.commands.edit as edit_command
     from engine.cli import main
     from engine.settings import load_workspace_settings
+    from engine.verdict import EXIT_NO_FIX
 
     text = "a = 1\nb = 2\nc = 3\n"
     path = tmp_path / name
@@ -527,7 +528,7 @@ async def test_the_request_is_the_clis_for_the_same_file(tmp_path, monkeypatch, 
     monkeypatch.setattr(edit_command, "Engine", RecordingEngine)
     RecordingEngine.requests = []
     code = main(["edit", str(path), "-i", "Make it upper case", "--lines", "2-3", "--focus", "2", "--json"])
-    assert code == 0, capsys.readouterr().err
+    assert code == EXIT_NO_FIX, capsys.readouterr().err  # the recording engine keeps the text
     cli_request = RecordingEngine.requests[-1]
 
     store = DocumentStore("utf-16")

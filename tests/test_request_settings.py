@@ -67,13 +67,14 @@ class RecordingEngine:
 def test_the_cli_sends_every_request_setting(capsys, tmp_path: Path, monkeypatch) -> None:
     import engine.commands.edit as edit_command
     from engine.cli import main
+    from engine.verdict import EXIT_NO_FIX
 
     monkeypatch.setattr(edit_command, "Engine", RecordingEngine)
     (tmp_path / ".copy-as-decode.toml").write_text(
         "".join(f"{camel(name)} = {value!r}\n".replace("'", '"') for name, value in CHOSEN.items()))
     path = tmp_path / "add.py"
     path.write_text(BUGGY)
-    assert main(["edit", str(path), "-i", "Fix the bug"]) == 0
+    assert main(["edit", str(path), "-i", "Fix the bug"]) == EXIT_NO_FIX  # the recording engine keeps the code
     assert _sent(RecordingEngine.requests[-1]) == CHOSEN
 
 

@@ -54,3 +54,55 @@ def test_an_edit_that_breaks_the_syntax_is_refused_and_previewed() -> None:
     assert (verdict.kind, verdict.exit_code) == ("syntax", EXIT_SYNTAX)
     assert verdict.message == f"refusing an edit that breaks the syntax: it {verdict.reason}"
     assert verdict.as_preview()
+
+
+# -- no fix: the reason, and advice that fits ---------------------------------------------------------
+
+TYPO = "def count_items(xs):\n    count = 0\n    for x in xs:\n        count += 1\n    return coutn\n"
+
+
+@pytest.mark.parametrize("line, text, example", [
+    (3, TYPO, "line 3: the loop stops one short"),
+    (5, TYPO, "line 5: it returns the wrong value; it should return ..."),
+    (2, TYPO, "line 2: what is wrong and what it should do"),
+    (1, "if a < b:\n", "line 1: < should be <="),
+    (1, "while (i <= n) {\n", "line 1: the loop stops one short"),
+    (1, "if (a >= b) {\n", "line 1: >= should be >"),
+    (1, "def f(x) -> int:\n", "line 1: what is wrong and what it should do"),
+    (1, "const f = (x) => x << 1;\n", "line 1: what is wrong and what it should do"),
+    (9, TYPO, "line 9: what is wrong and what it should do"),
+    (None, TYPO, "line N: what is wrong and what it should do"),
+])
+def test_the_example_instruction_names_only_what_the_line_can_have(line, text, example) -> None:
+    from engine.verdict import example_instruction
+
+    assert example_instruction(line, text) == example
+
+
+def _unchanged(text: str, hint: int | None) -> EditResult:
+    from engine.decoding.events import FocusLines
+
+    return EditResult(mode="program", model="stub", input_text=text, output_text=text, region=None,
+                      region_input=text, region_output=text, program=Program(()), raw_output="",
+                      tokens=TokenCounts(1, 0, 0), prompt_tokens=1, stop_reason="done",
+                      focus=FocusLines(hint=hint, guarded=hint))
+
+
+def test_the_no_fix_advice_suggests_no_flag_already_given() -> None:
+    from engine.verdict import no_fix
+
+    plain = no_fix(_unchanged(TYPO, 5))
+    assert plain is not None and "try --candidates 4" in plain.advice and "--check CMD" in plain.advice
+    assert plain.example == "line 5: it returns the wrong value; it should return ..." and "loop" not in plain.message
+    asked = no_fix(_unchanged(TYPO, 5), candidates=4, checked=True)
+    assert asked is not None and "--candidates 4" not in asked.advice and "--check" not in asked.advice
+    assert "a larger --candidates than the 4 given, e.g. --candidates 8" in asked.advice
+    assert no_fix(_unchanged(TYPO, 5), candidates=2) is not None  # 2 given: 4 is another K
+    assert "try --candidates 4" in no_fix(_unchanged(TYPO, 5), candidates=2).advice  # type: ignore[union-attr]
+
+
+def test_an_empty_region_is_no_missing_fix() -> None:
+    from engine.verdict import no_fix
+
+    assert no_fix(_unchanged("", None)) is None
+    assert no_fix(_unchanged(TYPO, None)) is not None

@@ -9,7 +9,7 @@ from typing import Any
 
 from engine.api import EditRequest
 from engine.candidates.search import Candidate, Search
-from engine.verdict import EXIT_CANCELLED, EXIT_NO_VERIFIED_FIX, NoFix, json_summary, judge, no_fix
+from engine.verdict import EXIT_CANCELLED, EXIT_NO_FIX, EXIT_NO_VERIFIED_FIX, NoFix, json_summary, judge, no_fix
 
 
 @dataclass(frozen=True)
@@ -38,12 +38,13 @@ class Decision:
                 f"{candidate.score:.2f}, decoded in {candidate.seconds:.1f}s, {fate}")
 
 
-def decide(search: Search, checked: bool) -> Decision:
+def decide(search: Search, checked: bool, k: int = 1) -> Decision:
     """With a check: the candidate that passed (exit 0) or nothing (EXIT_NO_VERIFIED_FIX).
     Without one: the best-scored candidate a guard let through; when every one was refused, the
-    best one's own verdict (an unchanged one is written as is, exit 0, and says no fix was found)."""
+    best one's own verdict (an unchanged one is written as is and says no fix was found:
+    EXIT_NO_FIX). ``k``: the candidates asked, so the no-fix advice suggests no flag already given."""
     first = next((c for c in sorted(search.candidates, key=lambda c: c.index)), None)
-    unchanged = no_fix(first.result) if first is not None else None
+    unchanged = no_fix(first.result, candidates=k, checked=checked) if first is not None else None
     if search.stop_reason == "cancelled":
         return Decision(None, EXIT_CANCELLED, "the search was cancelled; nothing was written")
     if checked:
@@ -60,7 +61,7 @@ def decide(search: Search, checked: bool) -> Decision:
         return Decision(usable, 0, "")
     best = search.candidates[0]
     if not best.result.changed:
-        return Decision(best, 0, unchanged.message if unchanged else "", unchanged)
+        return Decision(best, EXIT_NO_FIX if unchanged else 0, unchanged.message if unchanged else "", unchanged)
     return Decision(None, best.exit_code, f"{best.refused}; nothing was written")
 
 
@@ -71,8 +72,8 @@ def search_summary(search: Search, decision: Decision, request: EditRequest, wri
     out: dict[str, Any] = {}
     if shown is not None:
         verdict = judge(shown.result, request.instruction, request.max_new_tokens, request.language)
-        out = json_summary(shown.result, {}, verdict.damage, decision.message if decision.exit_code else "",
-                           written, request.language, verdict.syntax)
+        refused = decision.message if decision.exit_code not in (0, EXIT_NO_FIX) else ""
+        out = json_summary(shown.result, {}, verdict.damage, refused, written, request.language, verdict.syntax)
     out["exit_code"] = decision.exit_code
     out["no_fix"] = decision.no_fix.json() if decision.no_fix else out.get("no_fix")
     out["search"] = search.json()

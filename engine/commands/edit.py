@@ -19,7 +19,8 @@ from engine.decoding.results import empty_result
 from engine.language.resolve import ResolveError
 from engine.runtime.selector.adapter import resolve_selector
 from engine.settings import add_setting_flags, engine_arguments, given_flags, with_flags
-from engine.verdict import EXIT_BAD_REQUEST, check_focus, json_summary, no_fix
+from engine.core.choices import FIX_INSTRUCTION
+from engine.verdict import EXIT_BAD_REQUEST, EXIT_NO_FIX, check_focus, json_summary, no_fix
 
 # What --compare may run beside the edit: auto, and every mode an instruction's edit runs alone.
 COMPARE_MODES = (AUTO, *modes_where(given_program=False, apply_only=False))
@@ -56,7 +57,14 @@ exit status:
   5  refused: the file parsed before the edit and does not after it (Python and
      JavaScript are checked)
   6  --check: no candidate passed the check; nothing was written (the best
-     candidate's diff and its check output are printed)
+     candidate's diff and its check output are printed; when every candidate
+     changed nothing, the no-fix reason of 8 follows)
+  8  no fix: the edit finished and changed nothing (the model kept the code);
+     it says where and why, and what to try (--output still gets the text)
+
+An empty region (an empty file) exits 0: there is nothing to fix, and the
+model is not asked. With --compare the status is the edit's own mode's.
+An empty or blank --instruction is read as "Fix the bug".
 """
 
 
@@ -143,6 +151,9 @@ def run(args: argparse.Namespace) -> int:
 
     out = Console(stderr=args.json)
     err = Console(stderr=True)
+    if not args.instruction.strip():
+        err.print(f"[dim]an empty instruction: editing with \"{FIX_INSTRUCTION}\"[/dim]")
+        args.instruction = FIX_INSTRUCTION
     try:
         validate_args(args)
         text = read_text(args.file)
@@ -176,7 +187,8 @@ def run(args: argparse.Namespace) -> int:
         err.print(f"[bold red]error:[/bold red] {exc}")
         return EXIT_BAD_REQUEST
     unchanged = no_fix(result)
-    return deliver(args, request, result, compared, out, err, notice=unchanged.message if unchanged else "")
+    status = deliver(args, request, result, compared, out, err, notice=unchanged.message if unchanged else "")
+    return EXIT_NO_FIX if status == 0 and unchanged else status
 
 
 def _run_candidates(args: argparse.Namespace, engine: Engine, request: EditRequest, out, err) -> int:
@@ -190,7 +202,7 @@ def _run_candidates(args: argparse.Namespace, engine: Engine, request: EditReque
     with err.status("candidates...") as status:
         search = search_fixes(engine, request, k=args.candidates, check=check, max_rounds=args.max_rounds,
                               file_path=args.file, progress=lambda message: status.update(message))
-    decision = decide(search, check is not None)
+    decision = decide(search, check is not None, args.candidates)
     targets = [path for path, wanted in ((args.output, bool(args.output)), (args.file, args.in_place)) if wanted]
     written = targets if decision.write is not None else []
     if decision.write is not None:
@@ -208,8 +220,8 @@ def _run_candidates(args: argparse.Namespace, engine: Engine, request: EditReque
             out.print("\n[bold]check output[/bold]")
             out.print(escape(shown.check.output.rstrip()), soft_wrap=True)
     if decision.message:
-        err.print(f"[bold {'red' if decision.exit_code else 'yellow'}]{escape(decision.message)}"
-                  f"[/bold {'red' if decision.exit_code else 'yellow'}]")
+        colour = "red" if decision.exit_code not in (0, EXIT_NO_FIX) else "yellow"
+        err.print(f"[bold {colour}]{escape(decision.message)}[/bold {colour}]")
     return decision.exit_code
 
 

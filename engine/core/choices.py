@@ -60,6 +60,10 @@ SELECTOR_CHOICES: tuple[str, ...] = get_args(SelectorChoice)
 # docs/benchmarks.md).
 DEFAULT_FOCUS_POLICY: FocusPolicy = "hold"
 
+# The instruction of an AI fix that names none: the editor's without diagnostics, and the CLI's
+# for an empty or blank --instruction.
+FIX_INSTRUCTION = "Fix the bug"
+
 
 def never_cancelled() -> bool:
     """The ``cancelled`` callback of work nobody can cancel."""
