@@ -932,3 +932,28 @@ async def test_utf8_position_encoding(utf8_client: LanguageClient, workspace: Pa
         context=types.CodeActionContext(diagnostics=[])))
     new_line1 = typed.splitlines()[1]
     assert actions[0].command.arguments[0]["range"]["start"] == {"line": 1, "character": len(new_line1.encode("utf-8"))}
+
+
+# Correct code the embedded model keeps at line 3 (the CLI's exit status 8 in tests/test_edit_cli.py).
+GREET = "def greet(name):\n    \"\"\"Say hello.\"\"\"\n    print('Hello, ' + name)\n"
+
+
+async def test_an_ai_fix_that_finds_no_fix_says_why_and_what_fits(client: LanguageClient, workspace: Path):
+    """The CLI's no fix (exit 8) in the editor: the document is left as it is, and the message
+    says where and why the model kept the code, and what to try: an instruction built from the
+    line (a print line: no loop named), and the editor's controls, not the CLI's flags."""
+    if not client.profile.startswith("visual"):
+        pytest.skip("one run is enough")
+    editor: Editor = client.editor
+    uri = uri_of(workspace, "program/no_fix.py", GREET)
+    editor.open(uri, GREET)
+    outcome = await execute(client, {"uri": uri, "range": None, "instruction": None, "kind": "fix",
+                                     "focus": {"line": 2, "character": 4, "source": "cursor"}})
+    if outcome["summary"] and outcome["summary"]["changed"]:
+        pytest.skip(f"the model changed the code here: {outcome['summary']}")
+    assert outcome["status"] == "unchanged", outcome
+    message = outcome["message"]
+    assert message.startswith("AI fix: no fix found: the model kept") and "line 3" in message, message
+    assert 'e.g. "line 3: what is wrong and what it should do"' in message and "loop" not in message
+    assert "--candidates" not in message and "checkCommand" in message and message in messages(client)
+    assert editor.text(uri) == GREET  # (a streamed edit's ops may have been sent and written back)

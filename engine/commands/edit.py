@@ -57,8 +57,9 @@ exit status:
   5  refused: the file parsed before the edit and does not after it (Python and
      JavaScript are checked)
   6  --check: no candidate passed the check; nothing was written (the best
-     candidate's diff and its check output are printed; when every candidate
-     changed nothing, the no-fix reason of 8 follows)
+     candidate's diff and its check output are printed; when the edit as
+     asked changed nothing, the no-fix reason of 8 follows)
+  7  (copy-as-decode apply's: an update that could not all be placed)
   8  no fix: the edit finished and changed nothing (the model kept the code);
      it says where and why, and what to try (--output still gets the text)
 
@@ -72,7 +73,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("edit", help="edit a file with the model, without an editor", description=DESCRIPTION,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("file", type=Path, metavar="FILE", help="the file to edit (UTF-8 text)")
-    p.add_argument("--instruction", "-i", required=True, help="what to change, e.g. 'Fix the bug'")
+    p.add_argument("--instruction", "-i", required=True, help="what to change, e.g. 'Fix the bug' (what an "
+                   "empty or blank one means)")
     p.add_argument("--lines", help="edit only lines A-B (1-based, inclusive)")
     add_setting_flags(p, ["mode"], extra_choices={"mode": ("pld",)},
                       extra_help={"mode": "pld (llama.cpp's prompt-lookup drafting) is for measuring."})
