@@ -193,3 +193,15 @@ def test_cli_writes_the_candidate_that_passes(capsys, tmp_path: Path) -> None:
     assert code == 0, err
     assert path.read_text() == FIXED
     assert "passed" in out
+
+
+def test_a_search_that_changed_nothing_without_a_check_is_no_fix() -> None:
+    """Every candidate kept the code: EXIT_NO_FIX (not a written fix), the advice after K = 4."""
+    from engine.verdict import EXIT_NO_FIX
+
+    search = search_fixes(ScriptedEngine([BUGGY, BUGGY]), EditRequest(BUGGY, "Fix add.", focus_line=3), k=4,
+                          check=None)
+    assert search.candidates and not any(c.result.changed for c in search.candidates)
+    decision = decide(search, checked=False, k=4)
+    assert decision.exit_code == EXIT_NO_FIX and decision.no_fix is not None
+    assert "--candidates 4" not in decision.message and "--candidates 8" in decision.message
