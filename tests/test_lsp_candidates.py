@@ -156,7 +156,12 @@ async def test_a_cancel_during_the_check_ends_the_fix_at_once(client: LanguageCl
     print(f"cancel ({how}) answered in {elapsed:.3f} s")
     assert elapsed < 0.5, f"the fix ended {elapsed:.2f} s after the cancel"
     assert editor.text(uri) == BUGGY and not editor.sent[uri]
-    assert not _alive(pid), "the check's process outlived the cancel"
+    # The answer does not wait for the kill: the check's runner polls for the cancel every
+    # engine.candidates.check.POLL_S on a worker thread, which a loaded CPU may schedule late.
+    deadline = time.monotonic() + 1.0
+    while _alive(pid) and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    assert not _alive(pid), "the check's process outlived the cancel by more than a second"
 
 
 def _alive(pid: int) -> bool:
