@@ -9,7 +9,6 @@ pygls server; a test gives the services a fake port instead, and no server.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from pygls.lsp.server import LanguageServer
 
 from engine.settings import SECTION
 from lsp_server.outcome import Outcome
+from lsp_server.waiting import within
 
 log = logging.getLogger(__name__)
 STATUS = "copyAsDecode/status"
@@ -116,7 +116,7 @@ class PyglsClient:
         return await self._server.workspace_apply_edit_async(params)
 
     async def configuration(self, scope: str | None) -> Any:
-        result = await asyncio.wait_for(self._server.workspace_configuration_async(types.ConfigurationParams(
+        result = await within(self._server.workspace_configuration_async(types.ConfigurationParams(
             items=[types.ConfigurationItem(scope_uri=scope, section=SECTION)])), CONFIGURATION_TIMEOUT_S)
         return result[0] if result else None
 

@@ -6,13 +6,13 @@ and every call is then a no-op: no progress UI is not a reason to fail the work 
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from concurrent.futures import Future
 
 from lsprotocol import types
 
 from lsp_server.client import ClientPort
+from lsp_server.waiting import within
 
 CREATE_TIMEOUT_S = 10.0  # a client that never answers window/workDoneProgress/create
 
@@ -33,7 +33,7 @@ class WorkDoneProgress:
         token = f"copy-as-decode/{uuid.uuid4().hex}"
         progress = self.client.work_done_progress
         try:
-            await asyncio.wait_for(progress.create_async(token), CREATE_TIMEOUT_S)
+            await within(progress.create_async(token), CREATE_TIMEOUT_S)
         except Exception:  # noqa: BLE001 - no progress UI is not a reason to fail the work
             return
         self.token = token

@@ -26,6 +26,7 @@ from lsp_server.client import ClientPort
 from lsp_server.documents import Document, DocumentStore
 from lsp_server.edits import LiveRegion, text_edit, workspace_edit
 from lsp_server.positions import Encoding
+from lsp_server.waiting import within
 
 ECHO_TIMEOUT_S = 10.0     # how long an applied edit may take to come back as didChange
 SETTLE_S = 0.4            # quiet time after which a non-matching document counts as changed
@@ -56,7 +57,7 @@ async def apply_edit(client: ClientPort, edit: types.WorkspaceEdit, label: str,
                      timeout: float = APPLY_TIMEOUT_S) -> ApplyAnswer:
     """Send ``edit`` to the client and wait at most ``timeout`` seconds for its answer."""
     try:
-        result = await asyncio.wait_for(
+        result = await within(
             client.apply_workspace_edit(types.ApplyWorkspaceEditParams(edit=edit, label=label)), timeout)
     except asyncio.TimeoutError:
         return ApplyAnswer(False, NO_ANSWER.format(seconds=timeout), answered=False)
@@ -206,6 +207,6 @@ class DocumentWriter:
                 raise DocumentLost("conflict", NO_ECHO.format(seconds=ECHO_TIMEOUT_S))
             self._changed.clear()
             try:
-                await asyncio.wait_for(self._changed.wait(), timeout=min(SETTLE_S, deadline - now))
+                await within(self._changed.wait(), min(SETTLE_S, deadline - now))
             except asyncio.TimeoutError:
                 pass
