@@ -47,14 +47,14 @@ from lsp_server.actions import COMMAND_APPLY_PENDING
 from lsp_server.edits import LiveRegion, preview_workspace_edit, text_edit, unified_diff
 from lsp_server.outcome import Outcome, PendingEdit
 from lsp_server.progress import WorkDoneProgress
-from lsp_server.request import document_request, run_mode
+from lsp_server.request import document_request
 from lsp_server.worker import BlockingStream
 from lsp_server.writer import DocumentLost, DocumentWriter, EditContext, apply_edit
 
 if TYPE_CHECKING:
     from engine.api import Engine
     from engine.settings import Settings
-    from lsp_server.aligner import AlignerOnly
+    from engine.dispatch import ModelFree
 
 REVIEW_TIMEOUT_S = 3600.0  # a preview the user leaves open (the edit slot is free meanwhile)
 
@@ -153,13 +153,13 @@ class LiveEdit:
         """Polled by the engine before every model step (from the worker thread)."""
         return self.cancel.is_set() or self.progress.cancelled()
 
-    async def run(self, engine: "Engine | AlignerOnly") -> Outcome:
+    async def run(self, engine: "Engine | ModelFree") -> Outcome:
         doc = self.ctx.documents.get(self.uri)
         if doc is None:
             return Outcome("error", NOT_OPEN)
         try:
             request = document_request(doc, self.instruction, self.lines, self.settings,
-                                   mode=run_mode(engine, self.settings.edit.mode, self.update is not None),
+                                   mode=engine.resolve_mode(self.settings.edit.mode, self.update is not None),
                                    focus_line=self.focus_line,
                                    focus_policy=self.focus_policy, update=self.update, partial=self.partial)
         except EditError as exc:
@@ -176,7 +176,7 @@ class LiveEdit:
         return outcome
 
     # -- decoding ----------------------------------------------------------------------------
-    async def _decode(self, engine: "Engine | AlignerOnly", request: EditRequest,
+    async def _decode(self, engine: "Engine | ModelFree", request: EditRequest,
                       live: LiveRegion) -> tuple[EditResult | None, BaseException | None]:
         """The engine's result (or its failure); each batch's latest op is shown as it comes."""
         region = f"lines {self.lines[0]}-{self.lines[1]}" if self.lines else "whole document"

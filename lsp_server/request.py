@@ -19,8 +19,6 @@ from engine.api import EditRequest, language_for
 from engine.core.choices import FocusPolicy, Mode
 
 if TYPE_CHECKING:
-    from engine.api import Engine
-    from lsp_server.aligner import AlignerOnly
     from engine.settings import Settings
     from lsp_server.documents import Document
 
@@ -61,9 +59,3 @@ def document_request(doc: "Document", instruction: str, lines: tuple[int, int] |
                                      language=document_language(doc.uri, doc.language_id),
                                      focus_line=focus_line, focus_policy=focus_policy, update=update,
                                      partial=partial)
-
-
-def run_mode(engine: "Engine | AlignerOnly", mode: Mode, apply: bool = False) -> Mode:
-    """The mode a request runs in on ``engine``, ``auto`` made concrete as the engine and the CLI
-    resolve it (an apply's ``auto``: the aligner's merge)."""
-    return engine.resolve_mode(mode, apply)

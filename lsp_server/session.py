@@ -17,13 +17,14 @@ from lsprotocol import types
 
 from engine.api import EditError
 from lsp_server.actions import EditArgs, edit_region, focus_line
-from lsp_server.aligner import AlignerOnly, aligner_alone
+from engine.core.modes import needs_model
+from engine.dispatch import ModelFree
 from lsp_server.client import report
 from lsp_server.documents import Document, path_of
 from lsp_server.jobs import SUPERSEDED, Cancel, LiveEdit
 from lsp_server.models import ModelKey, unless_stopped
 from lsp_server.outcome import Outcome
-from lsp_server.request import document_request, run_mode
+from lsp_server.request import document_request
 from lsp_server.services import EditServices
 from lsp_server.verified import NO_FILE, CheckedFix, check_spec
 
@@ -86,7 +87,7 @@ class EditSession:
         return outcome
 
     @asynccontextmanager
-    async def _slot(self, engine: "Engine | AlignerOnly") -> AsyncIterator[None]:
+    async def _slot(self, engine: "Engine | ModelFree") -> AsyncIterator[None]:
         """The edit slot, while the edit runs. In-process backends share this machine's CPU/GPU:
         one edit at a time. A server batches concurrent requests itself (``Engine.concurrent``),
         so edits that go to it do not wait for each other."""
@@ -103,10 +104,10 @@ class EditSession:
             if local:
                 queue.slot().release()
 
-    async def _engine(self, settings: "Settings", warnings: list[str]) -> "Engine | AlignerOnly":
+    async def _engine(self, settings: "Settings", warnings: list[str]) -> "Engine | ModelFree":
         """The engine for ``settings``, loaded (or the pool's), once the request is known to be one
         it would take; the settings' problems are told first. An apply the aligner merges alone
-        gets :class:`AlignerOnly` and loads no model."""
+        gets :class:`engine.dispatch.ModelFree` and loads no model."""
         services = self.services
         self._check_cancel()
         for warning in warnings:
@@ -115,8 +116,8 @@ class EditSession:
         problem = self._check_request(self._document(), settings)
         if problem:
             raise _Ended(Outcome("error", problem))
-        if aligner_alone(self.args.update, settings.edit.mode):  # the aligner merges it: no model to load
-            return AlignerOnly()
+        if self.args.update is not None and not needs_model(settings.edit.mode, apply=True):
+            return ModelFree()  # the aligner merges it: no model to load
         try:
             loaded, engine = await unless_stopped(services.models.engine_for(ModelKey.of(settings)),
                                                   self.cancel.waiter)
@@ -126,13 +127,13 @@ class EditSession:
             raise self._stopped_early()
         return engine
 
-    async def _run(self, engine: "Engine | AlignerOnly", settings: "Settings") -> Outcome:
+    async def _run(self, engine: "Engine | ModelFree", settings: "Settings") -> Outcome:
         services, args = self.services, self.args
         services.warmups.edit_uses(engine)
         doc = self._document()
         self._check_cancel()
         edit = self._live_edit(doc, settings)
-        services.client.status("editing", f"{args.kind}: {run_mode(engine, settings.edit.mode, args.update is not None)} "
+        services.client.status("editing", f"{args.kind}: {engine.resolve_mode(settings.edit.mode, args.update is not None)} "
                                           f"with {engine.name}")
         with services.state.running(args.uri, edit):
             outcome = await edit.run(engine)

@@ -34,7 +34,7 @@ from lsp_server.writer import EditContext, apply_edit
 if TYPE_CHECKING:
     from engine.api import EditRequest, Engine
     from engine.decoding.events import EditResult
-    from lsp_server.aligner import AlignerOnly
+    from engine.dispatch import ModelFree
     from engine.settings import Settings
 
 NONE_PASSED = ("AI fix: no verified fix found: none of {count} candidate(s) in {rounds} round(s) passed "
@@ -86,7 +86,7 @@ class CheckedFix(LiveEdit):
         self.search: Search | None = None
         self.alternatives: Alternatives | None = None  # set when a candidate was written
 
-    async def _decode(self, engine: "Engine | AlignerOnly", request: "EditRequest",
+    async def _decode(self, engine: "Engine | ModelFree", request: "EditRequest",
                       live: LiveRegion) -> tuple["EditResult | None", BaseException | None]:
         """The search, in the worker; its passing candidate's result (None when none passed)."""
         await self.progress.begin("AI fix", f"{engine.name} · up to {self.settings.check.candidates} candidates, "

@@ -50,7 +50,7 @@ from lsp_server.worker import run_blocking
 
 if TYPE_CHECKING:
     from engine.api import Engine
-    from lsp_server.aligner import AlignerOnly
+    from engine.dispatch import ModelFree
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +117,7 @@ class WarmUps:
             self.timer.cancel()
             self.timer = None
 
-    def edit_uses(self, engine: "Engine | AlignerOnly") -> None:
+    def edit_uses(self, engine: "Engine | ModelFree") -> None:
         """The edit runs on ``engine``: a warm-up on another engine (another model) stops."""
         if self.running is not None and self.running.engine is not engine:
             self.running.stop.set()
