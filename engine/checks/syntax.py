@@ -158,6 +158,24 @@ def check_edit(before: str, after: str, language: str) -> SyntaxVerdict:
     return SyntaxVerdict(language, first_error(before, language) is None, error is None, error)
 
 
+# The languages an edit of a nameless file (an HTTP apply without a path) is judged in, most
+# common first (:func:`sniffed_language`). Not PHP: text outside ``<?php`` is HTML, so any text
+# parses as PHP, and nothing would ever be called broken.
+SNIFFED = ("python", "javascript", "typescript", "tsx", "go", "rust", "java", "c", "cpp", "csharp", "ruby")
+
+
+def sniffed_language(before: str, after: str) -> str:
+    """The language to judge an edit of a file whose name is unknown: among :data:`SNIFFED`, those
+    whose parser accepts ``before``; the first of them that accepts ``after`` too (the edit breaks
+    nothing), else the first of them (it breaks the file in every language it was valid in, so it
+    breaks the file's own). "" when no parser accepts ``before``. Never a false break: a break is
+    called only when ``after`` parses in none of the languages ``before`` parsed in."""
+    candidates = [language for language in SNIFFED if supported(language) and parses(before, language)]
+    if not candidates:
+        return ""
+    return next((language for language in candidates if first_error(after, language) is None), candidates[0])
+
+
 def _python_error(text: str) -> SyntaxProblem | None:
     """CPython's compiler (to bytecode that is thrown away: nothing runs); warnings are not errors."""
     try:
