@@ -128,6 +128,12 @@ class AnswerPlan:
                 "files": [c.json(c.target in done) for c in self.changes]}
 
 
+def names_files(answer: str) -> bool:
+    """Does ``answer`` name at least one file (a block headed by its path, or a diff)? An update
+    for one file (the code alone, or a fenced block without a path) names none."""
+    return bool(split_answer(answer).blocks)
+
+
 def inside_root(root: Path, path: str) -> Path:
     """``path`` (an answer's, relative) resolved under ``root``; :class:`EditError` when it is
     absolute, climbs out with ``..``, or leads out through a symbolic link."""

@@ -18,6 +18,7 @@ from typing import Any
 from lsprotocol import types
 
 from engine.settings import Settings
+from engine.workspace_apply import names_files
 from lsp_server.actions import (
     COMMAND_APPLY_PENDING,
     COMMAND_CANCEL,
@@ -28,6 +29,7 @@ from lsp_server.actions import (
     next_candidate_action,
     uri_argument,
 )
+from lsp_server.answers import run_answer
 from lsp_server.client import fail, report
 from lsp_server.edits import minimal_replacement, text_edit, workspace_edit
 from lsp_server.models import ModelKey
@@ -66,11 +68,15 @@ async def run_edit(services: EditServices, raw: Any) -> dict:
 
 async def run_apply(services: EditServices, raw: Any) -> dict:
     """``copyAsDecode.server.applyUpdate``: the update merged into the whole document, played
-    in as an :class:`EditSession` like any edit (streaming, preview, undo, cancel)."""
+    in as an :class:`EditSession` like any edit (streaming, preview, undo, cancel); an update
+    that names files (a chat answer with paths, a diff) is merged into each of them and sent as
+    one edit (:mod:`lsp_server.answers`)."""
     try:
         args = EditArgs.parse_apply(raw)
     except ValueError as exc:
         return fail(services.client, str(exc))
+    if args.update and names_files(args.update):
+        return await run_answer(services, args)
     if services.documents.get(args.uri) is None:
         return fail(services.client, NOT_OPEN.format(uri=args.uri))
     services.state.drop_pending(args.uri)
