@@ -16,17 +16,18 @@ per file). A client without annotations applies it at once.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from pathlib import Path
 
 from lsprotocol import types
 
-from engine.api import EditError
+from engine.api import EditError, ModelLoadError
 from engine.core.modes import needs_model
 from engine.dispatch import ModelFree
 from engine.workspace_apply import AnswerOptions, FileChange, Merger, plan_answer, read_source
 from lsp_server.actions import EditArgs
 from lsp_server.client import report
-from lsp_server.documents import Document, path_of
+from lsp_server.documents import path_of
 from lsp_server.edits import CONFIRM_ANNOTATION, minimal_replacement, text_edit
 from lsp_server.models import ModelKey
 from lsp_server.outcome import Outcome
@@ -35,16 +36,35 @@ from lsp_server.writer import apply_edit
 
 LABEL = "AI apply"
 NO_FOLDER = "{uri} is not a file on disk: an answer that names files applies to the files of its workspace folder"
+CHANGED = "{uri} changed while the answer was merged: nothing was applied; apply the answer again"
 
 
-def open_buffers(services: EditServices) -> dict[Path, Document]:
-    """The open documents by their resolved file path."""
-    buffers: dict[Path, Document] = {}
+@dataclass(frozen=True)
+class Buffer:
+    """An open document as it was when the merge began (the store's documents change in place)."""
+
+    uri: str
+    text: str
+    version: int | None
+
+
+def open_buffers(services: EditServices) -> dict[Path, Buffer]:
+    """The open documents by their resolved file path, as they are now."""
+    buffers: dict[Path, Buffer] = {}
     for uri in services.documents.uris():
         path, doc = path_of(uri), services.documents.get(uri)
         if path is not None and doc is not None:
-            buffers[path.resolve()] = doc
+            buffers[path.resolve()] = Buffer(doc.uri, doc.text, doc.version)
     return buffers
+
+
+def moved_on(services: EditServices, buffers: dict[Path, Buffer]) -> str | None:
+    """The URI of an open document that changed since ``buffers`` was taken, or None."""
+    for buffer in buffers.values():
+        doc = services.documents.get(buffer.uri)
+        if doc is not None and doc.text != buffer.text:
+            return buffer.uri
+    return None
 
 
 async def run_answer(services: EditServices, args: EditArgs) -> dict:
@@ -63,7 +83,10 @@ async def run_answer(services: EditServices, args: EditArgs) -> dict:
 
     merger: Merger = ModelFree(settings.model.name)
     if needs_model(settings.value("mode"), apply=True):
-        merger = await services.models.engine_for(ModelKey.of(settings))
+        try:
+            merger = await services.models.engine_for(ModelKey.of(settings))
+        except ModelLoadError as exc:  # engine_for has shown it
+            return report(client, Outcome("error", str(exc)))
     client.status("editing", f"apply: an answer naming files under {root}")
     options = AnswerOptions(args.instruction or "", None, args.partial, create=False)
     try:
@@ -78,6 +101,9 @@ async def run_answer(services: EditServices, args: EditArgs) -> dict:
     changes = plan.to_write()
     if not changes:
         return report(client, Outcome("unchanged", "AI apply: the answer changes no file", summary=plan.json([])))
+    stale = moved_on(services, buffers)  # a client without versioned edits would not notice
+    if stale is not None:
+        return report(client, Outcome("conflict", CHANGED.format(uri=stale), summary=plan.json([])))
     edit = workspace_edit(changes, buffers, services)
     names = ", ".join(c.path for c in changes)
     answer = await apply_edit(client, edit, LABEL)
@@ -88,7 +114,7 @@ async def run_answer(services: EditServices, args: EditArgs) -> dict:
                                   edits_applied=len(changes), summary=plan.json(done)))
 
 
-def workspace_edit(changes: list[FileChange], buffers: dict[Path, Document],
+def workspace_edit(changes: list[FileChange], buffers: dict[Path, Buffer],
                    services: EditServices) -> types.WorkspaceEdit:
     """One edit for every file: versioned document edits (annotated for review when the client
     shows annotations), or the plain ``changes`` map for a client without ``documentChanges``."""
