@@ -253,9 +253,12 @@ def _merged(block: FileBlock, target: Path, before: str, merger: Merger, setting
     unplaced = [f"update lines {c.start}-{c.end} of the block at answer line {block.line} "
                 f"({c.text.strip().splitlines()[0][:60]!r})" for c in result.unplaced]
     kind: ChangeKind = "unchanged" if verdict.kind == "write" and not result.changed else verdict.kind
+    message = verdict.message
+    if kind == "unplaced":  # each chunk with its place in the answer (the engine's words stay in warnings)
+        message = f"could not place {', '.join(unplaced)}; nothing was written (--partial writes the rest)"
     after = result.output_text if verdict.kind in ("write", *FORCEABLE) and result.stop_reason != "cancelled" \
         else None
-    return FileChange(block.path, target, kind, verdict.exit_code, verdict.message, before, after, unplaced,
+    return FileChange(block.path, target, kind, verdict.exit_code, message, before, after, unplaced,
                       list(result.warnings) + _notes(verdict.syntax), verdict.syntax, result)
 
 
