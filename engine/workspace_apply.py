@@ -116,7 +116,7 @@ class AnswerPlan:
             return ""
         lines = [f"{c.path}: {c.message}" for c in self.changes if c.kind in _PRIORITY
                  and not (force and c.kind in FORCEABLE)]
-        return "nothing was written: " + "; ".join(lines)
+        return "nothing was written:\n" + "\n".join(f"  {line}" for line in lines)
 
     def to_write(self) -> list[FileChange]:
         return [c for c in self.changes if c.changed and c.target is not None]
@@ -255,7 +255,7 @@ def _merged(block: FileBlock, target: Path, before: str, merger: Merger, setting
     kind: ChangeKind = "unchanged" if verdict.kind == "write" and not result.changed else verdict.kind
     message = verdict.message
     if kind == "unplaced":  # each chunk with its place in the answer (the engine's words stay in warnings)
-        message = f"could not place {', '.join(unplaced)}; nothing was written (--partial writes the rest)"
+        message = f"could not place {', '.join(unplaced)} (--partial writes the rest)"
     after = result.output_text if verdict.kind in ("write", *FORCEABLE) and result.stop_reason != "cancelled" \
         else None
     return FileChange(block.path, target, kind, verdict.exit_code, message, before, after, unplaced,
@@ -271,8 +271,8 @@ def _patched(block: FileBlock, target: Path, before: str, language: str, partial
     if not block.hunks:
         return FileChange(block.path, target, "bad_input", EXIT_BAD_REQUEST, "the diff has no @@ hunk", before)
     if unplaced and not partial:
-        message = (f"could not place {', '.join(unplaced)}: its old lines are not in the file (or not once); "
-                   "nothing was written (--partial writes the rest)")
+        message = (f"could not place {', '.join(unplaced)}: its old lines are not in the file (or not once) "
+                   "(--partial writes the rest)")
         return FileChange(block.path, target, "unplaced", EXIT_UNPLACED, message, before, None, unplaced, notes,
                           syntax)
     if unplaced:

@@ -19,7 +19,7 @@ from engine.dispatch import ModelFree
 from engine.runtime.selector.adapter import resolve_selector
 from engine.settings import Settings, engine_arguments, given_flags, with_flags
 from engine.verdict import EXIT_BAD_REQUEST
-from engine.workspace_apply import AnswerOptions, AnswerPlan, Merger, plan_answer, write_all
+from engine.workspace_apply import FORCEABLE, AnswerOptions, AnswerPlan, Merger, plan_answer, write_all
 
 # Flags of the one-file apply that name a single target, and what to do instead.
 _ONE_FILE_ONLY = {"output": "--output", "in_place": "--in-place", "compare": "--compare"}
@@ -66,7 +66,8 @@ def run_answer(args: argparse.Namespace, answer: str) -> int:
     if status:
         err.print(f"[bold red]error:[/bold red] {escape(plan.message(args.force))}")
     elif plan.refusal() is not None:
-        err.print(f"[bold yellow]warning:[/bold yellow] {escape(plan.message())}; written anyway (--force)")
+        forced = "; ".join(f"{c.path}: {c.message}" for c in plan.changes if c.kind in FORCEABLE)
+        err.print(f"[bold yellow]warning:[/bold yellow] {escape(forced)}; written anyway (--force)")
     return status
 
 
