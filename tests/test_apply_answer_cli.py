@@ -228,3 +228,36 @@ def test_one_file_flags_are_refused_without_file(capsys, root: Path) -> None:
     assert code == EXIT_BAD_REQUEST and "--in-place takes FILE" in err
     code, _, err = apply(capsys, root, ANSWER, "--output", str(root / "o.py"))
     assert code == EXIT_BAD_REQUEST and not (root / "o.py").exists()
+
+
+# --- with FILE: the one file's block of an answer ------------------------------------------------
+
+def test_with_file_an_answers_one_block_for_it_is_its_update(capsys, root: Path) -> None:
+    target = root / "src/app.py"
+    answer = root / "answer.md"
+    answer.write_text(f"Here is the fix.\n\n{APP_BLOCK}\nThat is all.\n")
+    assert main(["apply", str(target), "--update", str(answer), "--in-place"]) == 0
+    assert target.read_text() == MERGED["src/app.py"]
+    target.write_text(APP)
+    answer.write_text(f"{F}python\ndef add(a, b):\n    return a + b\n# ... rest of the file unchanged ...\n{F}\n")
+    assert main(["apply", str(target), "--update", str(answer), "--in-place"]) == 0  # the fence is the chat's
+    assert target.read_text() == MERGED["src/app.py"]
+
+
+def test_with_file_an_answer_naming_several_files_says_to_leave_file_out(capsys, root: Path) -> None:
+    before = tree(root)
+    (root / "answer.md").write_text(ANSWER)
+    code = main(["apply", str(root / "src/app.py"), "--update", str(root / "answer.md"), "--in-place"])
+    (root / "answer.md").unlink()
+    err = " ".join(capsys.readouterr().err.split())
+    assert code == EXIT_BAD_REQUEST and tree(root) == before
+    assert "names 3 file block(s) (src/app.py, calc/mul.go, conf.py): leave FILE out" in err
+
+
+def test_a_markdown_files_update_keeps_its_fences(capsys, tmp_path: Path) -> None:
+    doc = tmp_path / "guide.md"
+    doc.write_text("# Guide\n\nIntro.\n\n## Use\n\nOld text.\n")
+    update = tmp_path / "u.md"
+    update.write_text(f"## Use\n\n`src/app.py`\n{F}python\nx = 1\n{F}\n")
+    assert main(["apply", str(doc), "--update", str(update), "--in-place"]) == 0
+    assert f"`src/app.py`\n{F}python\nx = 1\n{F}\n" in doc.read_text() and doc.read_text().startswith("# Guide\n")

@@ -34,6 +34,7 @@ _DIFF_OLD = re.compile(r"^--- (?P<path>\S.*?)(?:\t.*)?$")
 _DIFF_NEW = re.compile(r"^\+\+\+ (?P<path>\S.*?)(?:\t.*)?$")
 _DIFF_LANGUAGES = {"diff", "patch", "udiff"}
 NULL_PATH = "/dev/null"
+PROSE_SUFFIXES = (".md", ".markdown", ".mdx", ".rst", ".txt", ".adoc")
 
 BlockKind = Literal["update", "diff"]
 
@@ -195,3 +196,30 @@ def _diff_blocks(lines: list[str], first_line: int) -> list[FileBlock]:
         blocks.append(FileBlock(path, "diff", text, first_line + start, parse_hunks(body, first_line + start + 2),
                                 created=old == NULL_PATH, deleted=new == NULL_PATH))
     return blocks
+
+
+def update_for_file(update: str, name: str) -> str:
+    """The update meant for the one file ``name`` when ``update`` is a chat answer rather than the
+    code alone: the text of its one block, when that block is headed by ``name`` (the same path
+    or file name), or, for an answer that names no file, when the whole update is one fence.
+    ``update`` itself otherwise, and always for a prose file (Markdown, reStructuredText, text),
+    whose own text holds fences. :class:`ValueError` for an answer that names other files or
+    several, which a one-file apply cannot take."""
+    if name.lower().endswith(PROSE_SUFFIXES):
+        return update
+    parsed = split_answer(update)
+    if not parsed.blocks:
+        stripped = update.strip().replace("\r\n", "\n")
+        lines = stripped.split("\n")
+        whole_fence = (len(parsed.unnamed) == 1 and len(lines) >= 2 and _FENCE.match(lines[0]) is not None
+                       and _closing(lines, 0, _FENCE.match(lines[0]).group("fence")) == len(lines) - 1)  # type: ignore[union-attr]
+        return parsed.unnamed[0] if whole_fence else update
+    paths = [block.path for block in parsed.blocks]
+    wanted = normalised(name)
+    mine = [b for b in parsed.blocks if b.kind == "update" and (normalised(b.path) == wanted or
+                                                                  wanted.endswith("/" + normalised(b.path)) or
+                                                                  normalised(b.path).rsplit("/", 1)[-1] == wanted.rsplit("/", 1)[-1])]
+    if len(parsed.blocks) == 1 and len(mine) == 1:
+        return mine[0].text
+    raise ValueError(f"the update is an answer that names {len(paths)} file block(s) ({', '.join(paths)}): leave "
+                     "FILE out to merge each into its file (copy-as-decode apply --update ANSWER --root DIR)")

@@ -49,7 +49,9 @@ working folder) is merged in memory and checked; then every file is written,
 or none. Refused, with every file unchanged (exit status 2): a path outside
 the root (absolute, "..", a symbolic link leading out), a file that does not
 exist (--create creates it), two blocks for the same file, a binary file, a
-file over applyMaxLines.
+file over applyMaxLines. With FILE, an answer's one block headed by FILE's
+path (or an update wrapped in one fence) is taken as the update; an answer
+that names other or several files is refused: leave FILE out.
 
 example:
   copy-as-decode apply app.py --update answer.py --in-place
@@ -130,6 +132,18 @@ def _run_answer(args: argparse.Namespace, err) -> int:
     return run_answer(args, answer)
 
 
+def one_file_update(update: str, file: Path) -> str:
+    """The update for FILE: the code itself, or a chat answer's one block for it (its fence or its
+    path line dropped); an answer naming other or several files is an :class:`EditError` that
+    says to leave FILE out (engine.apply.answer.update_for_file)."""
+    from engine.apply.answer import update_for_file
+
+    try:
+        return update_for_file(update, str(file))
+    except ValueError as exc:
+        raise EditError(str(exc)) from None
+
+
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
@@ -146,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
         if args.in_place and args.output is not None:
             raise EditError("--in-place and --output exclude each other: write FILE itself or another path, not both")
         text = read_text(args.file)
-        update = read_update(args.update)
+        update = one_file_update(read_update(args.update), args.file)
         settings = with_flags(workspace_settings(args.file), given_flags(args))
         request = EditRequest.from_settings(settings, text, args.instruction, mode=args.mode, update=update,
                                             partial=args.partial, language=language_for(str(args.file)))
