@@ -8,7 +8,7 @@ via a temporary file and a rename, the ones already written restored if a later 
 language server sends the same changes as one ``WorkspaceEdit`` instead.
 
 Refused before any merge, with every file unchanged (exit status 2): a path outside the root
-(absolute, ``..``, or a symbolic link that leads out), a file that does not exist (unless
+(absolute, ``..``, or a symbolic link that leads out) or inside ``.git`` (``.hg``, ``.svn``), a file that does not exist (unless
 ``create``), two blocks for the same file (they are not merged in order: which one wins is a
 guess), a diff that deletes a file, a binary (or not UTF-8) file, and a file longer than
 ``applyMaxLines``.
@@ -39,6 +39,9 @@ ChangeKind = Literal["write", "unchanged", "bad_input", "cancelled", "unfinished
 _PRIORITY = ("bad_input", "cancelled", "unplaced", "unfinished", "destructive", "syntax")
 # Refusals --force overrides (as for one file: never a cancel, an unplaced chunk or bad input).
 FORCEABLE = ("unfinished", "destructive", "syntax")
+# Folders an answer never writes into: a repository's own config can name commands that run
+# (git's core.fsmonitor, hooks).
+VCS_FOLDERS = {".git", ".hg", ".svn"}
 
 
 class Merger(Protocol):
@@ -144,6 +147,8 @@ def inside_root(root: Path, path: str) -> Path:
         raise EditError(f"{path} is an absolute path: the answer's paths must be relative to the root {root}")
     if ".." in PurePosixPath(path.replace("\\", "/")).parts:
         raise EditError(f"{path} climbs out of the root {root} ('..'): refused")
+    if set(PurePosixPath(path.replace("\\", "/")).parts) & VCS_FOLDERS:
+        raise EditError(f"{path} is inside a version control folder: refused (its config can run commands)")
     base = root.resolve()
     target = (base / normalised(path)).resolve()
     if not target.is_relative_to(base):

@@ -165,6 +165,7 @@ def test_a_diff_that_does_not_apply_is_an_unplaced_chunk(capsys, root: Path) -> 
     ("/etc/hostname", "is an absolute path"),
     ("C:/Windows/win.ini", "is an absolute path"),
     ("~/.bashrc", "is an absolute path"),
+    (".git/config", "inside a version control folder"),
 ])
 def test_a_path_outside_the_root_is_refused(capsys, root: Path, path: str, says: str) -> None:
     (root.parent / "outside.py").write_text("x = 1\n")

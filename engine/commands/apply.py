@@ -47,7 +47,7 @@ headed by a path (```python src/app.py, or a line `src/app.py`, **app.py**,
 +++ b/x, @@ hunks, applied exactly). Each file under --root (default: the
 working folder) is merged in memory and checked; then every file is written,
 or none. Refused, with every file unchanged (exit status 2): a path outside
-the root (absolute, "..", a symbolic link leading out), a file that does not
+the root (absolute, "..", a symbolic link leading out) or inside .git, a file that does not
 exist (--create creates it), two blocks for the same file, a binary file, a
 file over applyMaxLines. With FILE, an answer's one block headed by FILE's
 path (or an update wrapped in one fence) is taken as the update; an answer
