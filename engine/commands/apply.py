@@ -45,13 +45,13 @@ Without FILE, the update is a chat answer that names its files: fenced blocks
 headed by a path (```python src/app.py, or a line `src/app.py`, **app.py**,
 "File: app.py" or "# app.py" just above the fence) or a unified diff (--- a/x,
 +++ b/x, @@ hunks, applied exactly). Each file under --root (default: the
-working folder) is merged in memory and checked; then every file is written,
-or none. Refused, with every file unchanged (exit status 2): a path outside
-the root (absolute, "..", a symbolic link leading out) or inside .git, a file that does not
-exist (--create creates it), two blocks for the same file, a binary file, a
-file over applyMaxLines. With FILE, an answer's one block headed by FILE's
-path (or an update wrapped in one fence) is taken as the update; an answer
-that names other or several files is refused: leave FILE out.
+working folder) is merged in memory and checked; then every file is written, or
+none. Refused, with every file unchanged (exit status 2): a path outside the
+root (absolute, "..", a symbolic link leading out) or inside .git, a file that
+does not exist (--create creates it), two blocks for the same file, a binary
+file, a file over applyMaxLines. With FILE, an answer's one block headed by
+FILE's path (or an update wrapped in one fence) is taken as the update; an
+answer that names other or several files is refused: leave FILE out.
 
 example:
   copy-as-decode apply app.py --update answer.py --in-place
