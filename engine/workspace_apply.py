@@ -137,6 +137,23 @@ def names_files(answer: str) -> bool:
     return bool(split_answer(answer).blocks)
 
 
+def update_for_document(answer: str, root: Path, document: Path) -> str | None:
+    """The update for ``document`` alone when ``answer``'s one block (an update, not a diff) is
+    headed by it: its path under ``root``, or its file name when that path names no file there
+    (a chat model that left the folders out). None otherwise: the answer is for its files."""
+    blocks = split_answer(answer).blocks
+    if len(blocks) != 1 or blocks[0].kind != "update":
+        return None
+    block = blocks[0]
+    try:
+        target = inside_root(root, block.path)
+    except EditError:
+        return None
+    if target == document.resolve() or (not target.exists() and target.name == document.name):
+        return block.text
+    return None
+
+
 def inside_root(root: Path, path: str) -> Path:
     """``path`` (an answer's, relative) resolved under ``root``; :class:`EditError` when it is
     absolute, climbs out with ``..``, or leads out through a symbolic link."""

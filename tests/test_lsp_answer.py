@@ -179,3 +179,17 @@ async def test_a_path_outside_the_workspace_is_refused(client: LanguageClient, w
     outcome = await apply_update(client, {"uri": uris["src/app.py"], "update": answer})
     assert outcome["status"] == "error" and "climbs out of the root" in outcome["message"], outcome
     assert editor.sent == [] and not (workspace.parent / "escape.py").exists()
+
+
+async def test_an_answers_one_block_for_the_document_streams_in_as_its_update(client: LanguageClient,
+                                                                               workspace: Path):
+    """A chat block headed by the document's own name (folders left out) is that document's
+    update: applied as any apply (edits into the buffer), not as a workspace edit for review."""
+    editor: Editor = client.editor  # type: ignore[attr-defined]
+    editor.sent.clear()
+    uris = project(workspace, "four", editor)
+    answer = f"Fixed:\n\n{F}python app.py\ndef add(a, b):\n    return a + b\n# ... rest of the file unchanged ...\n{F}\n"
+    outcome = await apply_update(client, {"uri": uris["src/app.py"], "update": answer})
+    assert outcome["status"] == "done", outcome
+    assert editor.docs[uris["src/app.py"]][0] == MERGED["src/app.py"]
+    assert editor.sent and not any(edit.change_annotations for edit in editor.sent)  # the streamed apply's edits
