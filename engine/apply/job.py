@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
-from typing import Callable, Iterator, NamedTuple
+from typing import Callable, Iterator, NamedTuple, Sequence
 
 from engine.apply.align import Alignment
 from engine.apply.model import Decoded, decode_parts, window_jobs
@@ -50,13 +50,16 @@ class AlignedUpdate:
     plan, and whether the merge may be written (``stop``: ``unplaced`` when chunks of the update
     found no place and the request is not ``partial``)."""
 
-    def __init__(self, request: EditRequest):
+    def __init__(self, request: EditRequest,
+                 merge: Callable[[Sequence[str], Sequence[str], str], Alignment] = merged_alignment):
+        """``merge``: what aligns the update with the file (the structure-aware merge; the
+        benchmark passes the line rules alone to compare)."""
         assert request.update is not None
         self.request = request
         lines = split_lines(request.text)
         a, b = request.region_bounds()
         self.file, self.update = lines[a:b], split_lines(to_lf(request.update))
-        self.alignment: Alignment = merged_alignment(self.file, self.update, request.language)
+        self.alignment: Alignment = merge(self.file, self.update, request.language)
         self.unplaced = [UnplacedChunk(s + 1, e, "".join(self.update[s:e])) for s, e in self.alignment.unplaced]
         self.steps: list[Step] = plan(self.alignment, self.file, self.update)
         self.stop: StopReason = "unplaced" if self.unplaced and not request.partial else "done"

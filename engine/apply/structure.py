@@ -65,7 +65,7 @@ def structure_alignment(file: Sequence[str], update: Sequence[str], language: st
         return None
     styled = blank_as_file(to_file_style(update, file), file)
     fdefs = parse_definitions(file, language)
-    udefs = parse_definitions(styled, language)
+    udefs = parse_definitions(_dedented(styled), language)
     if not fdefs or not udefs:
         return None
     merge = _Merge(file, styled)
@@ -74,6 +74,14 @@ def structure_alignment(file: Sequence[str], update: Sequence[str], language: st
         return None
     merge.range(0, len(file), 0, len(styled), pairs, open_ends=True, has_markers=merge.has_markers)
     return merge.alignment()
+
+
+def _dedented(lines: Sequence[str]) -> list[str]:
+    """``lines`` with the indentation all their non-blank lines share removed (a method shown
+    without its class parses as a function); the lines stay where they are."""
+    indents = [len(leading(line)) for line in lines if line.strip()]
+    cut = min(indents, default=0)
+    return [line[cut:] if line.strip() else line for line in lines] if cut else list(lines)
 
 
 def _body(lines: Sequence[str], d: Definition) -> list[str]:
@@ -168,7 +176,9 @@ class _Merge:
             after = [p for p in pairs if p.update.start >= u.end]
             low = before[-1].file.end if before else 0
             high = after[0].file.start if after else 10 ** 9
-            window = [f for f in fdefs if id(f) not in taken and f.kind == u.kind and low <= f.start and f.end <= high]
+            pool = fdefs if bounded else [d for f in fdefs for d in f.walk()]
+            window = [f for f in pool if id(f) not in taken and f.kind == u.kind and low <= f.start and f.end <= high
+                      and not any(p.file.start <= f.start < p.file.end for p in pairs)]
             between = [v for v in udefs if id(v) not in taken and (not before or v.start >= before[-1].update.end)
                        and (not after or v.end <= after[0].update.start)]
             enclosed = (bool(before) or bounded) and (bool(after) or bounded) and len(window) == 1 and len(between) == 1
@@ -260,7 +270,36 @@ class _Merge:
                 keep = range(fa, lead) if lead < fb else keep
             self.out.extend(("file", i) for i in keep)
             return
+        start = len(self.out)
         self.sub(fa, fb, list(range(ua, ub)), left_open, right_open, has_markers)
+        self.separation(start, fa, fb, ua, ub)
+
+    def text(self, item: tuple[Source, int]) -> str:
+        return self.file[item[1]] if item[0] == "file" else self.update_lines[item[1]]
+
+    def separation(self, start: int, fa: int, fb: int, ua: int, ub: int) -> None:
+        """The blank lines at the ends of a gap's merge (``self.out[start:]``) made the file's own:
+        as many as the file has there, so that where the update's code meets the matched
+        definitions the file's separation stays (an update's snippet spaces its code its own way)."""
+        part = self.out[start:]
+        lead = next((k for k, item in enumerate(part) if self.text(item).strip()), len(part))
+        if lead == len(part):
+            return
+        trail = next(k for k, item in enumerate(reversed(part)) if self.text(item).strip())
+        f_lead = fa
+        while f_lead < fb and not self.file[f_lead].strip():
+            f_lead += 1
+        f_trail = fb
+        while f_trail > f_lead and not self.file[f_trail - 1].strip():
+            f_trail -= 1
+        head: list[tuple[Source, int]] = [("file", i) for i in range(fa, f_lead)]
+        tail: list[tuple[Source, int]] = [("file", i) for i in range(f_trail, fb)]
+        if f_lead == fb:  # the file's neighbours were adjacent: their separation on both sides
+            blank = next((j for j in range(ua, ub) if not self.update[j].strip()), None)
+            if blank is None:
+                return
+            tail = [("again", blank)] * (fb - fa)
+        self.out[start:] = [*head, *part[lead:len(part) - trail], *tail]
 
     def sub(self, fa: int, fb: int, us: list[int], left_open: bool, right_open: bool, has_markers: bool) -> None:
         """The line rules on file lines ``fa..fb`` and the update lines ``us``, each end a sentinel
