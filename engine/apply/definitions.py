@@ -80,10 +80,12 @@ class GrammarUnavailable(Exception):
     """The language has a grammar in principle, but it failed to load."""
 
 
-def parse_definitions(lines: Sequence[str], language: str) -> list[Definition] | None:
+def parse_definitions(lines: Sequence[str], language: str, whole: bool = False) -> list[Definition] | None:
     """The top-level definitions of ``lines`` (their children nested); None when ``language`` has
-    no grammar. Marker lines are read as a placeholder statement so that an elided body parses.
-    Raises :class:`GrammarUnavailable` when the grammar exists but fails to load."""
+    no grammar, or (``whole``) when any of the text fails to parse (error recovery can end a
+    definition early, so a broken text's extents are not trusted). Marker lines are read as a
+    placeholder statement so that an elided body parses. Raises :class:`GrammarUnavailable`
+    when the grammar exists but fails to load."""
     grammar = grammar_of(language)
     if grammar is None:
         return None
@@ -94,6 +96,8 @@ def parse_definitions(lines: Sequence[str], language: str) -> list[Definition] |
     placeholder = PLACEHOLDER.get(grammar)
     source = "".join(_placeholder(line, placeholder) if placeholder and is_marker(line) else line for line in lines)
     tree = parser.parse(source.encode("utf-8"))
+    if whole and tree.root_node.has_error:
+        return None
     return _collect(tree.root_node, (), source.encode("utf-8"))
 
 

@@ -14,8 +14,9 @@ lies between them.
 * Between matched definitions the file's own blank-line separation is kept where the update
   shows only blank lines there.
 
-Nothing here when the language has no grammar, the file or the update defines nothing that
-parses, or no definition matches: the line rules merge the whole update (:func:`merged_alignment`).
+Nothing here when the language has no grammar, the file or the update does not parse (a
+fragment, a file already broken: error recovery may end a definition early), or no definition
+matches: the line rules merge the whole update (:func:`merged_alignment`).
 """
 
 from __future__ import annotations
@@ -64,8 +65,8 @@ def structure_alignment(file: Sequence[str], update: Sequence[str], language: st
     if not file or not update:
         return None
     styled = blank_as_file(to_file_style(update, file), file)
-    fdefs = parse_definitions(file, language)
-    udefs = parse_definitions(_dedented(styled), language)
+    fdefs = parse_definitions(file, language, whole=True)
+    udefs = parse_definitions(_dedented(styled), language, whole=True)
     if not fdefs or not udefs:
         return None
     merge = _Merge(file, styled)
@@ -261,6 +262,12 @@ class _Merge:
         lines or markers there (and, with markers in the update, a deletion when it shows
         neighbours adjacent); else the line rules with both matched ends as anchors."""
         shown = [j for j in range(ua, ub) if self.update[j].strip()]
+        known = {line.strip() for line in self.file[fa:fb]}
+        unchanged = all(j in self.markers or self.update[j].strip() in known for j in shown) and (
+            any(j in self.markers for j in shown) or not has_markers)
+        if unchanged and any(j not in self.markers for j in shown):  # only the file's own lines, and markers
+            self.out.extend(("file", i) for i in range(fa, fb))
+            return
         if all(j in self.markers for j in shown):
             keep = range(fa, fb)
             if has_markers and not shown and not (left_open or right_open):  # neighbours adjacent: a deletion

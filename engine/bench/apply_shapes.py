@@ -8,7 +8,8 @@ says which it found).
 Each case changes one definition of a whole source file and writes the update the way chat
 models do (:data:`SHAPES`); the gold is the file with that definition's lines replaced:
 
-* ``whole-function``: the changed function whole, no markers;
+* ``whole-function``: the changed function whole, no markers (in half the cases of every shape
+  the body is rewritten: every other statement replaced);
 * ``rename``: the function renamed (and a line of it changed), between marker comments;
 * ``signature``: a parameter added and a line changed, the function whole, no markers;
 * ``class-method``: a method changed, shown inside its class's header between markers (and the
@@ -123,20 +124,27 @@ def _unique_functions(defs: list[Definition], lines: list[str]) -> list[Definiti
             <= MAX_DEFINITION_LINES and d.header < d.end - 2 and re.fullmatch(r"\w+", d.name)]
 
 
-def _statement_rows(language: str, text: str) -> set[int]:
-    """The lines that hold one whole statement of ``text`` (from a tree-sitter parse)."""
+def _parse(text: str, language: str):  # type: ignore[no-untyped-def]
     from tree_sitter_language_pack import get_parser
 
-    grammar = grammar_of(language)
-    if grammar is None:
-        return set()
+    return get_parser(grammar_of(language)).parse(text.encode("utf-8"))  # type: ignore[arg-type]
+
+
+def _broken(text: str, language: str) -> bool:
+    return bool(_parse(text, language).root_node.has_error)
+
+
+def _statement_rows(language: str, text: str) -> set[int]:
+    """The lines that hold one whole statement of ``text`` (from a tree-sitter parse)."""
+    lines = text.splitlines()
     rows: set[int] = set()
-    stack = [get_parser(grammar).parse(text.encode("utf-8")).root_node]  # type: ignore[arg-type]
+    stack = [_parse(text, language).root_node]
     while stack:
         node = stack.pop()
         stack.extend(node.named_children)
         kind = node.type
-        if node.start_point.row == node.end_point.row and not node.has_error and (
+        row = node.start_point.row
+        if row == node.end_point.row and not node.has_error and node.start_point.column == len(_indent(lines[row])) and (
                 kind.endswith("_statement") or kind in ("let_declaration", "short_var_declaration",
                                                          "local_variable_declaration", "lexical_declaration",
                                                          "variable_declaration")) and "function" not in kind:
@@ -156,13 +164,25 @@ def _statement_line(language: str, lines: list[str], d: Definition, rows: set[in
     return None
 
 
-def _changed_body(language: str, lines: list[str], d: Definition, rows: set[int]) -> list[str] | None:
-    """``d``'s lines with a new statement after one of its body's statements."""
+def _changed_body(language: str, lines: list[str], d: Definition, rows: set[int],
+                  rewrite: bool = False) -> list[str] | None:
+    """``d``'s lines with a new statement after one of its body's statements; ``rewrite``: and
+    every other one-line statement of its body replaced by a new one too (a body rewritten, the
+    shape whose old body the line rules left in place)."""
     at = _statement_line(language, lines, d, rows)
     if at is None:
         return None
-    new = _indent(lines[at]) + NEW_STATEMENT[language].format(name=d.name) + "\n"
-    return [*lines[d.start:at + 1], new, *lines[at + 1:d.end]]
+    statement = NEW_STATEMENT[language]
+    out = []
+    for k, i in enumerate(range(d.start, d.end)):
+        line = lines[i]
+        if rewrite and i in rows and i != at and d.header < i < d.end - 1 and k % 2 == 0 and \
+                line[len(_indent(line)):][:1].isalpha():
+            line = _indent(line) + statement.format(name=f"{d.name}_{k}") + "\n"
+        out.append(line)
+        if i == at:
+            out.append(_indent(lines[at]) + statement.format(name=d.name) + "\n")
+    return out
 
 
 def _with_parameter(language: str, header: str, name: str) -> str | None:
@@ -188,6 +208,8 @@ def _with_parameter(language: str, header: str, name: str) -> str | None:
 def make_shape_case(source: Source, language: str, shape: str, rng: random.Random) -> ApplyCase | None:
     """One case of ``shape`` from ``source`` (None when the file has no definition it fits)."""
     lines = source.text.splitlines(keepends=True)
+    if _broken(source.text, language):
+        return None  # a file that does not parse is no case of a shape
     defs = parse_definitions(lines, language)
     if not defs:
         return None
@@ -203,15 +225,15 @@ def make_shape_case(source: Source, language: str, shape: str, rng: random.Rando
     rng.shuffle(candidates)
     rows = _statement_rows(language, source.text)
     for d in candidates[:8]:
-        case = _case(source, language, shape, lines, d, parents, rows)
+        case = _case(source, language, shape, lines, d, parents, rows, rewrite=rng.random() < 0.5)
         if case is not None:
             return case
     return None
 
 
 def _case(source: Source, language: str, shape: str, lines: list[str], d: Definition,
-          parents: dict[int, Definition], rows: set[int]) -> ApplyCase | None:
-    changed = _changed_body(language, lines, d, rows)
+          parents: dict[int, Definition], rows: set[int], rewrite: bool) -> ApplyCase | None:
+    changed = _changed_body(language, lines, d, rows, rewrite)
     if changed is None:
         return None
     h = d.header - d.start
@@ -220,7 +242,7 @@ def _case(source: Source, language: str, shape: str, lines: list[str], d: Defini
         new_name = d.name + "_renamed" if "_" in d.name or language in ("python", "rust") else d.name + "Renamed"
         if new_name in "".join(lines) or d.name not in changed[h]:
             return None
-        changed[h] = changed[h].replace(d.name, new_name, 1)
+        changed[h] = re.sub(rf"\b{re.escape(d.name)}\b", new_name, changed[h], count=1)
     elif shape == "signature":
         header = _with_parameter(language, changed[h], d.name)
         if header is None:
@@ -231,6 +253,8 @@ def _case(source: Source, language: str, shape: str, lines: list[str], d: Defini
             return None
         changed.insert(0, _indent(lines[d.start]) + DECORATION[language] + "\n")
     gold = "".join([*lines[:d.start], *changed, *lines[d.end:]])
+    if _broken(gold, language):
+        return None  # the change itself broke the file (a statement that was part of another)
     indent = _indent(lines[d.start])
     if shape in ("whole-function", "signature", "decorator"):
         update = "".join(changed)
