@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Sequence
 
 from engine.apply.indent import common_offset, leading, shifted, to_file_style
-from engine.apply.markers import is_marker
+from engine.apply.markers import marker_lines
 from engine.core.lines import near_copy
 
 # "again": an update line (a blank one) written a second time, as a gen (copies move forward).
@@ -367,12 +367,13 @@ def blank_as_file(lines: Sequence[str], file: Sequence[str]) -> list[str]:
 
 
 def align(file: Sequence[str], update: Sequence[str], *, has_markers: bool | None = None,
-          whole: bool = True) -> Alignment:
+          whole: bool = True, own_comments: bool = False) -> Alignment:
     """Align ``update`` (its lines) with ``file`` (its lines); see the module docstring.
     ``has_markers``: whether the update (of which ``update`` may be a part) elides code with
     markers anywhere (default: whether ``update`` has any); ``whole``: whether an update without
-    markers may be taken as the whole new file."""
-    markers = {j for j, line in enumerate(update) if is_marker(line)}
+    markers may be taken as the whole new file; ``own_comments``: a comment that reads like a
+    marker but stands in the file as it is, is the file's (engine.apply.markers.marker_lines)."""
+    markers = marker_lines(update, file if own_comments else None)
     styled = blank_as_file(to_file_style(update, file), file)
     loose = _anchors(styled, file, markers, strip=True)
     offset = common_offset([(styled[u], file[f]) for u, f in loose])

@@ -22,13 +22,14 @@ matches: the line rules merge the whole update (:func:`merged_alignment`).
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass
 from typing import Sequence
 
 from engine.apply.align import PAIR_RATIO, Alignment, Source, align, blank_as_file
 from engine.apply.definitions import Definition, GrammarUnavailable, parse_definitions
 from engine.apply.indent import leading, shifted, to_file_style
-from engine.apply.markers import is_marker
+from engine.apply.markers import is_marker, marker_lines
 from engine.core.lines import near_copy
 
 RENAME_BODY = 0.6  # how alike two bodies must be for a definition of another name to be the old one
@@ -54,10 +55,10 @@ def merged_alignment(file: Sequence[str], update: Sequence[str], language: str) 
     try:
         structured = structure_alignment(file, update, language)
     except GrammarUnavailable as exc:
-        result = align(file, update)
+        result = align(file, update, own_comments=True)
         result.notes.append(f"{exc}: the line rules merged it")
         return result
-    return structured if structured is not None else align(file, update)
+    return structured if structured is not None else align(file, update, own_comments=True)
 
 
 def structure_alignment(file: Sequence[str], update: Sequence[str], language: str) -> Alignment | None:
@@ -106,8 +107,8 @@ def _signature(line: str, name: str) -> str:
 
 def body_likeness(a_lines: Sequence[str], a: Definition, b_lines: Sequence[str], b: Definition) -> float:
     """How alike two definitions' bodies are (0..1), the header lines left out, names unified."""
-    left = [line.replace(a.name, "\0") for line in _body(a_lines, a)]
-    right = [line.replace(b.name, "\0") for line in _body(b_lines, b)]
+    left = [re.sub(rf"\b{re.escape(a.name)}\b", "\0", line) for line in _body(a_lines, a)]
+    right = [re.sub(rf"\b{re.escape(b.name)}\b", "\0", line) for line in _body(b_lines, b)]
     if not left or not right:
         return 0.0
     return difflib.SequenceMatcher(None, left, right, autojunk=False).ratio()
@@ -124,7 +125,7 @@ class _Merge:
 
     def __init__(self, file: Sequence[str], update: list[str]):
         self.file, self.update = file, update
-        self.markers = {j for j, line in enumerate(update) if is_marker(line)}
+        self.markers = marker_lines(update, file)
         self.has_markers = bool(self.markers)
         self.update_lines = list(update)
         self.out: list[tuple[Source, int]] = []
@@ -190,8 +191,9 @@ class _Merge:
                 likeness = body_likeness(self.update, u, self.file, f)
                 hinted = same_signature(self.update, u, self.file, f) or enclosed
                 if likeness >= RENAME_BODY or (hinted and likeness >= RENAME_HINTED):
-                    scored.append((likeness, f))
-            scored.sort(key=lambda s: -s[0])
+                    named = difflib.SequenceMatcher(None, u.name, f.name, autojunk=False).ratio()
+                    scored.append(((round(likeness, 2), named), f))
+            scored.sort(key=lambda s: s[0], reverse=True)
             if scored and (len(scored) == 1 or scored[0][0] > scored[1][0]):
                 f = scored[0][1]
                 found.append(Pair(u, f, "renamed"))
@@ -315,7 +317,7 @@ class _Merge:
         tail = [] if right_open else [BOTTOM]
         file = [*head, *self.file[fa:fb], *tail]
         update = [*head, *(self.update_lines[j] for j in us), *tail]
-        part = align(file, update, has_markers=has_markers, whole=False)
+        part = align(file, update, has_markers=has_markers, whole=False, own_comments=True)
         shift = len(head)
         for source, index in part.lines:
             if source == "file":
