@@ -153,7 +153,7 @@ class _Merge:
             same = [f for f in fdefs if f.name == u.name and f.kind == u.kind and id(f) not in used]
             if same:
                 after = [f for f in same if not pairs or f.start >= pairs[-1].file.end] or same
-                best = after[0]
+                best = max(after, key=lambda f: self.kinship(u, f))  # the first of the best
                 pairs.append(Pair(u, best, "name"))
                 used.add(id(best))
                 continue
@@ -164,6 +164,12 @@ class _Merge:
                     used.add(id(nested[0]))
         pairs = _in_order(pairs)
         return _in_order(sorted([*pairs, *self.renames(udefs, fdefs, pairs, bounded)], key=lambda p: p.update.start))
+
+    def kinship(self, u: Definition, f: Definition) -> tuple[bool, int]:
+        """How surely namesakes are the same definition (an impl of one type may stand twice):
+        the same header line, then how many of the update's members the file's holds."""
+        names = {c.name for c in f.children}
+        return self.update[u.header].strip() == self.file[f.header].strip(), sum(c.name in names for c in u.children)
 
     def renames(self, udefs: list[Definition], fdefs: list[Definition], pairs: list[Pair],
                 bounded: bool) -> list[Pair]:
@@ -192,7 +198,7 @@ class _Merge:
                 hinted = same_signature(self.update, u, self.file, f) or enclosed
                 if likeness >= RENAME_BODY or (hinted and likeness >= RENAME_HINTED):
                     named = difflib.SequenceMatcher(None, u.name, f.name, autojunk=False).ratio()
-                    scored.append(((round(likeness, 2), named), f))
+                    scored.append(((same_signature(self.update, u, self.file, f), round(likeness, 2), named), f))
             scored.sort(key=lambda s: s[0], reverse=True)
             if scored and (len(scored) == 1 or scored[0][0] > scored[1][0]):
                 f = scored[0][1]
