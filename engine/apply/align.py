@@ -367,14 +367,15 @@ def blank_as_file(lines: Sequence[str], file: Sequence[str]) -> list[str]:
 
 
 def align(file: Sequence[str], update: Sequence[str], *, has_markers: bool | None = None,
-          whole: bool = True, own_comments: bool = False) -> Alignment:
+          whole: bool = True, own_comments: bool = False, restyle: bool = True) -> Alignment:
     """Align ``update`` (its lines) with ``file`` (its lines); see the module docstring.
     ``has_markers``: whether the update (of which ``update`` may be a part) elides code with
     markers anywhere (default: whether ``update`` has any); ``whole``: whether an update without
     markers may be taken as the whole new file; ``own_comments``: a comment that reads like a
-    marker but stands in the file as it is, is the file's (engine.apply.markers.marker_lines)."""
+    marker but stands in the file as it is, is the file's (engine.apply.markers.marker_lines);
+    ``restyle``: re-indent the update to the file's unit (False: it was)."""
     markers = marker_lines(update, file if own_comments else None)
-    styled = blank_as_file(to_file_style(update, file), file)
+    styled = blank_as_file(to_file_style(update, file), file) if restyle else list(update)
     loose = _anchors(styled, file, markers, strip=True)
     offset = common_offset([(styled[u], file[f]) for u, f in loose])
     merged = [shifted(line, offset) for line in styled]

@@ -80,11 +80,12 @@ class GrammarUnavailable(Exception):
     """The language has a grammar in principle, but it failed to load."""
 
 
-def parse_definitions(lines: Sequence[str], language: str, whole: bool = False) -> list[Definition] | None:
+def parse_definitions(lines: Sequence[str], language: str, whole: bool = False,
+                      update: bool = False) -> list[Definition] | None:
     """The top-level definitions of ``lines`` (their children nested); None when ``language`` has
     no grammar, or (``whole``) when any of the text fails to parse (error recovery can end a
-    definition early, so a broken text's extents are not trusted). Marker lines are read as a
-    placeholder statement so that an elided body parses. Raises :class:`GrammarUnavailable`
+    definition early, so a broken text's extents are not trusted). In an ``update``, marker lines
+    are read as a placeholder statement so that an elided body parses. Raises :class:`GrammarUnavailable`
     when the grammar exists but fails to load."""
     grammar = grammar_of(language)
     if grammar is None:
@@ -93,7 +94,7 @@ def parse_definitions(lines: Sequence[str], language: str, whole: bool = False) 
         parser = _parser(grammar)
     except Exception as exc:  # a missing or broken grammar: the line rules apply
         raise GrammarUnavailable(f"the {grammar} grammar failed to load ({exc})") from exc
-    placeholder = PLACEHOLDER.get(grammar)
+    placeholder = PLACEHOLDER.get(grammar) if update else None
     source = "".join(_placeholder(line, placeholder) if placeholder and is_marker(line) else line for line in lines)
     tree = parser.parse(source.encode("utf-8"))
     if whole and tree.root_node.has_error:

@@ -52,25 +52,29 @@ def merged_alignment(file: Sequence[str], update: Sequence[str], language: str) 
     """The merge of ``update`` into ``file``: structure-aware where ``language`` parses and the
     update's definitions match the file's, the line rules otherwise (the result says why when a
     grammar failed to load)."""
+    styled = blank_as_file(to_file_style(update, file), file)
     try:
-        structured = structure_alignment(file, update, language)
+        structured = structure_alignment(file, styled, language)
     except GrammarUnavailable as exc:
-        result = align(file, update, own_comments=True)
+        result = align(file, styled, own_comments=True, restyle=False)
         result.notes.append(f"{exc}: the line rules merged it")
         return result
-    return structured if structured is not None else align(file, update, own_comments=True)
+    return structured if structured is not None else align(file, styled, own_comments=True, restyle=False)
 
 
-def structure_alignment(file: Sequence[str], update: Sequence[str], language: str) -> Alignment | None:
-    """The structure-aware alignment, or None where it has nothing to go by (module docstring)."""
-    if not file or not update:
+def structure_alignment(file: Sequence[str], styled: Sequence[str], language: str) -> Alignment | None:
+    """The structure-aware alignment of ``styled`` (an update in the file's indentation unit:
+    engine.apply.indent.to_file_style) into ``file``, or None where it has nothing to go by
+    (module docstring)."""
+    if not file or not styled:
         return None
-    styled = blank_as_file(to_file_style(update, file), file)
+    udefs = parse_definitions(_dedented(styled), language, whole=True, update=True)
+    if not udefs:
+        return None  # (before the file's parse, the longer one)
     fdefs = parse_definitions(file, language, whole=True)
-    udefs = parse_definitions(_dedented(styled), language, whole=True)
-    if not fdefs or not udefs:
+    if not fdefs:
         return None
-    merge = _Merge(file, styled)
+    merge = _Merge(file, list(styled))
     pairs = merge.match(udefs, fdefs, bounded=False)
     if not pairs:
         return None
@@ -323,7 +327,7 @@ class _Merge:
         tail = [] if right_open else [BOTTOM]
         file = [*head, *self.file[fa:fb], *tail]
         update = [*head, *(self.update_lines[j] for j in us), *tail]
-        part = align(file, update, has_markers=has_markers, whole=False, own_comments=True)
+        part = align(file, update, has_markers=has_markers, whole=False, own_comments=True, restyle=False)
         shift = len(head)
         for source, index in part.lines:
             if source == "file":
