@@ -38,6 +38,10 @@ WRAPPERS = {"decorated_definition", "export_statement"}
 ATTRIBUTES = {"attribute_item", "decorator"}
 # A placeholder statement for a marker line, so that a body the update elides still parses.
 PLACEHOLDER = {"python": "...", "ruby": "nil"}
+# Where members shown without their class (a method alone) parse only inside one: the wrapper
+# an update is parsed in when it does not parse alone.
+MEMBER_WRAPPER = {"javascript": "class __Shown {", "typescript": "class __Shown {", "tsx": "class __Shown {",
+                  "java": "class __Shown {", "csharp": "class __Shown {", "php": "<?php class __Shown {"}
 
 
 @dataclass
@@ -97,9 +101,23 @@ def parse_definitions(lines: Sequence[str], language: str, whole: bool = False,
     placeholder = PLACEHOLDER.get(grammar) if update else None
     source = "".join(_placeholder(line, placeholder) if placeholder and is_marker(line) else line for line in lines)
     tree = parser.parse(source.encode("utf-8"))
+    if tree.root_node.has_error and update and grammar in MEMBER_WRAPPER:
+        wrapped = f"{MEMBER_WRAPPER[grammar]}\n{source}\n}}\n"
+        members = parser.parse(wrapped.encode("utf-8"))
+        if not members.root_node.has_error:
+            found = _collect(members.root_node, (), wrapped.encode("utf-8"))
+            return [_unwrapped(d) for d in found[0].children] if len(found) == 1 else None
     if whole and tree.root_node.has_error:
         return None
     return _collect(tree.root_node, (), source.encode("utf-8"))
+
+
+def _unwrapped(d: Definition) -> Definition:
+    """A member parsed inside :data:`MEMBER_WRAPPER`, where it stands in the update itself."""
+    d.start, d.end, d.header, d.path = d.start - 1, d.end - 1, d.header - 1, d.path[1:]
+    for child in d.children:
+        _unwrapped(child)
+    return d
 
 
 def _placeholder(line: str, statement: str) -> str:

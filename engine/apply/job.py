@@ -28,6 +28,7 @@ from engine.apply.align import Alignment
 from engine.apply.model import Decoded, decode_parts, window_jobs
 from engine.apply.plan import Step, joined, plan, program_of
 from engine.apply.messages import unplaced_message
+from engine.apply.nearest import nearest
 from engine.apply.structure import merged_alignment
 from engine.apply.windows import plan_windows
 from engine.core.errors import Cancelled, EditError
@@ -60,7 +61,9 @@ class AlignedUpdate:
         a, b = request.region_bounds()
         self.file, self.update = lines[a:b], split_lines(to_lf(request.update))
         self.alignment: Alignment = merge(self.file, self.update, request.language)
-        self.unplaced = [UnplacedChunk(s + 1, e, "".join(self.update[s:e])) for s, e in self.alignment.unplaced]
+        self.unplaced = [UnplacedChunk(s + 1, e, "".join(self.update[s:e]),
+                                       nearest(self.file, self.update[s:e], request.language))
+                         for s, e in self.alignment.unplaced]
         self.steps: list[Step] = plan(self.alignment, self.file, self.update)
         self.stop: StopReason = "unplaced" if self.unplaced and not request.partial else "done"
 

@@ -8,7 +8,10 @@ lies between them.
 * A definition shown at the margin that stands nested in the file (a method without its class)
   matches the one nested definition of its name, and is re-indented to it.
 * A definition whose name changed, but whose body, signature or position says it is the old one,
-  replaces it; the result names it (``renamed low_stock -> understocked``).
+  replaces it; the result names it (``renamed low_stock -> understocked``): a body alike, or a
+  body somewhat alike with the same parameters or standing alone between the same neighbours, or
+  the same parameters between the same neighbours. Of two such, the likelier (same parameters,
+  then the body, then the name); a tie renames nothing.
 * A new definition, and any other code, is placed by the line rules between its matched
   neighbours; a deletion is shown by neighbours standing adjacent (in an update with markers).
 * Between matched definitions the file's own blank-line separation is kept where the update
@@ -76,7 +79,7 @@ def structure_alignment(file: Sequence[str], styled: Sequence[str], language: st
         return None
     merge = _Merge(file, list(styled))
     pairs = merge.match(udefs, fdefs, bounded=False)
-    if not pairs:
+    if not pairs and not merge.ambiguous:
         return None
     merge.range(0, len(file), 0, len(styled), pairs, open_ends=True, has_markers=merge.has_markers)
     return merge.alignment()
@@ -136,6 +139,7 @@ class _Merge:
         self.unplaced: list[tuple[int, int]] = []
         self.replaced: list[str] = []
         self.renamed: list[str] = []
+        self.ambiguous: list[Definition] = []  # renames of two definitions at once: not placed
 
     def alignment(self) -> Alignment:
         notes = []
@@ -200,14 +204,17 @@ class _Merge:
                     continue
                 likeness = body_likeness(self.update, u, self.file, f)
                 hinted = same_signature(self.update, u, self.file, f) or enclosed
-                if likeness >= RENAME_BODY or (hinted and likeness >= RENAME_HINTED):
+                signature = same_signature(self.update, u, self.file, f)
+                if likeness >= RENAME_BODY or (hinted and likeness >= RENAME_HINTED) or (signature and enclosed):
                     named = difflib.SequenceMatcher(None, u.name, f.name, autojunk=False).ratio()
-                    scored.append(((same_signature(self.update, u, self.file, f), round(likeness, 2), named), f))
+                    scored.append(((signature, round(likeness, 2), named), f))
             scored.sort(key=lambda s: s[0], reverse=True)
             if scored and (len(scored) == 1 or scored[0][0] > scored[1][0]):
                 f = scored[0][1]
                 found.append(Pair(u, f, "renamed"))
                 taken |= {id(u), id(f)}
+            elif scored:  # two definitions it may rename, as likely: it is placed nowhere
+                self.ambiguous.append(u)
         return found
 
     # Merging
@@ -289,8 +296,11 @@ class _Merge:
                 keep = range(fa, lead) if lead < fb else keep
             self.out.extend(("file", i) for i in keep)
             return
+        doubtful = {j for u in self.ambiguous for j in range(u.start, u.end)}
+        if doubtful & set(range(ua, ub)):
+            self.unplaced.extend((u.start, u.end) for u in self.ambiguous if ua <= u.start < ub)
         start = len(self.out)
-        self.sub(fa, fb, list(range(ua, ub)), left_open, right_open, has_markers)
+        self.sub(fa, fb, [j for j in range(ua, ub) if j not in doubtful], left_open, right_open, has_markers)
         self.separation(start, fa, fb, ua, ub)
 
     def text(self, item: tuple[Source, int]) -> str:
@@ -301,6 +311,8 @@ class _Merge:
         as many as the file has there, so that where the update's code meets the matched
         definitions the file's separation stays (an update's snippet spaces its code its own way)."""
         part = self.out[start:]
+        if fa == fb:  # the file has nothing there (its end): the update's spacing is all there is
+            return
         lead = next((k for k, item in enumerate(part) if self.text(item).strip()), len(part))
         if lead == len(part):
             return
