@@ -45,6 +45,7 @@ NEW_STATEMENT = {"python": 'log_event("{name}")', "javascript": 'logEvent("{name
                  "typescript": 'logEvent("{name}");', "java": 'logEvent("{name}");', "go": 'logEvent("{name}")',
                  "rust": 'log_event("{name}");'}
 MAX_FILE_LINES = 3000
+STATEMENT_LISTS = ("block", "statement_block", "statement_list", "compound_statement", "constructor_body")
 MAX_DEFINITION_LINES = 80
 JDK_PACKAGES = ("java.base/java/util/", "java.base/java/io/", "java.base/java/time/", "java.base/java/text/")
 RUST_DIRS = ("std/collections", "alloc/collections", "std/sync", "core/str", "std/io", "std/fs.rs")
@@ -147,7 +148,9 @@ def _statement_rows(language: str, text: str) -> set[int]:
         if row == node.end_point.row and not node.has_error and node.start_point.column == len(_indent(lines[row])) and (
                 kind.endswith("_statement") or kind in ("let_declaration", "short_var_declaration",
                                                          "local_variable_declaration", "lexical_declaration",
-                                                         "variable_declaration")) and "function" not in kind:
+                                                         "variable_declaration")
+                or (node.parent is not None and node.parent.type in STATEMENT_LISTS)) and "function" not in kind \
+                and "class" not in kind and "definition" not in kind:
             rows.add(node.start_point.row)
     return rows
 
