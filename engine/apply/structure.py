@@ -166,10 +166,13 @@ class _Merge:
                 used.add(id(best))
                 continue
             if not bounded:
-                nested = [d for f in fdefs for d in f.walk()[1:] if d.name == u.name and d.kind == u.kind]
-                if len(nested) == 1 and id(nested[0]) not in used:
-                    pairs.append(Pair(u, nested[0], "nested"))
-                    used.add(id(nested[0]))
+                nested = [d for f in fdefs for d in f.walk()[1:] if d.name == u.name and d.kind == u.kind
+                          and id(d) not in used]
+                ranked = sorted((((self.kinship(u, d), round(body_likeness(self.update, u, self.file, d), 2)), d)
+                                 for d in nested), key=lambda r: r[0])
+                if ranked and (len(ranked) == 1 or ranked[-1][0] > ranked[-2][0]):
+                    pairs.append(Pair(u, ranked[-1][1], "nested"))
+                    used.add(id(ranked[-1][1]))
         pairs = _in_order(pairs)
         return _in_order(sorted([*pairs, *self.renames(udefs, fdefs, pairs, bounded)], key=lambda p: p.update.start))
 
@@ -186,7 +189,8 @@ class _Merge:
         taken = {id(p.update) for p in pairs} | {id(p.file) for p in pairs}
         found: list[Pair] = []
         for u in udefs:
-            if id(u) in taken or u.kind != "function" or any(f.name == u.name for f in fdefs):
+            if id(u) in taken or u.kind != "function" or any(f.name == u.name for f in (
+                    fdefs if bounded else [d for top in fdefs for d in top.walk()])):
                 continue
             before = [p for p in pairs if p.update.end <= u.start]
             after = [p for p in pairs if p.update.start >= u.end]
