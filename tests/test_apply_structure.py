@@ -385,3 +385,17 @@ def test_cli_rename_is_named_and_refusal_names_partial(capsys, tmp_path: Path) -
     code, _, err = run_cli(capsys, str(target), "--update", str(update))
     assert code == EXIT_UNPLACED and "--partial" in err and "no line matches `def zzz():`" in err
     assert target.read_text() == PY
+
+
+def test_a_new_definition_above_its_neighbour_keeps_both_separations() -> None:
+    text = "export interface A {\n  a: string;\n}\n\n/** B's own comment. */\nexport interface B {\n  b: string;\n}\n"
+    update = "/** New. */\nexport interface N {\n  n: number;\n}\n\n/** B's own comment. */\nexport interface B {\n" \
+             "  b: string;\n}\n"
+    result = merged(text, update, "typescript")
+    assert result.output_text == text.replace("/** B's", "/** New. */\nexport interface N {\n  n: number;\n}\n\n/** B's")
+
+
+def test_a_new_definition_between_two_markers_is_not_guessed() -> None:
+    update = "# ...\ndef zz():\n    pass\n# ...\ndef baz(c):\n    return c * 4\n"
+    result = merged(PY, update, "python")
+    assert result.stop_reason == "unplaced" and result.output_text == PY

@@ -38,6 +38,7 @@ from engine.core.lines import near_copy
 RENAME_BODY = 0.6  # how alike two bodies must be for a definition of another name to be the old one
 RENAME_HINTED = 0.25  # as alike, when the signature or the position says so too
 TOP, BOTTOM = "\0structure-top\n", "\0structure-bottom\n"  # sentinels that anchor a gap's ends
+COMMENTS = ("#", "//", "/*", "*", "--", ";")  # a line that starts so is a comment (a new definition's)
 TRIVIAL_SIGNATURES = {"", "()", "(self)", "(&self)", "(&mut self)", "(this)", "(cls)"}
 
 
@@ -81,6 +82,7 @@ def structure_alignment(file: Sequence[str], styled: Sequence[str], language: st
     pairs = merge.match(udefs, fdefs, bounded=False)
     if not pairs and not merge.ambiguous:
         return None
+    merge.mark_new(udefs, pairs)
     merge.range(0, len(file), 0, len(styled), pairs, open_ends=True, has_markers=merge.has_markers)
     return merge.alignment()
 
@@ -140,6 +142,7 @@ class _Merge:
         self.replaced: list[str] = []
         self.renamed: list[str] = []
         self.ambiguous: list[Definition] = []  # renames of two definitions at once: not placed
+        self.new: set[int] = set()  # the lines of the update's definitions that match none: new ones
 
     def alignment(self) -> Alignment:
         notes = []
@@ -175,6 +178,11 @@ class _Merge:
                     used.add(id(ranked[-1][1]))
         pairs = _in_order(pairs)
         return _in_order(sorted([*pairs, *self.renames(udefs, fdefs, pairs, bounded)], key=lambda p: p.update.start))
+
+    def mark_new(self, udefs: list[Definition], pairs: list[Pair]) -> None:
+        """Remember the lines of ``udefs`` that no pair holds: new definitions."""
+        matched = {id(p.update) for p in pairs} | {id(u) for u in self.ambiguous}
+        self.new.update(j for u in udefs if id(u) not in matched for j in range(u.start, u.end))
 
     def kinship(self, u: Definition, f: Definition) -> tuple[bool, int]:
         """How surely namesakes are the same definition (an impl of one type may stand twice):
@@ -249,6 +257,7 @@ class _Merge:
         if u.kind == "container" or inside or cut:
             end = self.next_line(u) + 1 if cut else u.end
             children = self.match(u.children, f.children, bounded=True)
+            self.mark_new(u.children, children)
             if children:
                 self.range(f.start, f.end, u.start, end, children, False, has_markers=inside or cut)
             else:  # (the blank lines between a definition cut short and its marker are the marker's)
@@ -300,12 +309,74 @@ class _Merge:
                 keep = range(fa, lead) if lead < fb else keep
             self.out.extend(("file", i) for i in keep)
             return
+        content = [j for j in shown if j not in self.markers]
+        deletion = has_markers and not (left_open or right_open) and not any(j in self.markers for j in shown)
+        after = right_open and not left_open
+        # (a marker between the new code and the neighbour it goes next to leaves its place open)
+        beside = not any(j in self.markers for j in (range(ua, content[0]) if after else range(content[-1], ub))) \
+            if content else False
+        if beside and any(j in self.new for j in content) and not deletion and all(
+                j in self.new or self.update[j].lstrip().startswith(COMMENTS) for j in content):
+            self.insert_new(fa, fb, ua, ub, content, after)
+            return
         doubtful = {j for u in self.ambiguous for j in range(u.start, u.end)}
         if doubtful & set(range(ua, ub)):
             self.unplaced.extend((u.start, u.end) for u in self.ambiguous if ua <= u.start < ub)
         start = len(self.out)
         self.sub(fa, fb, [j for j in range(ua, ub) if j not in doubtful], left_open, right_open, has_markers)
         self.separation(start, fa, fb, ua, ub)
+
+    def insert_new(self, fa: int, fb: int, ua: int, ub: int, content: list[int], after: bool) -> None:
+        """New definitions (and their comments) where the update puts them: right before the next
+        matched definition, the file's lines there kept (``after``: right after the previous one,
+        at the file's end of a range); spaced from their neighbours as the file spaces its own."""
+        first, last = content[0], content[-1]
+        body: list[tuple[Source, int]] = [("update", j) for j in range(first, last + 1) if j not in self.markers]
+        f_lead = fa
+        while f_lead < fb and not self.file[f_lead].strip():
+            f_lead += 1
+        f_trail = fb
+        while f_trail > f_lead and not self.file[f_trail - 1].strip():
+            f_trail -= 1
+        blanks = [j for j in range(ua, ub) if not self.update[j].strip() and j not in self.markers]
+        if after:
+            own = [j for j in blanks if j < first]
+            count = f_lead - fa if f_lead > fa else len(own)
+            self.out.extend([*self.blank_lines(own, blanks, count), *body, *(("file", i) for i in range(fa, fb))])
+            return
+        # The next definition's own comment, shown above it, stays its own: the new code goes above it.
+        shown = [j for j in range(first, last + 1) if self.update[j].strip() and j not in self.markers]
+        kept = 0
+        while kept < len(shown) and fb - 1 - kept >= fa and shown[-1 - kept] not in self.new and \
+                self.update[shown[-1 - kept]].strip() == self.file[fb - 1 - kept].strip():
+            kept += 1
+        if kept:
+            cut = shown[-kept]
+            body = [item for item in body if item[1] < cut]
+            while body and not self.update[body[-1][1]].strip():
+                body.pop()
+            fb_new = fb - kept
+            gap_end = fb_new
+            while gap_end > fa and not self.file[gap_end - 1].strip():
+                gap_end -= 1
+            count = fb_new - gap_end
+            own = [j for j in blanks if last_before(body) < j < cut]
+            self.out.extend([*(("file", i) for i in range(fa, fb_new)), *body, *self.blank_lines(own, blanks, count),
+                             *(("file", i) for i in range(fb_new, fb))])
+            return
+        own = [j for j in blanks if j > last]
+        count = fb - f_trail if fb > f_trail else len(own)
+        self.out.extend([*(("file", i) for i in range(fa, fb)), *body, *self.blank_lines(own, blanks, count)])
+
+    @staticmethod
+    def blank_lines(own: list[int], blanks: list[int], count: int) -> list[tuple[Source, int]]:
+        """``count`` blank lines written from the update's (its own ones first)."""
+        if len(own) >= count:
+            return [("update", j) for j in own[:count]]
+        spare = own or blanks
+        if not spare:
+            return [("update", j) for j in own]
+        return [*(("update", j) for j in own), *(("again", spare[0]),) * (count - len(own))]
 
     def text(self, item: tuple[Source, int]) -> str:
         return self.file[item[1]] if item[0] == "file" else self.update_lines[item[1]]
@@ -354,6 +425,11 @@ class _Merge:
         for k, j in enumerate(us):
             self.update_lines[j] = part.update_lines[k + shift]
         self.unplaced.extend((us[s - shift], us[e - 1 - shift] + 1) for s, e in part.unplaced)
+
+
+def last_before(body: list[tuple[Source, int]]) -> int:
+    """The last update line ``body`` writes (-1 when none)."""
+    return max((j for source, j in body if source == "update" and j >= 0), default=-1)
 
 
 def _in_order(pairs: list[Pair]) -> list[Pair]:
