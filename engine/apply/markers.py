@@ -39,11 +39,13 @@ def marker_lines(update: Sequence[str], file: Sequence[str] | None = None) -> se
     """The indices of ``update``'s marker lines. Given the ``file``, a comment that reads like a
     phrase marker but stands in the file as it is ("# keep the rest of the buffer") is the file's
     own comment, not a marker; an ellipsis marker is one wherever it stands."""
-    own = {line.strip() for line in file} if file is not None else set()
+    own: set[str] | None = None
     out = set()
     for j, line in enumerate(update):
         if not is_marker(line):
             continue
+        if own is None:
+            own = {text.strip() for text in file} if file is not None else set()
         if line.strip() in own:
             body = _COMMENT.match(line.rstrip("\r\n"))
             if body is None or not _ELLIPSIS.search(body.group("body").strip()):

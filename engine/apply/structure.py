@@ -294,9 +294,10 @@ class _Merge:
         lines or markers there (and, with markers in the update, a deletion when it shows
         neighbours adjacent); else the line rules with both matched ends as anchors."""
         shown = [j for j in range(ua, ub) if self.update[j].strip()]
-        known = {line.strip() for line in self.file[fa:fb]}
-        unchanged = all(j in self.markers or self.update[j].strip() in known for j in shown) and (
-            any(j in self.markers for j in shown) or not has_markers)
+        unchanged = False
+        if any(j not in self.markers for j in shown) and (any(j in self.markers for j in shown) or not has_markers):
+            known = {line.strip() for line in self.file[fa:fb]}
+            unchanged = all(j in self.markers or self.update[j].strip() in known for j in shown)
         if unchanged and any(j not in self.markers for j in shown):  # only the file's own lines, and markers
             self.out.extend(("file", i) for i in range(fa, fb))
             return

@@ -73,7 +73,34 @@ def run_rule_arms(cases: Sequence[ApplyCase], arms: Sequence[str],
             rows.append(row)
             verdict = next(k for k in ("exact", "whitespace", "wrong", "refused") if row[k])
             progress(f"{case.name[:60]:60s} {arm:10s} {verdict:10s} {row['seconds'] * 1000:8.1f} ms")
-    return {"rows": rows, "summary": summarize_rules(rows)}
+    return {"rows": rows, "summary": summarize_rules(rows), "timing_2000_lines": timed_merges(cases, arms)}
+
+
+TIMED_LINES = (1500, 2500)  # the files the merge's time target is about (a 2,000-line file)
+TIMED_REPEATS = 5
+
+
+def timed_merges(cases: Sequence[ApplyCase], arms: Sequence[str], repeats: int = TIMED_REPEATS) -> dict[str, Any]:
+    """Each arm's merge time on the cases of about 2,000 lines (:data:`TIMED_LINES`), ``repeats``
+    times each, the arms interleaved so that a loaded machine slows both alike: median and p95
+    (ms) and the structure-aware merge's ratio to the line rules'."""
+    timed = [c for c in cases if TIMED_LINES[0] <= c.size <= TIMED_LINES[1]]
+    times: dict[str, list[float]] = {arm: [] for arm in arms}
+    for _ in range(repeats):
+        for case in timed:
+            for arm in arms:
+                started = time.perf_counter()
+                merge_text(arm, case)
+                times[arm].append(time.perf_counter() - started)
+    out: dict[str, Any] = {"cases": len(timed), "repeats": repeats, "lines": list(TIMED_LINES)}
+    for arm, seconds in times.items():
+        seconds.sort()
+        if seconds:
+            out[arm] = {"median_ms": round(1000 * (median(seconds) or 0.0), 2),
+                        "p95_ms": round(1000 * seconds[min(len(seconds) - 1, int(0.95 * len(seconds)))], 2)}
+    if "lines" in out and "structure" in out:
+        out["structure_over_lines_median"] = round(out["structure"]["median_ms"] / max(out["lines"]["median_ms"], 1e-9), 2)
+    return out
 
 
 def _bucket(lines: int) -> str:
