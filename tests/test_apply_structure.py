@@ -399,3 +399,10 @@ def test_a_new_definition_between_two_markers_is_not_guessed() -> None:
     update = "# ...\ndef zz():\n    pass\n# ...\ndef baz(c):\n    return c * 4\n"
     result = merged(PY, update, "python")
     assert result.stop_reason == "unplaced" and result.output_text == PY
+
+
+def test_a_file_nested_past_pythons_recursion_still_merges() -> None:
+    depth = 1200
+    text = "".join("    " * i + f"class C{i}:\n" for i in range(depth)) + "    " * depth + "x = 1\n"
+    result = merged(text, "class C0:\n    # ... existing code ...\n", "python")
+    assert result.stop_reason == "done" and result.output_text == text

@@ -59,9 +59,10 @@ def merged_alignment(file: Sequence[str], update: Sequence[str], language: str) 
     styled = blank_as_file(to_file_style(update, file), file)
     try:
         structured = structure_alignment(file, styled, language)
-    except GrammarUnavailable as exc:
+    except (GrammarUnavailable, RecursionError) as exc:  # (a file nested deeper than Python recurses)
         result = align(file, styled, own_comments=True, restyle=False)
-        result.notes.append(f"{exc}: the line rules merged it")
+        why = exc if isinstance(exc, GrammarUnavailable) else "the file nests too deep to read its definitions"
+        result.notes.append(f"{why}: the line rules merged it")
         return result
     return structured if structured is not None else align(file, styled, own_comments=True, restyle=False)
 
