@@ -406,3 +406,11 @@ def test_a_file_nested_past_pythons_recursion_still_merges() -> None:
     text = "".join("    " * i + f"class C{i}:\n" for i in range(depth)) + "    " * depth + "x = 1\n"
     result = merged(text, "class C0:\n    # ... existing code ...\n", "python")
     assert result.stop_reason == "done" and result.output_text == text
+
+
+def test_a_rename_with_a_new_body_between_markers_is_refused_naming_the_parameters() -> None:
+    update = "# ... existing code ...\ndef understocked(items, limit):\n    return sorted(x for x in items if x.n < limit)\n" \
+             "# ... existing code ...\n"
+    result = merged(PY, update, "python")
+    assert result.stop_reason == "unplaced" and result.output_text == PY
+    assert "`def low_stock(items, limit):` at line 10 takes the same parameters: a rename?" in result.warnings[0]

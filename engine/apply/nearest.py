@@ -1,5 +1,6 @@
 """What in the file came nearest to an update chunk that matches nothing, in words: a definition
-whose body the chunk's definition has (a rename?), or the most alike line. It tells the user why
+whose body the chunk's definition has, or the one that takes its parameters (a rename?), or the
+most alike line. It tells the user why
 the chunk was refused and what to fix (a name, a marker)."""
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from typing import Sequence
 
 from engine.apply.definitions import GrammarUnavailable, parse_definitions
 from engine.apply.markers import is_marker
-from engine.apply.structure import body_likeness
+from engine.apply.structure import body_likeness, same_signature
 
 SAME_BODY = 0.9  # a body this alike is "the same body"
 LIKE_BODY = 0.5  # one this alike is "a body like it"
@@ -62,6 +63,9 @@ def _renamed(file: Sequence[str], chunk: Sequence[str], language: str) -> str:
     scored = sorted(((body_likeness(lines, ours, file, d), d) for top in theirs for d in top.walk()
                      if d.kind == ours.kind and d.name != ours.name), key=lambda s: -s[0])
     if not scored or scored[0][0] < LIKE_BODY:
+        same = [d for _, d in scored if same_signature(lines, ours, file, d)]
+        if len(same) == 1:
+            return f"{_quote(file[same[0].header])} at line {same[0].header + 1} takes the same parameters: a rename?"
         return ""
     likeness, found = scored[0]
     body = "the same body" if likeness >= SAME_BODY else "a body like it"
