@@ -106,3 +106,38 @@ def test_an_empty_region_is_no_missing_fix() -> None:
 
     assert no_fix(_unchanged("", None)) is None
     assert no_fix(_unchanged(TYPO, None)) is not None
+
+
+# -- a fix far from the line the user pointed at ---------------------------------------------------
+
+def test_a_fix_far_from_the_focus_is_held_and_previewed() -> None:
+    from engine.checks.guards import FOCUS_RADIUS
+
+    fixed = BEFORE.replace("x + 3", "x - 3")  # line 11 (document numbering)
+    line = BEFORE.splitlines().index("    return x + 3") + 1
+    far_line = line + FOCUS_RADIUS + 1
+    verdict = judge(_result(fixed), "Fix the bug", 100, "python", focus=far_line)
+    assert (verdict.kind, verdict.exit_code, verdict.refused) == ("far", EXIT_DESTRUCTIVE, True)
+    assert verdict.message == verdict.reason == f"it edits lines {line}-{line}, far from line {far_line} where you pointed"
+    assert verdict.far is not None and verdict.far.json()["lines"] == [line, line] and verdict.as_preview()
+    assert judge(_result(fixed), "Fix the bug", 100, "python", focus=line + FOCUS_RADIUS).kind == "write"
+    assert judge(_result(fixed), "Fix the bug", 100, "python").kind == "write"  # no focus: no rule
+    assert judge(_result(BEFORE), "Fix the bug", 100, "python", focus=far_line).kind == "write"  # unchanged
+    # the rule reads document lines: a region's result is placed by its first line
+    broken = judge(_result(BEFORE.replace("x + 3", "x + (3")), "Fix the bug", 100, "python", focus=far_line)
+    assert broken.kind == "syntax" and broken.far is not None  # the syntax break is named first
+
+
+def test_a_far_fix_of_a_region_is_measured_in_document_lines() -> None:
+    from engine.checks.guards import FOCUS_RADIUS
+
+    text = BEFORE
+    lines = text.splitlines(keepends=True)
+    region = "".join(lines[9:12])  # document lines 10-12
+    fixed_region = region.replace("x + 3", "x - 3")  # document line 11
+    result = EditResult(mode="program", model="stub", input_text=text, output_text=text.replace(region, fixed_region),
+                        region=(10, 12), region_input=region, region_output=fixed_region, program=Program(()),
+                        raw_output="", tokens=TokenCounts(1, 0, 0), prompt_tokens=1, stop_reason="done")
+    assert judge(result, "Fix the bug", 100, "python", focus=11).kind == "write"
+    assert judge(result, "Fix the bug", 100, "python", focus=11 + FOCUS_RADIUS).kind == "write"
+    assert judge(result, "Fix the bug", 100, "python", focus=12 + FOCUS_RADIUS).far.first == 11  # type: ignore[union-attr]
