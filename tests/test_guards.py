@@ -10,7 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from engine.checks.guards import LONG_LINE_RUN, LoopGuard, assess_edit, destructive_reason, due, normalise_digits
+from engine.checks.guards import (
+    LONG_LINE_RUN,
+    LoopGuard,
+    assess_edit,
+    destructive_reason,
+    due,
+    far_from_focus,
+    normalise_digits,
+)
 from engine.core.lines import split_lines
 from engine.language.program import CopyLines, Gen
 
@@ -287,3 +295,16 @@ def test_a_fix_far_from_the_focus_is_found_and_said_where() -> None:
     region = far_from_focus(text, fix_at_4, 30, first_line=21)  # a region starting at document line 21
     assert region is not None and (region.first, region.last) == (24, 24) and far_from_focus(
         text, fix_at_4, 24 + FOCUS_RADIUS, first_line=21) is None
+
+
+def test_blank_lines_between_the_focus_and_the_fix_are_not_counted() -> None:
+    """A cursor in the gap above a function points at it: HumanEvalFix-Python/29's near cursor (line 2, blank)
+    and its fix (line 5) are 2 lines that hold code apart."""
+    from engine.checks.guards import focus_distance
+
+    text = "from typing import List\n\n\ndef f(s, p):\n    return [x for x in s if x.endswith(p)]\n"
+    fixed = text.replace("endswith", "startswith")
+    assert focus_distance([5], 2, text) == 2 and far_from_focus(text, fixed, 2) is None
+    assert focus_distance([5], 1, text) == 3 and far_from_focus(text, fixed, 1) is not None
+    assert focus_distance([4], 7, "a\nb\nc\nd\ne\nf\ng\n") == 3  # every line holds code: plain lines
+    assert focus_distance([], 3, text) is None

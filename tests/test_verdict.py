@@ -113,31 +113,31 @@ def test_an_empty_region_is_no_missing_fix() -> None:
 def test_a_fix_far_from_the_focus_is_held_and_previewed() -> None:
     from engine.checks.guards import FOCUS_RADIUS
 
-    fixed = BEFORE.replace("x + 3", "x - 3")  # line 11 (document numbering)
-    line = BEFORE.splitlines().index("    return x + 3") + 1
-    far_line = line + FOCUS_RADIUS + 1
-    verdict = judge(_result(fixed), "Fix the bug", 100, "python", focus=far_line)
+    assert FOCUS_RADIUS == 2  # the lines below: BEFORE's line 11 is "return x + 3", lines 9, 12 and 15 are blank
+    fixed = BEFORE.replace("x + 3", "x - 3")
+    verdict = judge(_result(fixed), "Fix the bug", 100, "python", focus=16)  # 13, 14 and 16 hold code: 3 away
     assert (verdict.kind, verdict.exit_code, verdict.refused) == ("far", EXIT_DESTRUCTIVE, True)
-    assert verdict.message == verdict.reason == f"it edits lines {line}-{line}, far from line {far_line} where you pointed"
-    assert verdict.far is not None and verdict.far.json()["lines"] == [line, line] and verdict.as_preview()
-    assert judge(_result(fixed), "Fix the bug", 100, "python", focus=line + FOCUS_RADIUS).kind == "write"
+    assert verdict.message == verdict.reason == "it edits lines 11-11, far from line 16 where you pointed"
+    assert verdict.far is not None and verdict.far.json()["lines"] == [11, 11] and verdict.as_preview()
+    for far in (7, 15):  # 8, 10, 11 / 11, 13, 14 hold code: 3 away
+        assert judge(_result(fixed), "Fix the bug", 100, "python", focus=far).kind == "far", far
+    for near in (8, 9, 14):  # at most 2 lines that hold code away (the blank lines between are not counted)
+        assert judge(_result(fixed), "Fix the bug", 100, "python", focus=near).kind == "write", near
     assert judge(_result(fixed), "Fix the bug", 100, "python").kind == "write"  # no focus: no rule
-    assert judge(_result(BEFORE), "Fix the bug", 100, "python", focus=far_line).kind == "write"  # unchanged
-    # the rule reads document lines: a region's result is placed by its first line
-    broken = judge(_result(BEFORE.replace("x + 3", "x + (3")), "Fix the bug", 100, "python", focus=far_line)
+    assert judge(_result(BEFORE), "Fix the bug", 100, "python", focus=16).kind == "write"  # unchanged
+    broken = judge(_result(BEFORE.replace("x + 3", "x + (3")), "Fix the bug", 100, "python", focus=16)
     assert broken.kind == "syntax" and broken.far is not None  # the syntax break is named first
 
 
 def test_a_far_fix_of_a_region_is_measured_in_document_lines() -> None:
-    from engine.checks.guards import FOCUS_RADIUS
-
-    text = BEFORE
-    lines = text.splitlines(keepends=True)
-    region = "".join(lines[9:12])  # document lines 10-12
+    lines = BEFORE.splitlines(keepends=True)
+    region = "".join(lines[6:15])  # document lines 7-15; line 9 is blank
     fixed_region = region.replace("x + 3", "x - 3")  # document line 11
-    result = EditResult(mode="program", model="stub", input_text=text, output_text=text.replace(region, fixed_region),
-                        region=(10, 12), region_input=region, region_output=fixed_region, program=Program(()),
-                        raw_output="", tokens=TokenCounts(1, 0, 0), prompt_tokens=1, stop_reason="done")
+    result = EditResult(mode="program", model="stub", input_text=BEFORE,
+                        output_text=BEFORE.replace(region, fixed_region), region=(7, 15), region_input=region,
+                        region_output=fixed_region, program=Program(()), raw_output="", tokens=TokenCounts(1, 0, 0),
+                        prompt_tokens=1, stop_reason="done")
     assert judge(result, "Fix the bug", 100, "python", focus=11).kind == "write"
-    assert judge(result, "Fix the bug", 100, "python", focus=11 + FOCUS_RADIUS).kind == "write"
-    assert judge(result, "Fix the bug", 100, "python", focus=12 + FOCUS_RADIUS).far.first == 11  # type: ignore[union-attr]
+    assert judge(result, "Fix the bug", 100, "python", focus=8).kind == "write"  # 9 is blank: 10, 11
+    far = judge(result, "Fix the bug", 100, "python", focus=7).far
+    assert far is not None and (far.first, far.last, far.focus) == (11, 11, 7)

@@ -520,26 +520,29 @@ def summarize(records: Sequence[dict[str, Any]], arms: Sequence[str], family: st
 
 
 def focus_rule_record(result: Any, focus: int) -> dict[str, Any]:
-    """One hinted edit under the focus rule: the document lines it touches (first, last), the
-    nearest one's distance from ``focus`` (None: it changed nothing) and whether the rule, at its
-    radius, holds it back (engine.checks.guards.far_from_focus)."""
+    """One hinted edit under the focus rule: the document lines it touches, the nearest one's
+    distance from ``focus`` as the rule counts it (blank lines between not counted) and in plain
+    lines (``lines_apart``; both None: it changed nothing), and whether the rule, at its radius,
+    holds it back (engine.checks.guards.far_from_focus)."""
     first = result.region[0] if result.region else 1
     lines = edited_lines(result.region_input, result.region_output, first)
-    distance = focus_distance(lines, focus)
-    return {"focus": focus, "touched": [lines[0], lines[-1]] if lines else None, "distance": distance,
+    distance = focus_distance(lines, focus, result.region_input, first)
+    apart = min((abs(n - focus) for n in lines), default=None)
+    return {"focus": focus, "touched": lines, "distance": distance, "lines_apart": apart,
             "held": distance is not None and distance > FOCUS_RADIUS}
 
 
 def focus_rule_summary(entries: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """pass@1 and collateral before the focus rule (every finished edit written) and after it at
-    each radius of ``FOCUS_RULE_RADII`` (a held edit is not written: its pass is lost, its
-    collateral is 0), and how many held edits pass their tests."""
-    def distance(e: dict[str, Any]) -> int | None:
-        return (e.get("focus_rule") or {}).get("distance")
+    """pass@1 and collateral before the focus rule (every finished edit written) and after it (a
+    held edit is not written: its pass is lost, its collateral is 0), at each radius of
+    ``FOCUS_RULE_RADII`` as the rule counts lines, and at the rule's radius in plain lines
+    (``"<radius>-plain"``: blank lines counted), with how many held edits pass their tests."""
+    def rule(e: dict[str, Any], key: str) -> int:
+        return (e.get("focus_rule") or {}).get(key) or 0
 
-    def after(radius: int) -> dict[str, Any]:
-        held = [e for e in entries if (distance(e) or 0) > radius]
-        kept = [e for e in entries if (distance(e) or 0) <= radius]
+    def after(held_if: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+        held = [e for e in entries if held_if(e)]
+        kept = [e for e in entries if not held_if(e)]
         return {"held": len(held),
                 "held_passing": sum(e.get("test") == "pass" for e in held),
                 "pass": sum(e.get("test") == "pass" for e in kept),
@@ -550,8 +553,10 @@ def focus_rule_summary(entries: Sequence[dict[str, Any]]) -> dict[str, Any]:
     before = {"pass": sum(e.get("test") == "pass" for e in entries),
               "collateral_lines": sum(e["collateral"]["lines"] for e in entries if "collateral" in e),
               "collateral_cases": sum(e["collateral"]["lines"] > 0 for e in entries if "collateral" in e)}
-    distances = Counter(distance(e) for e in entries)
-    return {"before": before, "after": {str(r): after(r) for r in FOCUS_RULE_RADII},
+    variants: dict[str, Any] = {str(r): after(lambda e, r=r: rule(e, "distance") > r) for r in FOCUS_RULE_RADII}
+    variants[f"{FOCUS_RADIUS}-plain"] = after(lambda e: rule(e, "lines_apart") > FOCUS_RADIUS)
+    distances = Counter((e.get("focus_rule") or {}).get("distance") for e in entries)
+    return {"before": before, "after": variants,
             "distances": {str(k): distances[k] for k in sorted(distances, key=lambda d: (d is None, d or 0))}}
 
 
@@ -652,9 +657,10 @@ DEFINITIONS = {
     "tail_deletions": "cases whose output drops the input's last lines that the gold keeps (a program that ended early)",
     "syntax_broken": "the input parses and the output does not (engine/checks/syntax.py; python and javascript)",
     "focus_rule": "hinted program arms: the edit's touched lines (a pure insertion touches both neighbours) and "
-                  "their nearest distance from the focus; held: farther than the rule's radius "
-                  "(engine/checks/guards.py far_from_focus), a fix the front doors hold back; 'after' counts "
-                  "held edits as not written (their passes lost, their collateral 0)",
+                  "the nearest one's distance from the focus, blank lines between not counted (lines_apart: "
+                  "counted); held: farther than the rule's radius (engine/checks/guards.py far_from_focus), a "
+                  "fix the front doors hold back; 'after' counts held edits as not written (their passes lost, "
+                  "their collateral 0), per radius ('-plain': in lines_apart)",
     "near_copy_insertions": "cases whose output inserts a variant of an input line right before or after it and "
                             "keeps the line (a fix beside the bug; engine/evaluation/quality.py)",
 }

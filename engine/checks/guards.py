@@ -35,7 +35,7 @@ NORMALISED_REPEATS = 8    # units equal only up to their numbers (lines[32], lin
 SAME_GEN_REPEATS = 3      # program mode: identical gens in a row
 BLANK_GEN_REPEATS = 3     # program mode: whitespace-only gens in a row
 DESTRUCTIVE_MIN_LINES = 4
-FOCUS_RADIUS = 2          # lines either side of the pointed line where a fix may land unconfirmed
+FOCUS_RADIUS = 2          # lines (blank ones not counted) either side of the pointed line a fix may touch unconfirmed
 LONG_LINE_RUN = 120       # a run of punctuation within one line longer than this (and every input line) loops
 _DIGITS = re.compile(r"\d+")
 _WORD = re.compile(r"[^\W_]")  # a letter or digit in any script
@@ -336,21 +336,37 @@ class FarEdit:
         return {"lines": [self.first, self.last], "focus": self.focus, "radius": self.radius}
 
 
-def focus_distance(lines: Sequence[int], focus: int) -> int | None:
-    """How far the nearest of ``lines`` is from ``focus`` (0: one is the pointed line; None: no lines)."""
-    return min((abs(n - focus) for n in lines), default=None)
+def focus_distance(lines: Sequence[int], focus: int, region_input: str = "", first_line: int = 1) -> int | None:
+    """How far the nearest of ``lines`` is from ``focus`` (document numbering; 0: one is the
+    pointed line; None: no lines), in lines that hold something: the blank lines between them (of
+    ``region_input``, the region starting at document line ``first_line``) are not counted, so a
+    cursor in the gap above a function points at the function's first lines. A line outside the
+    region counts as one that holds something."""
+    text = [line.strip() for line in split_lines(region_input)]
+
+    def blank(n: int) -> bool:
+        k = n - first_line
+        return 0 <= k < len(text) and not text[k]
+
+    def steps(n: int) -> int:
+        low, high = sorted((focus, n))
+        between = range(low + 1, high + 1) if n > focus else range(low, high)  # n's side: n counted, focus not
+        return sum(not blank(k) for k in between) if n != focus else 0
+
+    return min((steps(n) for n in lines), default=None)
 
 
 def far_from_focus(region_input: str, region_output: str, focus: int | None, first_line: int = 1,
                    radius: int = FOCUS_RADIUS) -> FarEdit | None:
     """The edit, when a ``focus`` line was given and every line it touches lies more than
-    ``radius`` lines from it (a fix the user did not point at: held for confirmation, never
-    written silently); None without a focus, for an unchanged region, or when a touched line is
-    within ``focus`` ± ``radius``. ``first_line``: the region's first document line."""
+    ``radius`` lines from it (:func:`focus_distance`: blank lines between them not counted), a fix
+    the user did not point at, held for confirmation, never written silently; None without a
+    focus, for an unchanged region, or when a touched line is within ``radius`` of the focus.
+    ``first_line``: the region's first document line."""
     if focus is None:
         return None
     lines = edited_lines(region_input, region_output, first_line)
-    distance = focus_distance(lines, focus)
+    distance = focus_distance(lines, focus, region_input, first_line)
     if distance is None or distance <= radius:
         return None
     return FarEdit(lines[0], lines[-1], focus, radius)
