@@ -146,3 +146,15 @@ def test_candidates_are_judged_against_the_users_focus_not_a_variants_hint() -> 
     assert decision.exit_code == 0 and decision.write is not None and decision.write.result.output_text == LOOP_FIXED
     only_far = search_fixes(ScriptedEngine([SIGNATURE_REWRITTEN]), request, k=1, check=None)
     assert decide(only_far, checked=False).exit_code == 4 and WHERE in decide(only_far, checked=False).message
+
+
+def test_the_http_edit_answer_carries_the_reason() -> None:
+    """``POST /v1/edits/copy-as-decode`` with ``focus``: the answer (``edit --json``'s) refuses it in the verdict's words."""
+    from engine.openai_api.edits import result_json
+
+    request = EditRequest(CONTAINS, "Fix the loop bound", language="go", focus_line=7)
+    answer = result_json(_result(CONTAINS, SIGNATURE_REWRITTEN), request)
+    assert answer["refused"] == WHERE and answer["far_from_focus"] == {"lines": [4, 4], "focus": 7, "radius": 2}
+    assert answer["output_text"] == SIGNATURE_REWRITTEN  # the caller decides; the reason says why not to write it
+    near = result_json(_result(CONTAINS, SIGNATURE_REWRITTEN), EditRequest(CONTAINS, "Fix it", focus_line=5))
+    assert near["refused"] is None and near["far_from_focus"] is None
