@@ -82,7 +82,7 @@ def judge(result: EditResult, instruction: str, max_new_tokens: int, language: s
     document before and after (none when empty or unsupported). ``focus``: the line the user
     pointed at (1-based, document numbering: the CLI's ``--focus``, the editor's cursor, the HTTP
     body's ``focus``; never a hint the engine chose): an edit whose every touched line lies more
-    than ``FOCUS_RADIUS`` lines from it is held (``far``, exit status 4 like a destructive edit),
+    than ``FOCUS_RADIUS`` lines from it (blank lines not counted: engine.checks.guards.far_from_focus) is held (``far``, exit status 4 like a destructive edit),
     whatever the instruction, since a focus says where the problem is. A destructive or
     syntax-breaking edit is reported as that first."""
     stop = result.stop_reason

@@ -55,9 +55,9 @@ exit status:
   2  a bad request: file, line range, size or model
   3  the edit did not finish (token limit, or a loop)
   4  held: it would delete or rewrite most of the region for a fix, or with
-     --focus every line it changes is more than 2 lines from the focus ("it
-     edits lines 4-4, far from line 7 where you pointed; --force writes it";
-     an insertion counts as changing the lines on both sides of it)
+     --focus every line it changes is more than 2 lines from the focus, blank
+     lines not counted ("it edits lines 4-4, far from line 7 where you
+     pointed; --force writes it"; an insertion changes the lines beside it)
   5  refused: the file parsed before the edit and does not after it (Python and
      JavaScript are checked)
   6  --check: no candidate passed the check; nothing was written (the best
