@@ -158,3 +158,23 @@ def test_the_http_edit_answer_carries_the_reason() -> None:
     assert answer["output_text"] == SIGNATURE_REWRITTEN  # the caller decides; the reason says why not to write it
     near = result_json(_result(CONTAINS, SIGNATURE_REWRITTEN), EditRequest(CONTAINS, "Fix it", focus_line=5))
     assert near["refused"] is None and near["far_from_focus"] is None
+
+
+# The embedded model's own far fix: the cursor on a comment 3 lines that hold code below the bug,
+# where the localizer's window (3 lines) still reaches it (tests/test_lsp_server.py has the editor's view).
+NOTES = ("def add(a, b):\n    return a - b\n# Notes on add: it adds two numbers\n# and returns their sum, the one\n"
+         "# thing this module is for.\n")
+
+
+@pytest.mark.model
+def test_the_embedded_models_far_fix_is_held(capsys, tmp_path: Path, default_engine) -> None:
+    want = default_engine.edit(EditRequest(NOTES, "Fix the bug", mode="program", max_new_tokens=48,
+                                           language="python", focus_line=5))
+    if want.output_text != NOTES.replace("a - b", "a + b"):
+        pytest.skip(f"the model no longer fixes line 2 from --focus 5: {want.summary()['program']}")
+    path = tmp_path / "notes.py"
+    path.write_text(NOTES)
+    code, _, err = run(capsys, str(path), "-i", "Fix the bug", "--focus", "5", "--mode", "program",
+                       "--max-new-tokens", "48", "--in-place", "--backend", "transformers")
+    assert code == 4 and "it edits lines 2-2, far from line 5 where you pointed; --force writes it" in err, err
+    assert path.read_text() == NOTES
