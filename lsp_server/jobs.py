@@ -19,8 +19,8 @@ Review before applying: the final result gets the verdict every front door gives
 (:func:`engine.verdict.judge`, the CLI's exit codes and the HTTP endpoint's ``refused``): an edit
 that would delete or rewrite most of its region for a fix, an edit that breaks the syntax (the
 whole document parsed before and does not after: :mod:`engine.checks.syntax`; the message names
-the parser's error), a fix whose every touched line lies more than two lines from the line the
-user pointed at (the cursor or diagnostic "AI fix" sends: "it edits lines 4-4, far from line 7
+the parser's error), a fix whose every touched line lies more than three lines from the line the
+user pointed at (the cursor or diagnostic "AI fix" sends: "it edits lines 4-4, far from line 10
 where you pointed"), and every edit under ``applyMode = "preview"``, is never applied silently.
 Streaming holds back (the region is put back) as soon as the live text looks destructive (a far
 or syntax-breaking edit is only known at the end, and is put back then); at the end the region shows its original text and the edit goes out as a preview: to a client with

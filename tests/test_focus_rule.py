@@ -4,10 +4,10 @@ reason, and a candidate search judges every candidate against the user's focus, 
 variant was hinted at. The language server's preview of such a fix: tests/test_lsp_jobs.py and
 tests/test_lsp_server.py.
 
-The embedded model near a cursor almost never edits more than two lines from it (none of the 164
-HumanEvalFix-Python cases: results/focus/), so the CLI tests replay a recorded edit through a named
-fake engine: a user's Go file, ``--focus 7``, where the model (llama.cpp, the embedded default)
-rewrote line 4, the function's signature, instead of the line pointed at."""
+The embedded model near a cursor never edited more than 3 lines from it on HumanEvalFix
+(results/focus/), so the CLI tests replay an edit through a named fake engine: a user's Go file
+where the model (llama.cpp, the embedded default) rewrote line 4, the function's signature, instead
+of the line pointed at, here ``--focus 8``. One test runs the model's own far fix (NOTES)."""
 
 from __future__ import annotations
 
@@ -39,8 +39,8 @@ func Contains(xs []int, target int) bool {
 }
 """
 SIGNATURE_REWRITTEN = CONTAINS.replace("target int) bool {", "target int) (bool, bool) {")  # line 4
-LOOP_FIXED = CONTAINS.replace("len(xs)-1", "len(xs)")  # line 5: 2 lines from line 7
-WHERE = "it edits lines 4-4, far from line 7 where you pointed"
+LOOP_FIXED = CONTAINS.replace("len(xs)-1", "len(xs)")  # line 5: 3 lines that hold code from line 8
+WHERE = "it edits lines 4-4, far from line 8 where you pointed"
 
 
 def _result(text: str, output: str, score: float = -1.0) -> EditResult:
@@ -49,7 +49,7 @@ def _result(text: str, output: str, score: float = -1.0) -> EditResult:
                       program=Program((CopyLines(1, 3), Gen(output.splitlines(keepends=True)[3]), CopyLines(5, 11))),
                       raw_output="", tokens=TokenCounts(generated=12, copied=60), prompt_tokens=10, stop_reason="done",
                       timings={"total_s": 0.5, "decode_s": 0.4, "prefill_s": 0.1}, breakdown={"logprob": score},
-                      focus=FocusLines(hint=7, guarded=7, ranked=(7, 4)))
+                      focus=FocusLines(hint=8, guarded=8, ranked=(8, 4)))
 
 
 class FarFakeEngine:
@@ -92,25 +92,25 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
 
 
 def test_a_fix_far_from_the_focus_is_held_with_exit_4_and_said_where(capsys, contains: Path) -> None:
-    code, _, err = run(capsys, str(contains), "-i", "Fix the loop bound", "--focus", "7", "--in-place")
+    code, _, err = run(capsys, str(contains), "-i", "Fix the loop bound", "--focus", "8", "--in-place")
     assert code == 4, err
     assert f"error: {WHERE}; --force writes it (nothing was written to {contains})" in err
     assert contains.read_text() == CONTAINS
 
 
 def test_json_carries_the_reason_and_force_writes_it(capsys, contains: Path) -> None:
-    code, out, _ = run(capsys, str(contains), "-i", "Fix the loop bound", "--focus", "7", "--in-place", "--json")
+    code, out, _ = run(capsys, str(contains), "-i", "Fix the loop bound", "--focus", "8", "--in-place", "--json")
     summary = json.loads(out)
     assert code == 4 and summary["refused"] == WHERE and summary["written"] == []
-    assert summary["far_from_focus"] == {"lines": [4, 4], "focus": 7, "radius": 2}
-    code, out, err = run(capsys, str(contains), "-i", "Fix the loop bound", "--focus", "7", "--in-place", "--force")
+    assert summary["far_from_focus"] == {"lines": [4, 4], "focus": 8, "radius": 3}
+    code, out, err = run(capsys, str(contains), "-i", "Fix the loop bound", "--focus", "8", "--in-place", "--force")
     assert code == 0 and f"warning: {WHERE}; written anyway (--force)" in err
     assert contains.read_text() == SIGNATURE_REWRITTEN
 
 
-@pytest.mark.parametrize("argv", [["--focus", "5"], ["--focus", "2"], [], ["--lines", "1-11"]])
+@pytest.mark.parametrize("argv", [["--focus", "7"], ["--focus", "2"], [], ["--lines", "1-11"]])
 def test_near_the_focus_or_without_one_no_rule_holds_it(capsys, contains: Path, argv: list[str]) -> None:
-    """2 lines away (the edge), a comment 2 lines above it, no focus, and --lines without a focus: written."""
+    """3 lines away (the edge), a blank line 2 lines that hold code above it, no focus, and --lines without a focus: written."""
     code, out, err = run(capsys, str(contains), "-i", "Fix the loop bound", "--in-place", "--json", *argv)
     assert code == 0, err
     assert json.loads(out)["far_from_focus"] is None and contains.read_text() == SIGNATURE_REWRITTEN
@@ -135,11 +135,11 @@ class ScriptedEngine:
 
 def test_candidates_are_judged_against_the_users_focus_not_a_variants_hint() -> None:
     """The variant hinted at line 4 (the localizer's next line) rewrites line 4: near its own hint,
-    far from line 7, where the user pointed, so the search refuses it with the verdict's words."""
+    far from line 8, where the user pointed, so the search refuses it with the verdict's words."""
     engine = ScriptedEngine([LOOP_FIXED, SIGNATURE_REWRITTEN])
-    request = EditRequest(CONTAINS, "Fix the loop bound", language="go", focus_line=7)
+    request = EditRequest(CONTAINS, "Fix the loop bound", language="go", focus_line=8)
     search = search_fixes(engine, request, k=2, check=None)
-    assert [asked.focus_line for asked in engine.asked] == [7, 4]
+    assert [asked.focus_line for asked in engine.asked] == [8, 4]
     refused = {c.result.output_text: c.refused for c in search.candidates}
     assert refused == {SIGNATURE_REWRITTEN: WHERE, LOOP_FIXED: None}
     decision = decide(search, checked=False, k=2)
@@ -152,29 +152,29 @@ def test_the_http_edit_answer_carries_the_reason() -> None:
     """``POST /v1/edits/copy-as-decode`` with ``focus``: the answer (``edit --json``'s) refuses it in the verdict's words."""
     from engine.openai_api.edits import result_json
 
-    request = EditRequest(CONTAINS, "Fix the loop bound", language="go", focus_line=7)
+    request = EditRequest(CONTAINS, "Fix the loop bound", language="go", focus_line=8)
     answer = result_json(_result(CONTAINS, SIGNATURE_REWRITTEN), request)
-    assert answer["refused"] == WHERE and answer["far_from_focus"] == {"lines": [4, 4], "focus": 7, "radius": 2}
+    assert answer["refused"] == WHERE and answer["far_from_focus"] == {"lines": [4, 4], "focus": 8, "radius": 3}
     assert answer["output_text"] == SIGNATURE_REWRITTEN  # the caller decides; the reason says why not to write it
     near = result_json(_result(CONTAINS, SIGNATURE_REWRITTEN), EditRequest(CONTAINS, "Fix it", focus_line=5))
     assert near["refused"] is None and near["far_from_focus"] is None
 
 
-# The embedded model's own far fix: the cursor on a comment 3 lines that hold code below the bug,
-# where the localizer's window (3 lines) still reaches it (tests/test_lsp_server.py has the editor's view).
+# The embedded model's own far fix: the cursor on a comment 4 lines below the bug, beyond the
+# localizer's window, and the model fixes the bug anyway (tests/test_lsp_server.py has the editor's view).
 NOTES = ("def add(a, b):\n    return a - b\n# Notes on add: it adds two numbers\n# and returns their sum, the one\n"
-         "# thing this module is for.\n")
+         "# thing this module is for,\n# and nothing else.\n")
 
 
 @pytest.mark.model
 def test_the_embedded_models_far_fix_is_held(capsys, tmp_path: Path, default_engine) -> None:
     want = default_engine.edit(EditRequest(NOTES, "Fix the bug", mode="program", max_new_tokens=48,
-                                           language="python", focus_line=5))
+                                           language="python", focus_line=6))
     if want.output_text != NOTES.replace("a - b", "a + b"):
-        pytest.skip(f"the model no longer fixes line 2 from --focus 5: {want.summary()['program']}")
+        pytest.skip(f"the model no longer fixes line 2 from --focus 6: {want.summary()['program']}")
     path = tmp_path / "notes.py"
     path.write_text(NOTES)
-    code, _, err = run(capsys, str(path), "-i", "Fix the bug", "--focus", "5", "--mode", "program",
+    code, _, err = run(capsys, str(path), "-i", "Fix the bug", "--focus", "6", "--mode", "program",
                        "--max-new-tokens", "48", "--in-place", "--backend", "transformers")
-    assert code == 4 and "it edits lines 2-2, far from line 5 where you pointed; --force writes it" in err, err
+    assert code == 4 and "it edits lines 2-2, far from line 6 where you pointed; --force writes it" in err, err
     assert path.read_text() == NOTES

@@ -306,7 +306,16 @@ def test_blank_lines_between_the_focus_and_the_fix_are_not_counted() -> None:
     fixed = text.replace("endswith", "startswith")
     assert focus_distance([5], 2, text) == 2 and far_from_focus(text, fixed, 2) is None
     assert focus_distance([5], 1, text) == 2  # lines 2 and 3 are blank: 4, 5
-    longer = text.replace("def f", "import os\ndef f")  # one more line that holds code between
+    longer = text.replace("def f", "import os\nimport re\ndef f")  # two more lines that hold code between
     assert far_from_focus(longer, longer.replace("endswith", "startswith"), 2) is not None
     assert focus_distance([4], 7, "a\nb\nc\nd\ne\nf\ng\n") == 3  # every line holds code: plain lines
     assert focus_distance([], 3, text) is None
+
+
+def test_the_radius_covers_the_localizers_window() -> None:
+    """A fix at any line the localizer may move a cursor's hint to is never held: its window is
+    counted in plain lines, the rule's radius in lines that hold code (never more)."""
+    from engine.checks.guards import FOCUS_RADIUS
+    from engine.decoding.localize import CURSOR_WINDOW
+
+    assert FOCUS_RADIUS >= CURSOR_WINDOW

@@ -33,7 +33,7 @@ and pld mode), a diff and the time each phase took.
 
 It never writes an edit that did not finish, would delete or rewrite most of the
 region for a fix, breaks the file's syntax, or (with --focus LINE) changes only
-lines more than 2 from LINE, unless --force is given.
+lines more than 3 from LINE, unless --force is given.
 
 With --check CMD it tries up to --candidates K fixes (other lines the model
 finds likely, other changes at the line) and runs CMD on each in a temporary
@@ -55,8 +55,8 @@ exit status:
   2  a bad request: file, line range, size or model
   3  the edit did not finish (token limit, or a loop)
   4  held: it would delete or rewrite most of the region for a fix, or with
-     --focus every line it changes is more than 2 lines from the focus, blank
-     lines not counted ("it edits lines 4-4, far from line 7 where you
+     --focus every line it changes is more than 3 lines from the focus, blank
+     lines not counted ("it edits lines 4-4, far from line 10 where you
      pointed; --force writes it"; an insertion changes the lines beside it)
   5  refused: the file parsed before the edit and does not after it (Python and
      JavaScript are checked)
@@ -85,7 +85,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_setting_flags(p, ["model", "device", "dtype", "max_new_tokens"])
     p.add_argument("--focus", type=int, metavar="LINE", help="the line the problem is at or near (1-based, "
                    "in FILE's numbering); the prompt points the model at it, and an edit that changes only "
-                   "lines more than 2 from it is held (exit status 4)")
+                   "lines more than 3 from it is held (exit status 4)")
     p.add_argument("--focus-policy", default=DEFAULT_FOCUS_POLICY, choices=FOCUS_POLICIES,
                    help="program mode: hold (default) is guard unless --focus is about as likely as the best line "
                    "near it, where it stays as under keep; guard puts the hint on the likeliest line near --focus "
