@@ -84,7 +84,7 @@ FAMILIES = tuple(FAMILY_ARMS)  # forced, free
 ARMS = tuple(dict.fromkeys([*FAMILY_ARMS["forced"], *FAMILY_ARMS["free"]]))  # every arm name of either family
 LIMIT_STOPS = ("max_tokens", "loop")  # unfinished edits: the token limit, or a loop the guard stopped
 
-FOCUS_RULE_RADII = (FOCUS_RADIUS, FOCUS_RADIUS + 1)  # the rule's radius, and one wider to tune it with
+FOCUS_RULE_RADII = (FOCUS_RADIUS - 1, FOCUS_RADIUS, FOCUS_RADIUS + 1)  # the rule's radius, and one either side to tune it
 RAW_HEAD_CHARS = 240  # free family: the start of each arm's raw reply is kept for diagnosis
 
 WARMUP_INPUT = 'def add(a, b):\n    """Sum of a and b."""\n    return a - b\n\n\nprint(add(2, 3))\n'
