@@ -28,7 +28,10 @@ if TYPE_CHECKING:
 # would not send for the same file.
 EDITOR_LANGUAGES = {
     "python": "python", "javascript": "javascript", "typescript": "typescript", "go": "go", "rust": "rust",
-    "java": "java", "c": "c", "cpp": "cpp", "ruby": "ruby", "lua": "lua",
+    "java": "java", "c": "c", "cpp": "cpp", "ruby": "ruby", "lua": "lua", "csharp": "csharp", "cs": "csharp",
+    "php": "php", "kotlin": "kotlin", "swift": "swift", "scala": "scala", "dart": "dart", "elixir": "elixir",
+    "haskell": "haskell", "perl": "perl", "r": "r", "julia": "julia", "sql": "sql", "html": "html", "css": "css",
+    "scss": "scss", "json": "json", "yaml": "yaml", "toml": "toml", "xml": "xml", "vue": "vue", "svelte": "svelte",
     "javascriptreact": "jsx", "typescriptreact": "tsx",  # VS Code and Neovim alike
     "shellscript": "bash",  # VS Code
     "sh": "bash", "bash": "bash",  # Neovim's filetypes for shell scripts

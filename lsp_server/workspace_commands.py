@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 from typing import Any
 
 from lsprotocol import types
 
 from engine.settings import Settings
+from engine.workspace_apply import names_files, update_for_document
 from lsp_server.actions import (
     COMMAND_APPLY_PENDING,
     COMMAND_CANCEL,
@@ -28,7 +30,9 @@ from lsp_server.actions import (
     next_candidate_action,
     uri_argument,
 )
+from lsp_server.answers import run_answer
 from lsp_server.client import fail, report
+from lsp_server.documents import path_of
 from lsp_server.edits import minimal_replacement, text_edit, workspace_edit
 from lsp_server.models import ModelKey
 from lsp_server.outcome import Outcome
@@ -66,15 +70,31 @@ async def run_edit(services: EditServices, raw: Any) -> dict:
 
 async def run_apply(services: EditServices, raw: Any) -> dict:
     """``copyAsDecode.server.applyUpdate``: the update merged into the whole document, played
-    in as an :class:`EditSession` like any edit (streaming, preview, undo, cancel)."""
+    in as an :class:`EditSession` like any edit (streaming, preview, undo, cancel); an update
+    that names files (a chat answer with paths, a diff) is merged into each of them and sent as
+    one edit (:mod:`lsp_server.answers`)."""
     try:
         args = EditArgs.parse_apply(raw)
     except ValueError as exc:
         return fail(services.client, str(exc))
+    if args.update and names_files(args.update):
+        single = one_document_update(services, args)
+        if single is None:
+            return await run_answer(services, args)
+        args = replace(args, update=single)
     if services.documents.get(args.uri) is None:
         return fail(services.client, NOT_OPEN.format(uri=args.uri))
     services.state.drop_pending(args.uri)
     return await EditSession(services, args).run()
+
+
+def one_document_update(services: EditServices, args: EditArgs) -> str | None:
+    """The update for the document itself when the answer's one block is headed by its path (or
+    its name): then the apply streams in as any apply does; None for an answer for other files."""
+    path = path_of(args.uri)
+    if path is None or args.update is None:
+        return None
+    return update_for_document(args.update, services.settings.root_for(path) or path.parent, path)
 
 
 async def next_candidate(services: EditServices, raw: Any) -> dict:

@@ -114,7 +114,8 @@ def test_update_that_matches_nothing_writes_nothing() -> None:
     assert result.stop_reason == "unplaced" and result.output_text == PY
     assert [(c.start, c.end) for c in result.unplaced] == [(2, 3)]
     assert "2-3" in result.warnings[0] and "nothing was written" in result.warnings[0]
-    assert result.summary()["unplaced"] == [{"lines": [2, 3], "text": "def zzz():\n    totally_new()\n"}]
+    assert result.summary()["unplaced"] == [{"lines": [2, 3], "text": "def zzz():\n    totally_new()\n",
+                                             "nearest": "no line matches `def zzz():`"}]
 
 
 def test_partial_writes_what_could_be_placed() -> None:

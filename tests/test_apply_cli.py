@@ -44,7 +44,8 @@ def test_json_has_the_edit_shape_and_unplaced(capsys, files, tmp_path: Path) -> 
     code, out, _ = run(capsys, str(target), "--update", str(update), "--json", "--output", str(tmp_path / "o.py"))
     summary = json.loads(out)
     assert code == 0 and summary["unplaced"] == [] and summary["stop_reason"] == "done"
-    assert summary["program"] == '<program><copy lines="1-5"/><copy update="3-3"/></program>'
+    # g is shown without a marker inside: the update's g replaces the file's whole
+    assert summary["program"] == '<program><copy lines="1-4"/><copy update="2-3"/></program>'
     assert {"syntax", "damage", "refused", "written", "compare"} <= set(summary)
     assert (tmp_path / "o.py").read_text() == MERGED and target.read_text() == FILE
 

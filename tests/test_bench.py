@@ -377,7 +377,7 @@ def test_syntax_broken_per_language() -> None:
     assert syntax_broken(source, source.replace("    if x:\n", "    elif x:\n"), "python") is True
     assert syntax_broken("def f(:\n", "def f(:\n    pass\n", "python") is False  # did not parse before
     assert syntax_broken("function f(a) {\n  return a;\n}\n", "function f(a) {\n  return a;\n", "javascript") is True
-    assert syntax_broken("x", "y (", "cobol") is None
+    assert syntax_broken("x", "y (", "klingon") is None
 
 
 def test_near_focus_is_seeded_clipped_and_centered() -> None:

@@ -226,3 +226,34 @@ def test_neovim_applies_a_register_with_the_readmes_command(tmp_path: Path):
     assert log["statuses"][-1]["state"] == "ready" and log["progress"] > 0, log
     assert (tmp_path / "buffer.txt").read_text() == engine_apply(EXAMPLE.read_text(), APPLY_UPDATE) == NEAR_FIXED
     assert source.read_text() == EXAMPLE.read_text()  # the buffer was never written to disk
+
+
+F = "```"
+ANSWER_FILES = {"app.py": "def add(a, b):\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n",
+                "calc/mul.go": "package calc\n\nfunc Mul(a, b int) int {\n\treturn a + b\n}\n",
+                "conf.py": "name = 'calc'\nversion = 1\n"}
+ANSWER = (f"`app.py`\n{F}python\ndef add(a, b):\n    return a + b\n# ... rest of the file unchanged ...\n{F}\n\n"
+          f"{F}go calc/mul.go\npackage calc\n\nfunc Mul(a, b int) int {{\n\treturn a * b\n}}\n{F}\n\n"
+          f"{F}diff\n--- a/conf.py\n+++ b/conf.py\n@@ -1,2 +1,2 @@\n name = 'calc'\n-version = 1\n+version = 2\n{F}\n")
+
+
+@pytest.mark.skipif(NVIM is None, reason=NO_NVIM)
+def test_neovim_applies_an_answer_that_names_three_files(tmp_path: Path):
+    """The README's :CopyAsDecodeApply with a chat answer naming three files: Neovim applies the
+    server's one workspace edit to the open buffer and loads the two other files into buffers (the
+    files on disk stay as they were until the user writes them). Apply's default mode needs no model."""
+    project = tmp_path / "project"
+    for name, text in ANSWER_FILES.items():
+        (project / name).parent.mkdir(parents=True, exist_ok=True)
+        (project / name).write_text(text)
+    snippet = tmp_path / "apply_command.lua"
+    snippet.write_text(readme_apply_command())
+    env = neovim_env(tmp_path, project / "app.py", {"warmUp": "off"})
+    others = [[str(project / "calc/mul.go"), str(tmp_path / "mul.txt")], [str(project / "conf.py"), str(tmp_path / "conf.txt")]]
+    env.update({"CAD_SNIPPET": str(snippet), "CAD_REGISTER": "a", "CAD_UPDATE": ANSWER, "CAD_OTHERS": json.dumps(others)})
+    log = run_script(APPLY_SCRIPT, env, tmp_path)
+    assert log["statuses"][-1]["state"] == "ready" and "3 file(s) changed" in log["statuses"][-1]["message"], log
+    assert (tmp_path / "buffer.txt").read_text() == ANSWER_FILES["app.py"].replace("a - b", "a + b", 1)
+    assert (tmp_path / "mul.txt").read_text() == ANSWER_FILES["calc/mul.go"].replace("a + b", "a * b")
+    assert (tmp_path / "conf.txt").read_text() == ANSWER_FILES["conf.py"].replace("version = 1", "version = 2")
+    assert all((project / name).read_text() == text for name, text in ANSWER_FILES.items())

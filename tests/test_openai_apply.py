@@ -213,7 +213,9 @@ def test_an_update_that_matches_nothing_is_refused_with_its_lines(default_engine
             assert answer.status_code == 400
             body = answer.json()
             assert body["error"]["code"] == "unplaced" and "2-3" in body["error"]["message"]
-            assert body["unplaced"] == [{"lines": [2, 3], "text": "def zzz():\n    totally_new()\n"}]
+            assert [{k: c[k] for k in ("lines", "text")} for c in body["unplaced"]] == [
+                {"lines": [2, 3], "text": "def zzz():\n    totally_new()\n"}]
+            assert body["unplaced"][0]["nearest"].startswith("no line matches `def zzz():`")
         streamed = _chat(http, FILE, NOWHERE, stream=True)
         events = [json.loads(line[6:]) for line in streamed.text.splitlines() if line.startswith("data: {")]
         assert "[DONE]" not in streamed.text and events[-1]["error"]["code"] == "unplaced"

@@ -1,6 +1,11 @@
-"""engine.checks.syntax: real parsers (CPython's for Python, tree-sitter for JavaScript) judge an edit."""
+"""engine.checks.syntax: real parsers (CPython's for Python, tree-sitter-language-pack's grammars for
+the rest) judge an edit."""
 
-from engine.checks.syntax import breaks_syntax, first_error, parses, syntax_break
+import pytest
+
+from engine.checks import syntax
+from engine.checks.syntax import breaks_syntax, check_edit, first_error, parses, syntax_break
+from engine.core.languages import language_for
 
 FLATTEN = '''def flatten(arr):
     for x in arr:
@@ -61,8 +66,54 @@ def test_jsx_uses_the_javascript_grammar():
 
 
 def test_unsupported_language_has_no_verdict():
-    assert parses("fn main( {", "rust") is None
-    assert not breaks_syntax("fn main() {}", "fn main( {", "rust")
+    assert parses("fn main( {", "klingon") is None and parses("fn main( {", "") is None
+    assert not breaks_syntax("fn main() {}", "fn main( {", "klingon")
+    assert check_edit("a", "b (", "klingon").json()["parsed_before"] is None
+
+
+# (file name, a file that parses, the same file with a break, the break's line)
+BREAKS = [
+    ("main.go", "package main\n\nfunc add(a, b int) int {\n\treturn a + b\n}\n",
+     "package main\n\nfunc add(a, b int) int {\n\treturn a + \n}\n", 5),
+    ("lib.rs", "fn add(a: i32, b: i32) -> i32 {\n    a + b\n}\n",
+     "fn add(a: i32, b: i32) -> i32 {\n    let x = ;\n    a + b\n}\n", 2),
+    ("Add.java", "class Add {\n  int add(int a, int b) {\n    return a + b;\n  }\n}\n",
+     "class Add {\n  int add(int a, int b) {\n    return a + b\n  }\n}\n", 3),
+    ("add.ts", "export function add(a: number, b: number): number {\n  return a + b;\n}\n",
+     "export function add(a: number, b: number: number {\n  return a + b;\n}\n", 1),
+    ("App.tsx", "export const App = () => <div>{1}</div>;\n", "export const App = () => <div>{1}</div;\n", 1),
+    ("add.c", "int add(int a, int b) {\n  return a + b;\n}\n", "int add(int a, int b) {\n  return a + b;\n", 3),
+    ("add.rb", "def add(a, b)\n  a + b\nend\n", "def add(a, b)\n  a + (b\nend\n", 2),
+    ("Add.cs", "class A {\n  int Add(int a, int b) { return a + b; }\n}\n",
+     "class A {\n  int Add(int a, int b) { return a + ; }\n}\n", 2),
+]
+
+
+@pytest.mark.parametrize("name, good, broken, line", BREAKS, ids=[case[0] for case in BREAKS])
+def test_every_language_of_the_pack_is_checked(name: str, good: str, broken: str, line: int) -> None:
+    """The file's suffix picks the grammar; a break is found at its line, a clean edit passes."""
+    language = language_for(name)
+    assert syntax.supported(language) and parses(good, language) is True
+    verdict = check_edit(good, broken, language)
+    assert verdict.breaks and verdict.error is not None and verdict.error.line >= line - 1, verdict
+    assert verdict.reason() is not None and f"line {verdict.error.line}" in verdict.reason()
+    assert not check_edit(good, good.replace("a + b", "b + a"), language).breaks
+    assert not check_edit(broken, broken + "\n", language).breaks  # it did not parse before: never refused
+
+
+def test_a_grammar_that_fails_to_load_checks_nothing_and_says_so(monkeypatch) -> None:
+    """A fake loader (a real grammar cannot be made to fail to load here) raises as a broken
+    install would: no verdict, and the note names the grammar."""
+
+    def fake_grammar_that_fails(name: str):
+        raise OSError(f"cannot open shared object for {name}")
+
+    monkeypatch.setattr(syntax, "_language", fake_grammar_that_fails)
+    go_good, go_broken = BREAKS[0][1], BREAKS[0][2]
+    verdict = check_edit(go_good, go_broken, "go")
+    assert not verdict.breaks and verdict.parsed_before is None and parses(go_good, "go") is None
+    assert "the go grammar did not load" in verdict.note and verdict.json()["note"] == verdict.note
+    assert check_edit("x = 1\n", "x = (\n", "python").breaks  # Python's compiler needs no grammar
 
 
 def test_column_counts_characters_not_bytes():

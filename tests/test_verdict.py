@@ -56,6 +56,23 @@ def test_an_edit_that_breaks_the_syntax_is_refused_and_previewed() -> None:
     assert verdict.as_preview()
 
 
+@pytest.mark.parametrize("language, before, after", [
+    ("go", "package m\n\nfunc F(x int) int {\n\treturn x + 1\n}\n", "package m\n\nfunc F(x int) int {\n\treturn x +\n}\n"),
+    ("rust", "fn f(x: i32) -> i32 {\n    x + 1\n}\n", "fn f(x: i32) -> i32 {\n    x + 1\n"),
+    ("java", "class A {\n  int f(int x) { return x + 1; }\n}\n", "class A {\n  int f(int x) { return x + 1 }\n}\n"),
+    ("typescript", "function f(x: number): number {\n  return x + 1;\n}\n",
+     "function f(x: number: number {\n  return x + 1;\n}\n"),
+])
+def test_an_edit_that_breaks_another_languages_syntax_is_refused(language: str, before: str, after: str) -> None:
+    """An edit (not only an apply) is judged by the language's tree-sitter grammar."""
+    result = EditResult(mode="program", model="stub", input_text=before, output_text=after, region=None,
+                        region_input=before, region_output=after, program=Program(()), raw_output="",
+                        tokens=TokenCounts(1, 0, 0), prompt_tokens=1, stop_reason="done", warnings=[])
+    verdict = judge(result, "Fix the bug", 100, language)
+    assert (verdict.kind, verdict.exit_code) == ("syntax", EXIT_SYNTAX), verdict
+    assert f"would break the {language} syntax (line " in verdict.message
+
+
 # -- no fix: the reason, and advice that fits ---------------------------------------------------------
 
 TYPO = "def count_items(xs):\n    count = 0\n    for x in xs:\n        count += 1\n    return coutn\n"

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Sequence
 
 from engine.apply.indent import common_offset, leading, shifted, to_file_style
-from engine.apply.markers import is_marker
+from engine.apply.markers import marker_lines
 from engine.core.lines import near_copy
 
 # "again": an update line (a blank one) written a second time, as a gen (copies move forward).
@@ -76,6 +76,7 @@ class Alignment:
     update_lines: list[str]
     unplaced: list[tuple[int, int]] = field(default_factory=list)
     whole_file: bool = False
+    notes: list[str] = field(default_factory=list)  # what the merge decided that a reader should know
 
 
 def _anchors(update: Sequence[str], file: Sequence[str], markers: set[int], strip: bool) -> list[tuple[int, int]]:
@@ -162,9 +163,9 @@ def _is_whole_file(update: Sequence[str], file: Sequence[str], markers: set[int]
 class _AnchorWalk:
     """The walk over anchors and the gaps between them (see the module docstring)."""
 
-    def __init__(self, update: list[str], file: Sequence[str], markers: set[int]):
+    def __init__(self, update: list[str], file: Sequence[str], markers: set[int], has_markers: bool | None = None):
         self.update, self.file, self.markers = update, file, markers
-        self.has_markers = bool(markers)
+        self.has_markers = bool(markers) if has_markers is None else has_markers
         self.out: list[tuple[Source, int]] = []
         self.unplaced: list[tuple[int, int]] = []
 
@@ -357,19 +358,33 @@ class _AnchorWalk:
             self.emit_file(fs[pos:])
 
 
-def align(file: Sequence[str], update: Sequence[str]) -> Alignment:
-    """Align ``update`` (its lines) with ``file`` (its lines); see the module docstring."""
-    markers = {j for j, line in enumerate(update) if is_marker(line)}
-    styled = to_file_style(update, file)
+def blank_as_file(lines: Sequence[str], file: Sequence[str]) -> list[str]:
+    """``lines`` with their whitespace-only lines emptied, unless the file has such lines itself
+    (an update's stray indentation on a blank line is not the file's)."""
+    if any(line.strip() == "" and line.strip("\r\n") for line in file):
+        return list(lines)
+    return [line[len(line.rstrip("\r\n")):] if not line.strip() and line.strip("\r\n") else line for line in lines]
+
+
+def align(file: Sequence[str], update: Sequence[str], *, has_markers: bool | None = None,
+          whole: bool = True, own_comments: bool = False, restyle: bool = True) -> Alignment:
+    """Align ``update`` (its lines) with ``file`` (its lines); see the module docstring.
+    ``has_markers``: whether the update (of which ``update`` may be a part) elides code with
+    markers anywhere (default: whether ``update`` has any); ``whole``: whether an update without
+    markers may be taken as the whole new file; ``own_comments``: a comment that reads like a
+    marker but stands in the file as it is, is the file's (engine.apply.markers.marker_lines);
+    ``restyle``: re-indent the update to the file's unit (False: it was)."""
+    markers = marker_lines(update, file if own_comments else None)
+    styled = blank_as_file(to_file_style(update, file), file) if restyle else list(update)
     loose = _anchors(styled, file, markers, strip=True)
     offset = common_offset([(styled[u], file[f]) for u, f in loose])
     merged = [shifted(line, offset) for line in styled]
     anchors = _anchors(merged, file, markers, strip=False)
-    if _is_whole_file(merged, file, markers):
+    if whole and _is_whole_file(merged, file, markers):
         exact = dict(anchors)
         lines: list[tuple[Source, int]] = [("file", exact[j]) if j in exact else ("update", j)
                                            for j in range(len(merged))]
         return Alignment(lines, merged, whole_file=True)
-    walk = _AnchorWalk(merged, file, markers)
+    walk = _AnchorWalk(merged, file, markers, has_markers)
     walk.run(anchors)
     return Alignment(walk.out, merged, walk.unplaced)

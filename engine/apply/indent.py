@@ -34,7 +34,11 @@ class IndentStyle:
     @classmethod
     def of(cls, lines: Sequence[str]) -> IndentStyle | None:
         """The style most indented lines of ``lines`` use; None when no line is indented."""
-        indents = [leading(line) for line in lines if not _is_blank(line) and leading(line)]
+        indents = []
+        for line in lines:
+            rest = line.lstrip(" \t")
+            if rest.strip() and len(rest) < len(line):
+                indents.append(line[:len(line) - len(rest)])
         if not indents:
             return None
         tabbed = sum(1 for ind in indents if ind.startswith("\t"))

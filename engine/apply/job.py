@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
-from typing import Callable, Iterator, NamedTuple
+from typing import Callable, Iterator, NamedTuple, Sequence
 
-from engine.apply.align import Alignment, align
+from engine.apply.align import Alignment
 from engine.apply.model import Decoded, decode_parts, window_jobs
 from engine.apply.plan import Step, joined, plan, program_of
 from engine.apply.messages import unplaced_message
+from engine.apply.nearest import nearest
+from engine.apply.structure import merged_alignment
 from engine.apply.windows import plan_windows
 from engine.core.errors import Cancelled, EditError
 from engine.core.lines import split_lines, to_lf
@@ -49,14 +51,19 @@ class AlignedUpdate:
     plan, and whether the merge may be written (``stop``: ``unplaced`` when chunks of the update
     found no place and the request is not ``partial``)."""
 
-    def __init__(self, request: EditRequest):
+    def __init__(self, request: EditRequest,
+                 merge: Callable[[Sequence[str], Sequence[str], str], Alignment] = merged_alignment):
+        """``merge``: what aligns the update with the file (the structure-aware merge; the
+        benchmark passes the line rules alone to compare)."""
         assert request.update is not None
         self.request = request
         lines = split_lines(request.text)
         a, b = request.region_bounds()
         self.file, self.update = lines[a:b], split_lines(to_lf(request.update))
-        self.alignment: Alignment = align(self.file, self.update)
-        self.unplaced = [UnplacedChunk(s + 1, e, "".join(self.update[s:e])) for s, e in self.alignment.unplaced]
+        self.alignment: Alignment = merge(self.file, self.update, request.language)
+        self.unplaced = [UnplacedChunk(s + 1, e, "".join(self.update[s:e]),
+                                       nearest(self.file, self.update[s:e], request.language))
+                         for s, e in self.alignment.unplaced]
         self.steps: list[Step] = plan(self.alignment, self.file, self.update)
         self.stop: StopReason = "unplaced" if self.unplaced and not request.partial else "done"
 
@@ -70,6 +77,7 @@ class AlignedUpdate:
             notes.insert(0, unplaced_message(self.unplaced, merged is not None))
         if self.alignment.whole_file:
             notes.append("the update is the whole new file: it was taken as it is")
+        notes.extend(self.alignment.notes)
         return edit_result(self.request, name, None if merged is None else self.ending(merged), stop, timings,
                            program=program, raw_output=raw_output, tokens=tokens, prompt_tokens=prompt_tokens,
                            breakdown=breakdown, warnings=notes, unplaced=self.unplaced)

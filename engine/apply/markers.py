@@ -10,6 +10,7 @@ merged file.
 from __future__ import annotations
 
 import re
+from typing import Sequence
 
 # A whole-line comment: the opener, the body, an optional closer.
 _COMMENT = re.compile(r"^\s*(?:#+|//+|/\*+|<!--|--|;+|\{/\*|\*|%|')\s*(?P<body>.*?)\s*(?:\*+/\}?|-->)?\s*$")
@@ -32,3 +33,22 @@ def is_marker(line: str) -> bool:
     if _ELLIPSIS.search(body):
         return True
     return len(body.split()) <= MAX_PHRASE_WORDS and _PHRASE.search(body) is not None
+
+
+def marker_lines(update: Sequence[str], file: Sequence[str] | None = None) -> set[int]:
+    """The indices of ``update``'s marker lines. Given the ``file``, a comment that reads like a
+    phrase marker but stands in the file as it is ("# keep the rest of the buffer") is the file's
+    own comment, not a marker; an ellipsis marker is one wherever it stands."""
+    own: set[str] | None = None
+    out = set()
+    for j, line in enumerate(update):
+        if not is_marker(line):
+            continue
+        if own is None:
+            own = {text.strip() for text in file} if file is not None else set()
+        if line.strip() in own:
+            body = _COMMENT.match(line.rstrip("\r\n"))
+            if body is None or not _ELLIPSIS.search(body.group("body").strip()):
+                continue
+        out.add(j)
+    return out

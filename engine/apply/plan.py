@@ -33,6 +33,15 @@ def plan(alignment: Alignment, file: Sequence[str], update: Sequence[str]) -> li
     items = alignment.lines
     ends_with_newline = (file[-1] if file else (update[-1] if update else "\n")).endswith("\n")
     steps: list[Step] = []
+    # A run of verbatim lines of one source, following each other there, is one op: built
+    # as a run (a file's thousands of kept lines are one copy, not thousands of steps joined).
+    run_source, run_start, run_end, run_text = "", 0, 0, []  # type: ignore[var-annotated]
+
+    def close() -> None:
+        if run_source:
+            op: Op = CopyLines(run_start + 1, run_end) if run_source == "file" else CopyUpdate(run_start + 1, run_end)
+            steps.append(Step(op, "".join(run_text)))
+
     for k, (source, index) in enumerate(items):
         text = _line_text(alignment, file, source, index)
         last = k == len(items) - 1
@@ -40,14 +49,17 @@ def plan(alignment: Alignment, file: Sequence[str], update: Sequence[str]) -> li
         if last and not ends_with_newline:
             wanted = wanted[:-1]
         verbatim = wanted == text and (source == "file" or (source == "update" and text == update[index]))
-        op: Op
-        if not verbatim:
-            op = Gen(wanted)
-        elif source == "file":
-            op = CopyLines(index + 1, index + 1)
+        if verbatim and source == run_source and index == run_end:
+            run_end += 1
+            run_text.append(wanted)
+            continue
+        close()
+        run_source = ""
+        if verbatim:
+            run_source, run_start, run_end, run_text = source, index, index + 1, [wanted]
         else:
-            op = CopyUpdate(index + 1, index + 1)
-        steps.append(Step(op, wanted))
+            steps.append(Step(Gen(wanted), wanted))
+    close()
     return _joined(steps)
 
 

@@ -1,5 +1,6 @@
 """``copy-as-decode apply``: merge an update written elsewhere (a chat model's answer with
-``... existing code ...`` markers, an agent's edit) into one file. It shares the edit command's
+``... existing code ...`` markers, an agent's edit) into one file, or (no FILE) a chat answer
+that names files into each of them (engine.commands.apply_answer). It shares the edit command's
 flags and files (engine.commands.files) and its report, verdict and writing
 (engine.commands.report); a merge no model writes (the aligner's) loads none
 (engine.dispatch.ModelFree). What it refuses and its exit statuses are in :data:`DESCRIPTION`."""
@@ -40,28 +41,48 @@ It never writes a merge whose update could not all be placed (unless --partial:
 then the rest is written and the unplaced chunks are listed), that did not
 finish, or that breaks the file's syntax, unless --force is given.
 
+Without FILE, the update is a chat answer that names its files: fenced blocks
+headed by a path (```python src/app.py, or a line `src/app.py`, **app.py**,
+"File: app.py" or "# app.py" just above the fence) or a unified diff (--- a/x,
++++ b/x, @@ hunks, applied exactly). Each file under --root (default: the
+working folder) is merged in memory and checked; then every file is written, or
+none. Refused, with every file unchanged (exit status 2): a path outside the
+root (absolute, "..", a symbolic link leading out) or inside .git, a file that
+does not exist (--create creates it), two blocks for the same file, a binary
+file, a file over applyMaxLines. With FILE, an answer's one block headed by
+FILE's path (or an update wrapped in one fence) is taken as the update; an
+answer that names other or several files is refused: leave FILE out.
+
 example:
   copy-as-decode apply app.py --update answer.py --in-place
   pbpaste | copy-as-decode apply app.js --update - --json
+  copy-as-decode apply --update answer.md --root ~/project
 
 exit status:
   0  done (and written where asked)
   1  cancelled
-  2  a bad request: file, update, size or model
+  2  a bad request: file, update, size, model, or a path the answer names
   3  the merge did not finish (token limit, or a loop)
   4  refused: it would delete most of the file
   5  refused: the file parsed before the merge and does not after it
   7  some of the update matches nothing in the file: nothing was written (the
-     unmatched update lines are named; --partial writes the rest)
+     unmatched update lines are named, with their file; --partial writes the rest)
 """
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("apply", help="merge an update (a chat model's answer, an agent's edit) into a file",
                        description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("file", type=Path, metavar="FILE", help="the file to merge into (UTF-8 text)")
+    p.add_argument("file", type=Path, metavar="FILE", nargs="?", default=None,
+                   help="the file to merge into (UTF-8 text); leave it out when the update is an answer that "
+                        "names its files")
     p.add_argument("--update", "-u", required=True, metavar="UPDATE_FILE",
                    help="the update: a file, or - to read it from standard input")
+    p.add_argument("--root", type=Path, default=None, metavar="DIR",
+                   help="without FILE: the folder the answer's paths are relative to (default: the working folder); "
+                        "no path may lead out of it")
+    p.add_argument("--create", action="store_true",
+                   help="without FILE: create the files the answer names that do not exist (else refused)")
     p.add_argument("--instruction", "-i", default="", help="what the update is for (optional; the model reads it)")
     add_setting_flags(p, ["mode", "model", "device", "dtype", "max_new_tokens", "apply_window_lines",
                           "apply_max_lines"])
@@ -99,17 +120,47 @@ def read_update(spec: str) -> str:
         raise EditError(f"the update on standard input is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
 
 
+def _run_answer(args: argparse.Namespace, err) -> int:
+    """No FILE: the update is an answer that names its files (engine.commands.apply_answer)."""
+    from engine.commands.apply_answer import run_answer
+
+    try:
+        answer = read_update(args.update)
+    except EditError as exc:
+        err.print(f"[bold red]error:[/bold red] {exc}")
+        return EXIT_BAD_REQUEST
+    return run_answer(args, answer)
+
+
+def one_file_update(update: str, file: Path) -> str:
+    """The update for FILE: the code itself, or a chat answer's one block for it (its fence or its
+    path line dropped); an answer naming other or several files is an :class:`EditError` that
+    says to leave FILE out (engine.apply.answer.update_for_file)."""
+    from engine.apply.answer import update_for_file
+
+    try:
+        return update_for_file(update, str(file))
+    except ValueError as exc:
+        raise EditError(str(exc)) from None
+
+
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     out = Console(stderr=args.json)
     err = Console(stderr=True)
+    if args.file is None:
+        return _run_answer(args, err)
+    if args.root is not None or args.create:
+        err.print("[bold red]error:[/bold red] --root and --create are for an answer that names its files: "
+                  "leave FILE out, or leave them out")
+        return EXIT_BAD_REQUEST
     try:
         compare = compare_modes(args.compare or "")
         if args.in_place and args.output is not None:
             raise EditError("--in-place and --output exclude each other: write FILE itself or another path, not both")
         text = read_text(args.file)
-        update = read_update(args.update)
+        update = one_file_update(read_update(args.update), args.file)
         settings = with_flags(workspace_settings(args.file), given_flags(args))
         request = EditRequest.from_settings(settings, text, args.instruction, mode=args.mode, update=update,
                                             partial=args.partial, language=language_for(str(args.file)))

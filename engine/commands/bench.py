@@ -9,6 +9,7 @@
     copy-as-decode bench merge PART.json... --json OUT   # case ranges run apart -> one result
     copy-as-decode bench report [--results DIR] [--into NOTES.md]
     copy-as-decode bench apply [--per-style N] [--arms aligner,program,...] [--backend transformers|llamacpp]
+    copy-as-decode bench apply --arms lines,structure --cases both [--per-shape N]
     copy-as-decode bench predicted [--backend auto|transformers|llamacpp] [--cases humanevalfix-python=10,canitedit=5]
 
 Arms (engine/bench/arms.py): forced family ar, pld, speculative, program (undrafted),
@@ -38,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.bench.apply import ARMS as APPLY_ARMS
+from engine.bench.apply_rules import RULE_ARMS
 from engine.bench.arms import FAMILY_ARMS
 from engine.commands.bench_runs import (
     run_apply,
@@ -176,13 +178,20 @@ def add_parser(subparsers: Any) -> None:
     flags(merge, "json", "plot", json={"required": True, "help": "write the merged results here"})
     merge.set_defaults(func=run_merge)
 
-    apply = sub.add_parser("apply", help="apply arms (aligner, program, program-undrafted, speculative, ar) on "
-                           "held-out synthetic apply cases (engine/bench/apply.py)")
+    apply = sub.add_parser("apply", help="apply arms (the rules' merges: lines, structure; the model's: aligner, "
+                           "program, program-undrafted, speculative, ar) on held-out synthetic apply cases "
+                           "(engine/bench/apply.py, engine/bench/apply_rules.py)")
     flags(apply, *MODEL_FLAGS, "selector", threads=threads)
     apply.add_argument("--per-style", type=int, default=1, help="cases of each update style (default 1: 7 cases)")
     apply.add_argument("--seed", type=int, default=0, help="seed of the cases (default 0)")
-    apply.add_argument("--arms", default=",".join(APPLY_ARMS), help=f"comma list of {', '.join(APPLY_ARMS)} "
-                       "(default: all)")
+    apply.add_argument("--arms", default=",".join(APPLY_ARMS), help=f"comma list of {', '.join(APPLY_ARMS)}, or "
+                       f"of the rules' arms {', '.join(RULE_ARMS)} (no model is loaded; not mixed with the others) "
+                       "(default: the model's arms)")
+    apply.add_argument("--cases", choices=("styles", "shapes", "both"), default="styles", help="the update styles "
+                       "(engine/bench/apply_cases.py), the definition shapes in six languages "
+                       "(engine/bench/apply_shapes.py; rules' arms only), or both (default styles)")
+    apply.add_argument("--per-shape", type=int, default=10, help="cases of each shape in each language "
+                       "(--cases shapes; default 10)")
     apply.add_argument("--text-max-lines", type=int, default=60, help="run ar and speculative only on files of at "
                        "most this many lines (default 60: they regenerate the whole file)")
     apply.add_argument("--program-max-tokens", type=int, default=256, help="new tokens a program arm may write "

@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 from engine.api import EditRequest, Engine
 from engine.bench.apply import ARMS as APPLY_ARMS
+from engine.bench.apply_rules import RULE_ARMS
 from engine.bench.arms import ArmError, parse_arms
 from engine.bench.concurrency import measure_concurrency
 from engine.bench.harness import command_line, get_engine, machine_info, refuses_server, write_json
@@ -52,7 +53,13 @@ def run_apply(args: argparse.Namespace) -> int:
 
     console = Console(stderr=True)
     arms = [a.strip() for a in args.arms.split(",") if a.strip()]
+    if arms and all(a in RULE_ARMS for a in arms):
+        return _run_rule_arms(args, arms, console)
     unknown = [a for a in arms if a not in APPLY_ARMS]
+    if args.cases != "styles":
+        print("copy-as-decode bench apply: --cases shapes/both runs the rules' arms (--arms lines,structure)",
+              file=sys.stderr)
+        return 2
     if unknown or args.per_style < 1:
         print(f"copy-as-decode bench apply: unknown arm {unknown[0]!r}" if unknown else
               "copy-as-decode bench apply: --per-style must be >= 1", file=sys.stderr)
@@ -73,6 +80,27 @@ def run_apply(args: argparse.Namespace) -> int:
                              ("arm", "runs", "exact", "damaged lines", "median tok/s", "x plain"), table_rows(data)),
            data, args.json)
     _plot(args, console, lambda path: plot_apply(data, path))
+    return 0
+
+
+def _run_rule_arms(args: argparse.Namespace, arms: list[str], console: Any) -> int:
+    """``bench apply`` with the rules' arms alone: no model, the verdict's syntax check after each."""
+    from engine.bench.apply_cases import held_out
+    from engine.bench.apply_rules import rule_table, run_rule_arms
+    from engine.bench.apply_shapes import SHAPE_LANGUAGES, shape_cases, sources
+
+    if args.per_style < 1 or args.per_shape < 1:
+        print("copy-as-decode bench apply: --per-style and --per-shape must be >= 1", file=sys.stderr)
+        return 2
+    cases = [*(held_out(args.per_style, args.seed) if args.cases in ("styles", "both") else []),
+             *(shape_cases(args.per_shape, args.seed) if args.cases in ("shapes", "both") else [])]
+    data = run_rule_arms(cases, arms, progress=lambda m: console.print(f"[dim]{m}[/dim]"))
+    data = {"cases": len(cases), "case_set": args.cases, "per_style": args.per_style, "per_shape": args.per_shape,
+            "seed": args.seed, "sources": {lang: len(sources(lang)) for lang in SHAPE_LANGUAGES}, **data,
+            "machine": machine_info("cpu", None), "command": command_line()}
+    report(console, table_of(f"apply, the rules' merges, {len(cases)} cases",
+                             ("arm", "group", "cases", "exact", "whitespace only", "wrong, written", "refused",
+                              "p95 ms"), rule_table(data)), data, args.json)
     return 0
 
 

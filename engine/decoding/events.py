@@ -59,14 +59,15 @@ class OpResolved:
 @dataclass(frozen=True)
 class UnplacedChunk:
     """A chunk of an apply's update that could not be placed in the file: its update lines
-    ``start``..``end`` (1-based, inclusive) and their text."""
+    ``start``..``end`` (1-based, inclusive), their text, and what in the file came nearest."""
 
     start: int
     end: int
     text: str
+    nearest: str = ""  # what in the file came nearest (engine.apply.nearest), "" when nothing did
 
     def summary(self) -> dict:
-        return {"lines": [self.start, self.end], "text": self.text}
+        return {"lines": [self.start, self.end], "text": self.text, **({"nearest": self.nearest} if self.nearest else {})}
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,10 @@ Morph's format, what Continue's ``apply`` role sends with its prompt template), 
 ``POST /v1/code/apply`` with ``{"initialCode", "editSnippet"}`` (Relace's). Both run the engine's
 apply request (:class:`engine.api.EditRequest` with ``update``), the one the CLI's ``apply`` runs,
 and the same verdict (engine.verdict), so the merged file, or the refusal, is the CLI's for the
-same case.
+same case. A merge that breaks the syntax of a file that parsed is a 422 whose error names the line
+(``line``/``column``); the language is the ``path``'s, or for a request without one (the chat
+convention) the language the file parses in (engine.checks.syntax.sniffed_language). Every other
+refusal is a 400.
 
 Clients write ``<code>…</code>`` (Continue's and Morph's templates) and ``<code>\\n…\\n</code>``:
 a newline right after an opening tag is the template's, and so is then one before the closing tag,
@@ -18,12 +21,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.api import EditError, EditRequest, Engine
+from engine.checks.syntax import sniffed_language
 from engine.decoding.events import EditFinished, EditResult, OpResolved
 from engine.openai_api.errors import ApiError
 from engine.core.tokens import encode
 from engine.openai_api.schemas import EXTENSION, usage_json
 from engine.settings import Settings
-from engine.verdict import judge
+from engine.verdict import Verdict, judge
 
 
 @dataclass(frozen=True)
@@ -92,6 +96,7 @@ class ApplyRun:
         self.engine, self.request = engine, request
         self.result: EditResult | None = None
         self.error: str | None = None
+        self._verdict: Verdict | None = None
 
     def deltas(self, cancelled: Callable[[], bool]) -> Iterator[str]:
         """The merged file's text in order; their concatenation is ``result.output_text``."""
@@ -104,29 +109,47 @@ class ApplyRun:
         except EditError as exc:
             self.error = str(exc)
 
-    def refusal(self) -> str | None:
-        """Why the merge must not be written, or None: an input the engine refused, or the
-        verdict the CLI's ``apply`` gives it (engine.verdict.judge: chunks of the update it could
-        not place, unless ``partial``; a merge that did not finish, would delete most of the file
-        or breaks its syntax), in the CLI's words."""
+    def verdict(self) -> Verdict | None:
+        """The verdict the CLI's ``apply`` gives the finished merge (engine.verdict.judge: chunks
+        of the update it could not place, unless ``partial``; a merge that did not finish, would
+        delete most of the file or breaks its syntax); None when the engine refused the input."""
         if self.error is not None:
-            return self.error
+            return None
         result = self.result
         assert result is not None
-        verdict = judge(result, self.request.instruction, self.request.max_new_tokens, self.request.language)
+        if self._verdict is None:
+            language = self.request.language or sniffed_language(result.input_text, result.output_text)
+            self._verdict = judge(result, self.request.instruction, self.request.max_new_tokens, language)
+        return self._verdict
+
+    def refusal(self) -> str | None:
+        """Why the merge must not be written, or None: an input the engine refused, or the
+        verdict's refusal, in the CLI's words."""
+        if self.error is not None:
+            return self.error
+        verdict = self.verdict()
+        assert verdict is not None
         return verdict.message if verdict.refused else None
 
 
 class ApplyRefused(ApiError):
-    """An apply whose merge must not be written (:meth:`ApplyRun.refusal`); the body lists the
-    update's chunks that could not be placed."""
+    """An apply whose merge must not be written (:meth:`ApplyRun.refusal`): a 400, whose body lists
+    the update's chunks that could not be placed; a merge that breaks the file's syntax is a 422
+    whose body names the line and column of the first error."""
 
-    def __init__(self, message: str, unplaced: list[dict[str, Any]]):
-        super().__init__(400, message, "unplaced" if unplaced else "apply_failed")
+    def __init__(self, message: str, unplaced: list[dict[str, Any]], syntax_error: dict[str, Any] | None = None):
+        if syntax_error is not None:
+            super().__init__(422, message, "syntax_error")
+        else:
+            super().__init__(400, message, "unplaced" if unplaced else "apply_failed")
         self.unplaced = unplaced
+        self.syntax_error = syntax_error
 
     def body(self) -> dict[str, Any]:
-        return {**super().body(), **({"unplaced": self.unplaced} if self.unplaced else {})}
+        body = super().body()
+        if self.syntax_error is not None:
+            body["error"].update(self.syntax_error)
+        return {**body, **({"unplaced": self.unplaced} if self.unplaced else {})}
 
 
 def applied(run: ApplyRun) -> EditResult:
@@ -134,7 +157,12 @@ def applied(run: ApplyRun) -> EditResult:
     refusal = run.refusal()
     if refusal is not None:
         unplaced = run.result is not None and run.result.stop_reason == "unplaced"
-        raise ApplyRefused(refusal, unplaced_json(run.result) if unplaced else [])
+        verdict = run.verdict() if run.error is None else None
+        syntax_error = None
+        if verdict is not None and verdict.kind == "syntax" and verdict.syntax and verdict.syntax.error:
+            error = verdict.syntax.error
+            syntax_error = {"line": error.line, "column": error.column, "language": verdict.syntax.language}
+        raise ApplyRefused(refusal, unplaced_json(run.result) if unplaced else [], syntax_error)
     assert run.result is not None
     return run.result
 

@@ -65,6 +65,19 @@ local ok, err = pcall(function()
   local fh = assert(io.open(env.CAD_OUT, 'wb'))
   fh:write(text)
   fh:close()
+  -- CAD_OTHERS (optional): {file, out} pairs; each file's buffer (an answer naming several files
+  -- loads them) is written to its out, or "<no buffer>" when the edit never loaded it.
+  for _, pair in ipairs(vim.fn.json_decode(env.CAD_OTHERS or '[]')) do
+    local other = vim.fn.bufnr(pair[1])
+    local body = '<no buffer>'
+    if other ~= -1 then
+      body = table.concat(vim.api.nvim_buf_get_lines(other, 0, -1, true), '\n')
+      if vim.api.nvim_buf_get_option(other, 'eol') then body = body .. '\n' end
+    end
+    local out = assert(io.open(pair[2], 'wb'))
+    out:write(body)
+    out:close()
+  end
   write_log()
   vim.lsp.stop_client(client_id)
   vim.wait(2000, function() return vim.lsp.get_client_by_id(client_id) == nil end, 50)

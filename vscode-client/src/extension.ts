@@ -381,11 +381,13 @@ async function runningClient(): Promise<LanguageClient | undefined> {
 }
 
 /** "Apply Clipboard": the server merges the clipboard (a change written elsewhere) into the
- * active document, streamed in like an AI fix. */
+ * active document, streamed in like an AI fix; a chat answer that names files (blocks headed by
+ * their paths, a unified diff) is merged into each of them by the server and arrives as one
+ * workspace edit, shown in the Refactor Preview (lsp_server/answers.py). */
 async function applyClipboard(): Promise<void> {
   const editor = vscode.window.activeTextEditor;
   if (!editor) {
-    void vscode.window.showInformationMessage("Copy-as-Decode: open the file to apply the clipboard to first.");
+    void vscode.window.showInformationMessage("Copy-as-Decode: open the file to apply the clipboard to first (for an answer that names files, any file of its workspace folder).");
     return;
   }
   const running = await runningClient();
