@@ -459,7 +459,7 @@ async def test_an_edit_that_parses_is_applied_with_its_verdict():
         FakeEngine([(SMALL_FIX, 6)], SMALL_FIX))
     assert outcome.status == "done" and editor.text == SMALL_FIX
     assert outcome.syntax == {"language": "python", "parsed_before": True, "parses_after": True, "breaks": False,
-                              "error": None}
+                              "error": None, "note": None}
 
 
 async def test_a_document_that_did_not_parse_is_not_held_for_its_syntax():

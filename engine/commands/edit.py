@@ -58,8 +58,8 @@ exit status:
      --focus every line it changes is more than 3 lines from the focus, blank
      lines not counted ("it edits lines 4-4, far from line 10 where you
      pointed; --force writes it"; an insertion changes the lines beside it)
-  5  refused: the file parsed before the edit and does not after it (Python and
-     JavaScript are checked)
+  5  refused: the file parsed before the edit and does not after it (Python,
+     and every language with a tree-sitter grammar, by the file's suffix)
   6  --check: no candidate passed the check; nothing was written (the best
      candidate's diff and its check output are printed; when the edit as
      asked changed nothing, the no-fix reason of 8 follows)
