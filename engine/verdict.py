@@ -1,6 +1,7 @@
 """The one verdict on a finished edit, shared by every front door (the CLI, the language server and the
-HTTP edit endpoint): write it, or refuse it as cancelled, unfinished, destructive or syntax-breaking,
-with the CLI's exit status for each (:func:`judge`). A refused edit can still be shown as a preview."""
+HTTP edit endpoint): write it, or refuse it as cancelled, unfinished, destructive, syntax-breaking or
+far from the line the user pointed at, with the CLI's exit status for each (:func:`judge`). A refused
+edit can still be shown as a preview."""
 
 from __future__ import annotations
 
@@ -10,11 +11,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 from engine.api import EditError
-from engine.checks.guards import EditDamage, assess_edit, destructive_reason
+from engine.checks.guards import EditDamage, FarEdit, assess_edit, destructive_reason, far_from_focus
 from engine.checks.syntax import SyntaxVerdict, check_edit
 from engine.core.lines import split_lines
 from engine.decoding.events import EditResult
 
+# EXIT_DESTRUCTIVE: held for confirmation (--force writes it): destructive, or far from the pointed line
 EXIT_CANCELLED, EXIT_BAD_REQUEST, EXIT_UNFINISHED, EXIT_DESTRUCTIVE, EXIT_SYNTAX = 1, 2, 3, 4, 5
 EXIT_NO_VERIFIED_FIX = 6  # a check was given and no candidate passed it (engine.candidates)
 EXIT_UNPLACED = 7  # an apply's update could not all be placed, and partial was not asked
@@ -32,18 +34,20 @@ def check_focus(focus: int | None, text: str, lines: tuple[int, int] | None) -> 
         raise EditError(f"--focus {focus} is outside {where}; give a line of the region (1-based)")
 
 
-VerdictKind = Literal["write", "cancelled", "unfinished", "destructive", "syntax", "unplaced"]
+VerdictKind = Literal["write", "cancelled", "unfinished", "destructive", "syntax", "far", "unplaced"]
+REVIEWED_KINDS: tuple[VerdictKind, ...] = ("destructive", "syntax", "far")  # refused, yet shown for review
 
 
 @dataclass(frozen=True)
 class Verdict:
     """What becomes of a finished edit. ``kind``: ``write`` it, or refuse it as ``cancelled``,
     ``unfinished`` (the token limit or a degenerate loop: ``stop_reason`` says which),
-    ``destructive``, ``syntax``-breaking, or an apply whose update could not all be placed
+    ``destructive``, ``syntax``-breaking, ``far`` from the line the user pointed at (``far`` says
+    where it edits: engine.checks.guards.far_from_focus), or an apply whose update could not all be placed
     (``unplaced``: nothing to write, the chunks are in ``EditResult.unplaced``); ``exit_code`` is the CLI's exit status for it (0 to
     write) and ``message`` the CLI's and the HTTP endpoint's words ("" to write). ``reason``: the
     check's own words (the loop warning, what the destructive edit would do, how the syntax
-    breaks), for a front door that words its own message (the language server). ``damage`` and
+    breaks, where a far edit edits), for a front door that words its own message (the language server). ``damage`` and
     ``syntax`` are the checks' findings on a finished edit (None before they ran)."""
 
     kind: VerdictKind
@@ -54,6 +58,7 @@ class Verdict:
     changed: bool = False
     damage: EditDamage | None = None
     syntax: SyntaxVerdict | None = None
+    far: FarEdit | None = None
 
     @property
     def refused(self) -> bool:
@@ -62,7 +67,7 @@ class Verdict:
     def as_preview(self, always: bool = False) -> bool:
         """Is the edit shown for review instead of applied: a change the checks refused, or with
         ``always`` (an editor's preview setting) every change?"""
-        return self.changed and (self.kind in ("destructive", "syntax") or (always and self.kind == "write"))
+        return self.changed and (self.kind in REVIEWED_KINDS or (always and self.kind == "write"))
 
 
 def destructive(region_input: str, region_output: str, instruction: str) -> tuple[str | None, EditDamage]:
@@ -71,9 +76,15 @@ def destructive(region_input: str, region_output: str, instruction: str) -> tupl
     return destructive_reason(damage, instruction), damage
 
 
-def judge(result: EditResult, instruction: str, max_new_tokens: int, language: str = "") -> Verdict:
+def judge(result: EditResult, instruction: str, max_new_tokens: int, language: str = "",
+          focus: int | None = None) -> Verdict:
     """The verdict on ``result``. ``language`` (``language_for``): checks the syntax of the whole
-    document before and after (none when empty or unsupported)."""
+    document before and after (none when empty or unsupported). ``focus``: the line the user
+    pointed at (1-based, document numbering: the CLI's ``--focus``, the editor's cursor, the HTTP
+    body's ``focus``; never a hint the engine chose): an edit whose every touched line lies more
+    than ``FOCUS_RADIUS`` lines from it (blank lines not counted: engine.checks.guards.far_from_focus) is held (``far``, exit status 4 like a destructive edit),
+    whatever the instruction, since a focus says where the problem is. A destructive or
+    syntax-breaking edit is reported as that first."""
     stop = result.stop_reason
     if stop == "cancelled":
         return Verdict("cancelled", EXIT_CANCELLED, "the edit was cancelled", stop)
@@ -89,7 +100,8 @@ def judge(result: EditResult, instruction: str, max_new_tokens: int, language: s
         return Verdict("unplaced", EXIT_UNPLACED, why, stop, reason=why)
     reason, damage = destructive(result.region_input, result.region_output, instruction)
     syntax = check_edit(result.input_text, result.output_text, language)
-    found = {"damage": damage, "syntax": syntax, "changed": result.changed}
+    far = far_from_focus(result.region_input, result.region_output, focus, result.region[0] if result.region else 1)
+    found = {"damage": damage, "syntax": syntax, "changed": result.changed, "far": far}
     if reason:
         return Verdict("destructive", EXIT_DESTRUCTIVE, f"refusing a destructive edit: it {reason}", stop,
                        reason=reason, **found)
@@ -97,13 +109,18 @@ def judge(result: EditResult, instruction: str, max_new_tokens: int, language: s
     if broken:
         return Verdict("syntax", EXIT_SYNTAX, f"refusing an edit that breaks the syntax: it {broken}", stop,
                        reason=broken, **found)
+    if far is not None:
+        return Verdict("far", EXIT_DESTRUCTIVE, far.describe(), stop, reason=far.describe(), **found)
     return Verdict("write", 0, "", stop, **found)
 
 
 def json_summary(result: EditResult, compared: dict[str, EditResult], damage: EditDamage | None, message: str,
-                 written: list[Path], language: str = "", syntax: SyntaxVerdict | None = None) -> dict[str, Any]:
+                 written: list[Path], language: str = "", syntax: SyntaxVerdict | None = None,
+                 far: FarEdit | None = None) -> dict[str, Any]:
     """What ``--json`` prints (the OpenAI-compatible server's edit endpoint answers the same);
-    ``no_fix`` says why an edit that finished unchanged changed nothing (:func:`no_fix`).
+    ``no_fix`` says why an edit that finished unchanged changed nothing (:func:`no_fix`);
+    ``far_from_focus``: where a fix held for its distance from the pointed line edits (``far``, the
+    verdict's), else None.
     ``syntax``: the parser's verdict on the whole document (engine.checks.syntax.SyntaxVerdict.json);
     the one :func:`judge` found is passed in, else the document is parsed here."""
     summary = result.summary()
@@ -113,6 +130,7 @@ def json_summary(result: EditResult, compared: dict[str, EditResult], damage: Ed
     summary["compare"] = {m: r.summary() for m, r in compared.items()}
     summary["damage"] = damage.json() if damage is not None else None
     summary["refused"] = message or None
+    summary["far_from_focus"] = far.json() if far is not None else None
     summary["written"] = [str(path) for path in written]
     unchanged = no_fix(result)
     summary["no_fix"] = unchanged.json() if unchanged else None

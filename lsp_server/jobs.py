@@ -19,9 +19,11 @@ Review before applying: the final result gets the verdict every front door gives
 (:func:`engine.verdict.judge`, the CLI's exit codes and the HTTP endpoint's ``refused``): an edit
 that would delete or rewrite most of its region for a fix, an edit that breaks the syntax (the
 whole document parsed before and does not after: :mod:`engine.checks.syntax`; the message names
-the parser's error), and every edit under ``applyMode = "preview"``, is never applied silently.
-Streaming holds back (the region is put back) as soon as the live text looks destructive; at the
-end the region shows its original text and the edit goes out as a preview: to a client with
+the parser's error), a fix whose every touched line lies more than three lines from the line the
+user pointed at (the cursor or diagnostic "AI fix" sends: "it edits lines 4-4, far from line 10
+where you pointed"), and every edit under ``applyMode = "preview"``, is never applied silently.
+Streaming holds back (the region is put back) as soon as the live text looks destructive (a far
+or syntax-breaking edit is only known at the end, and is put back then); at the end the region shows its original text and the edit goes out as a preview: to a client with
 ``changeAnnotationSupport`` a ``WorkspaceEdit`` whose edit is annotated ``needsConfirmation``
 (the server waits for the answer after giving up its edit slot, so other edits are not held up
 while the user reviews); to other clients (Neovim) a message, the diff in the log, and a
@@ -226,7 +228,7 @@ class LiveEdit:
             await writer.restore(live)
             return Outcome("error", FAILED.format(
                 detail=f"{type(failure).__name__}: {failure}" if failure is not None else "no result"))
-        verdict = judge(result, self.instruction, self.settings.edit.max_new_tokens, self.language)
+        verdict = judge(result, self.instruction, self.settings.edit.max_new_tokens, self.language, self.focus_line)
         if verdict.kind == "cancelled" or self.cancel.is_set():
             return await self._stopped(live)
         if verdict.kind == "unplaced":  # an apply that could not place its update wrote nothing
@@ -242,6 +244,7 @@ class LiveEdit:
         if verdict.as_preview(always=self.settings.editor.apply_mode == "preview"):
             out = await self._to_review(live, result, verdict.reason or "applyMode is preview")
             out.damage, out.syntax = verdict.damage.json(), verdict.syntax.json()
+            out.far = verdict.far.json() if verdict.far is not None else None
             return out
         try:
             await writer.push(live, live.final_text(result.region_output))

@@ -161,11 +161,11 @@ class EditSession:
         return self.args.kind == "fix" and bool(settings.check.command)
 
     async def _review(self, sent: Outcome) -> Outcome:
-        """Wait for the user's answer to a preview; the result keeps the edit's summary."""
+        """Wait for the user's answer to a preview; the result keeps the edit's summary and findings."""
         self.services.client.status("ready", sent.message)
         assert sent.review is not None
         answer = await sent.review()
-        answer.summary, answer.damage, answer.total_s = sent.summary, sent.damage, sent.total_s
+        answer.summary, answer.damage, answer.far, answer.total_s = sent.summary, sent.damage, sent.far, sent.total_s
         return answer
 
     def _region(self, doc: Document, settings: "Settings") -> tuple[int, int] | None:

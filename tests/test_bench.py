@@ -421,7 +421,8 @@ def test_arm_lists() -> None:
     assert parse_arms(None, "forced") == list(DEFAULT_ARMS["forced"])
     assert parse_arms("ar,program-near,program-oracle", "free") == ["ar", "program-near", "program-oracle"]
     assert parse_arms("ar,program-focus", "free") == ["ar", "program-oracle"]  # the old name
-    for text, family in (("ar,program-oracle", "forced"), ("ar,program-focus,program-oracle", "free"), ("program", "free"), ("ar,ar", "free"),
+    assert parse_arms("program-near", "free") == ["program-near"]  # free runs may leave ar out
+    for text, family in (("ar,program-oracle", "forced"), ("ar,program-focus,program-oracle", "free"), ("program", "forced"), ("ar,ar", "free"),
                          ("ar,program-drafted", "free")):
         with pytest.raises(ArmError):
             parse_arms(text, family)

@@ -10,7 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from engine.checks.guards import LONG_LINE_RUN, LoopGuard, assess_edit, destructive_reason, due, normalise_digits
+from engine.checks.guards import (
+    LONG_LINE_RUN,
+    LoopGuard,
+    assess_edit,
+    destructive_reason,
+    due,
+    far_from_focus,
+    normalise_digits,
+)
 from engine.core.lines import split_lines
 from engine.language.program import CopyLines, Gen
 
@@ -243,3 +251,71 @@ def test_a_long_files_damage_counts_as_difflibs_do():
     plain = difflib.SequenceMatcher(None, before, after, autojunk=False).get_opcodes()
     assert sum(i2 - i1 for tag, i1, i2, _, _ in ours if tag == "equal") == \
         sum(i2 - i1 for tag, i1, i2, _, _ in plain if tag == "equal")
+
+
+# -- a fix far from the line the user pointed at -------------------------------------------------
+
+SIX = "a\nb\nc\nd\ne\nf\n"
+
+
+def test_the_lines_an_edit_touches() -> None:
+    from engine.checks.guards import edited_lines
+
+    assert edited_lines(SIX, SIX.replace("d", "D")) == [4]
+    assert edited_lines(SIX, SIX.replace("b\nc\n", "")) == [2, 3]  # deleted lines are touched
+    assert edited_lines(SIX, SIX.replace("c\n", "c\nnew\n")) == [3, 4]  # an insertion: both neighbours
+    assert edited_lines(SIX, "new\n" + SIX) == [1]  # before the first line: only it
+    assert edited_lines(SIX, SIX + "new\n") == [6]  # after the last line: only it
+    assert edited_lines(SIX, SIX.replace("\n", "\r\n")) == []  # line endings are no change
+    assert edited_lines(SIX, SIX.replace("e", "E"), first_line=10) == [14]  # document numbering
+    assert edited_lines("", "new\n") == []  # an empty region has no line to touch
+
+
+def test_a_fix_far_from_the_focus_is_found_and_said_where() -> None:
+    from engine.checks.guards import FOCUS_RADIUS, far_from_focus
+
+    text = "".join(f"line {k}\n" for k in range(1, 21))
+    fix_at_4 = text.replace("line 4\n", "LINE 4\n")
+    far = far_from_focus(text, fix_at_4, 4 + FOCUS_RADIUS + 1)
+    assert far is not None and (far.first, far.last, far.focus) == (4, 4, 4 + FOCUS_RADIUS + 1)
+    assert far.describe() == f"it edits lines 4-4, far from line {4 + FOCUS_RADIUS + 1} where you pointed"
+    assert far.json() == {"lines": [4, 4], "focus": 4 + FOCUS_RADIUS + 1, "radius": FOCUS_RADIUS}
+    assert far_from_focus(text, fix_at_4, 4 + FOCUS_RADIUS) is None  # at the edge of the radius: near
+    assert far_from_focus(text, fix_at_4, 4 - FOCUS_RADIUS) is None
+    assert far_from_focus(text, fix_at_4, None) is None  # no focus: no rule
+    assert far_from_focus(text, text, 15) is None  # nothing changed
+    both = fix_at_4.replace("line 15\n", "LINE 15\n")  # one change near the focus is enough
+    assert far_from_focus(text, both, 15) is None
+    spread = far_from_focus(text, both, 10)
+    assert spread is not None and (spread.first, spread.last) == (4, 15)
+    # an insertion just above the pointed line touches it: a guard added before the bug
+    guard_above = text.replace("line 9\n", "line 9\nif x is None: return\n")
+    assert far_from_focus(text, guard_above, 10 + FOCUS_RADIUS) is None
+    assert far_from_focus(text, guard_above, 11 + FOCUS_RADIUS) is not None
+    region = far_from_focus(text, fix_at_4, 30, first_line=21)  # a region starting at document line 21
+    assert region is not None and (region.first, region.last) == (24, 24) and far_from_focus(
+        text, fix_at_4, 24 + FOCUS_RADIUS, first_line=21) is None
+
+
+def test_blank_lines_between_the_focus_and_the_fix_are_not_counted() -> None:
+    """A cursor in the gap above a function points at it: HumanEvalFix-Python/29's near cursor (line 2, blank)
+    and its fix (line 5) are 2 lines that hold code apart."""
+    from engine.checks.guards import focus_distance
+
+    text = "from typing import List\n\n\ndef f(s, p):\n    return [x for x in s if x.endswith(p)]\n"
+    fixed = text.replace("endswith", "startswith")
+    assert focus_distance([5], 2, text) == 2 and far_from_focus(text, fixed, 2) is None
+    assert focus_distance([5], 1, text) == 2  # lines 2 and 3 are blank: 4, 5
+    longer = text.replace("def f", "import os\nimport re\ndef f")  # two more lines that hold code between
+    assert far_from_focus(longer, longer.replace("endswith", "startswith"), 2) is not None
+    assert focus_distance([4], 7, "a\nb\nc\nd\ne\nf\ng\n") == 3  # every line holds code: plain lines
+    assert focus_distance([], 3, text) is None
+
+
+def test_the_radius_covers_the_localizers_window() -> None:
+    """A fix at any line the localizer may move a cursor's hint to is never held: its window is
+    counted in plain lines, the rule's radius in lines that hold code (never more)."""
+    from engine.checks.guards import FOCUS_RADIUS
+    from engine.decoding.localize import CURSOR_WINDOW
+
+    assert FOCUS_RADIUS >= CURSOR_WINDOW

@@ -414,13 +414,52 @@ async def test_an_edit_that_breaks_the_syntax_goes_to_review(annotations):
     assert note.needs_confirmation is True and "would break the python syntax" in note.label
 
 
+FAR_FIX = FUNCTION.replace("x * 2", "x * 3")  # a fix of line 2, scripted with the cursor beyond the radius
+
+
+@pytest.mark.parametrize("annotations", [True, False])
+async def test_a_fix_far_from_the_cursor_goes_to_review(annotations):
+    from engine.checks.guards import FOCUS_RADIUS
+
+    store, editor = setup(FUNCTION)
+    cursor = 2 + FOCUS_RADIUS + 1
+    edit = make_edit(editor, store, "utf-16", instruction="Fix the bug", annotations=annotations, focus_line=cursor)
+    outcome = await edit.run(FakeEngine([("def f(x):\n    y = x * 3\n", 2), (FAR_FIX, 6)], FAR_FIX))
+    assert editor.text == FUNCTION == store.get(URI).text, "a fix far from the cursor stayed in the document"
+    where = f"it edits lines 2-2, far from line {cursor} where you pointed"
+    assert where in outcome.message and outcome.far == {"lines": [2, 2], "focus": cursor, "radius": FOCUS_RADIUS}
+    assert outcome.json()["farFromFocus"] == outcome.far
+    if not annotations:  # Neovim: a message and a pending edit for applyPending
+        assert outcome.status == "pending" and outcome.pending.after == FAR_FIX and COMMAND_APPLY_PENDING in outcome.message
+        return
+    assert outcome.status == "preview"
+    answer = await outcome.review()
+    assert answer.status == "done" and editor.text == FAR_FIX
+    sent = editor.sent[-1].edit
+    (annotated,) = sent.document_changes[0].edits
+    note = sent.change_annotations[annotated.annotation_id]
+    assert note.needs_confirmation is True and where in note.label
+
+
+@pytest.mark.parametrize("cursor", [True, False])
+async def test_a_fix_near_the_cursor_or_without_one_is_applied(cursor):
+    """Within the radius of the cursor (the edge included), or with no cursor (a selection), no rule holds it."""
+    from engine.checks.guards import FOCUS_RADIUS
+
+    store, editor = setup(FUNCTION)
+    line = 2 + FOCUS_RADIUS if cursor else None
+    outcome = await make_edit(editor, store, "utf-16", instruction="Fix the bug", focus_line=line).run(
+        FakeEngine([(FAR_FIX, 6)], FAR_FIX))
+    assert outcome.status == "done" and editor.text == FAR_FIX and outcome.far is None
+
+
 async def test_an_edit_that_parses_is_applied_with_its_verdict():
     store, editor = setup(FUNCTION)
     outcome = await make_edit(editor, store, "utf-16", instruction="Fix the bug").run(
         FakeEngine([(SMALL_FIX, 6)], SMALL_FIX))
     assert outcome.status == "done" and editor.text == SMALL_FIX
     assert outcome.syntax == {"language": "python", "parsed_before": True, "parses_after": True, "breaks": False,
-                              "error": None}
+                              "error": None, "note": None}
 
 
 async def test_a_document_that_did_not_parse_is_not_held_for_its_syntax():

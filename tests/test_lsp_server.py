@@ -957,3 +957,39 @@ async def test_an_ai_fix_that_finds_no_fix_says_why_and_what_fits(client: Langua
     assert 'e.g. "line 3: what is wrong and what it should do"' in message and "loop" not in message
     assert "--candidates" not in message and "checkCommand" in message and message in messages(client)
     assert editor.text(uri) == GREET  # (a streamed edit's ops may have been sent and written back)
+
+
+# A bug 4 lines above the cursor, which sits on a comment beyond the localizer's window: the model
+# fixes the bug anyway, and the fix is held as far from where the user pointed
+# (engine.checks.guards.far_from_focus; the CLI's exit 4).
+NOTES = ("def add(a, b):\n    return a - b\n# Notes on add: it adds two numbers\n# and returns their sum, the one\n"
+         "# thing this module is for,\n# and nothing else.\n")
+
+
+async def test_a_fix_far_from_the_cursor_goes_to_review(client: LanguageClient, workspace: Path, engine):
+    """VS Code gets the fix as a preview annotated needsConfirmation, saying where it edits; Neovim
+    0.7 a message and the edit on applyPending. Nothing is applied without the user's word."""
+    editor: Editor = client.editor
+    want = engine.edit(EditRequest(NOTES, "Fix the bug", mode="program", max_new_tokens=48, language="python",
+                                   focus_line=6))
+    if want.output_text != NOTES.replace("a - b", "a + b"):
+        pytest.skip(f"the model no longer fixes line 2 from a cursor on line 6: {want.summary()['program']}")
+    uri = uri_of(workspace, f"cold/far_{client.profile[:6]}.py")
+    editor.open(uri, NOTES)
+    outcome = await execute(client, {"uri": uri, "range": None, "instruction": None, "kind": "fix",
+                                     "focus": {"line": 5, "character": 2, "source": "cursor"}})
+    where = "it edits lines 2-2, far from line 6 where you pointed"
+    assert outcome["farFromFocus"] == {"lines": [2, 2], "focus": 6, "radius": 3}, outcome
+    if client.profile.startswith("visual"):
+        assert outcome["status"] == "done" and "after review" in outcome["message"] and where in outcome["message"]
+        *_, sent = editor.sent[uri]  # the preview comes last
+        (annotated,) = sent.document_changes[0].edits
+        note = sent.change_annotations[annotated.annotation_id]
+        assert note.needs_confirmation is True and where in note.label
+        assert editor.text(uri) == want.output_text  # the test editor confirms the preview
+        return
+    assert outcome["status"] == "pending" and where in outcome["message"], outcome
+    assert editor.text(uri) == NOTES, "the far fix was applied without the user's word"
+    applied = await client.workspace_execute_command_async(types.ExecuteCommandParams(
+        command="copyAsDecode.server.applyPending", arguments=[{"uri": uri}]))
+    assert applied["status"] == "done" and editor.text(uri) == want.output_text, applied

@@ -123,3 +123,37 @@ def test_an_empty_region_is_no_missing_fix() -> None:
 
     assert no_fix(_unchanged("", None)) is None
     assert no_fix(_unchanged(TYPO, None)) is not None
+
+
+# -- a fix far from the line the user pointed at ---------------------------------------------------
+
+def test_a_fix_far_from_the_focus_is_held_and_previewed() -> None:
+    from engine.checks.guards import FOCUS_RADIUS
+
+    assert FOCUS_RADIUS == 3  # the lines below: BEFORE's line 11 is "return x + 3", lines 6, 9, 12 and 15 are blank
+    fixed = BEFORE.replace("x + 3", "x - 3")
+    verdict = judge(_result(fixed), "Fix the bug", 100, "python", focus=17)  # 13, 14, 16, 17 hold code: 4 away
+    assert (verdict.kind, verdict.exit_code, verdict.refused) == ("far", EXIT_DESTRUCTIVE, True)
+    assert verdict.message == verdict.reason == "it edits lines 11-11, far from line 17 where you pointed"
+    assert verdict.far is not None and verdict.far.json()["lines"] == [11, 11] and verdict.as_preview()
+    assert judge(_result(fixed), "Fix the bug", 100, "python", focus=5).kind == "far"  # 5, 7, 8, 10: 4 away
+    for near in (7, 8, 9, 14, 15, 16):  # at most 3 lines that hold code away (blank lines between not counted)
+        assert judge(_result(fixed), "Fix the bug", 100, "python", focus=near).kind == "write", near
+    assert judge(_result(fixed), "Fix the bug", 100, "python").kind == "write"  # no focus: no rule
+    assert judge(_result(BEFORE), "Fix the bug", 100, "python", focus=17).kind == "write"  # unchanged
+    broken = judge(_result(BEFORE.replace("x + 3", "x + (3")), "Fix the bug", 100, "python", focus=17)
+    assert broken.kind == "syntax" and broken.far is not None  # the syntax break is named first
+
+
+def test_a_far_fix_of_a_region_is_measured_in_document_lines() -> None:
+    lines = BEFORE.splitlines(keepends=True)
+    region = "".join(lines[3:18])  # document lines 4-18; lines 6, 9, 12 and 15 are blank
+    fixed_region = region.replace("x + 3", "x - 3")  # document line 11
+    result = EditResult(mode="program", model="stub", input_text=BEFORE,
+                        output_text=BEFORE.replace(region, fixed_region), region=(4, 18), region_input=region,
+                        region_output=fixed_region, program=Program(()), raw_output="", tokens=TokenCounts(1, 0, 0),
+                        prompt_tokens=1, stop_reason="done")
+    assert judge(result, "Fix the bug", 100, "python", focus=11).kind == "write"
+    assert judge(result, "Fix the bug", 100, "python", focus=7).kind == "write"  # 9 is blank: 8, 10, 11
+    far = judge(result, "Fix the bug", 100, "python", focus=5).far  # 7, 8, 10, 11
+    assert far is not None and (far.first, far.last, far.focus) == (11, 11, 5)

@@ -20,7 +20,12 @@ Families (the arms are defined in :mod:`engine.bench.arms`)
   drafted or not, focus hint none / near / oracle: :mod:`engine.evaluation.focus`) through
   ``Engine.edit`` with the corpus instruction. Per arm: pass@1 (the corpus tests), exact match,
   valid programs, token-limit and loop stops, collateral damage, wrong-line edits, tail deletions
-  and syntax breaks (:mod:`engine.evaluation.quality`) and speed vs ``ar``.
+  and syntax breaks (:mod:`engine.evaluation.quality`) and speed vs ``ar``. A hinted program arm
+  also records which lines its edit touches and whether the focus rule (the verdict's hold of a
+  fix far from the pointed line: engine.checks.guards.far_from_focus) would hold it back; the
+  summary's ``focus_rule`` gives pass@1 and collateral as the front doors write them, the held
+  edits counted as not written, at each radius of ``FOCUS_RULE_RADII``. ``ar`` may be left out of
+  a free run that measures no speed against it (its speedups are then absent).
 
 Measures
 --------
@@ -34,6 +39,7 @@ from case to case, after a warm-up of every arm.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -52,6 +58,7 @@ from engine.bench.bounds import (
 from engine.bench.harness import first_difference, machine_info, median, ratio, rotate
 from engine.bench.lookup import PromptLookupDrafter
 from engine.bench.runner import DEFAULT_TIMEOUT_S, TestOutcome, run_tests
+from engine.checks.guards import FOCUS_RADIUS, edited_lines, focus_distance
 from engine.core.lines import split_lines
 from engine.core.modes import traits
 from engine.core.tokens import encode
@@ -77,6 +84,7 @@ FAMILIES = tuple(FAMILY_ARMS)  # forced, free
 ARMS = tuple(dict.fromkeys([*FAMILY_ARMS["forced"], *FAMILY_ARMS["free"]]))  # every arm name of either family
 LIMIT_STOPS = ("max_tokens", "loop")  # unfinished edits: the token limit, or a loop the guard stopped
 
+FOCUS_RULE_RADII = (FOCUS_RADIUS - 1, FOCUS_RADIUS, FOCUS_RADIUS + 1)  # the rule's radius, and one either side to tune it
 RAW_HEAD_CHARS = 240  # free family: the start of each arm's raw reply is kept for diagnosis
 
 WARMUP_INPUT = 'def add(a, b):\n    """Sum of a and b."""\n    return a - b\n\n\nprint(add(2, 3))\n'
@@ -302,6 +310,9 @@ class EditBench:
         broken = syntax_broken(case.input, output, case.language)
         if broken is not None:
             out["syntax_broken"] = broken
+        focus = self.focus_line(case, self.specs[arm].focus)
+        if self.specs[arm].is_program and focus is not None and result is not None:
+            out["focus_rule"] = focus_rule_record(result, focus)
         if self.specs[arm].is_program and result is not None:
             out["valid_program"] = valid_program(result.raw_output, result.region_input, result.region_output,
                                                   result.stop_reason)
@@ -320,7 +331,7 @@ class EditBench:
             if on_arm:
                 on_arm(arm)
             runs[arm] = self.run_arm(case, arm)
-        ar = runs["ar"]
+        ar = runs.get("ar")
         record: dict[str, Any] = {"id": case.id, "gold_tokens": len(encode(self.loaded.tokenizer, case.gold)),
                                   "input_tokens": len(encode(self.loaded.tokenizer, case.input)), "order": list(order),
                                   "arms": {}}
@@ -335,8 +346,9 @@ class EditBench:
         for arm in self.arms:
             run = runs[arm]
             entry: dict[str, Any] = {
-                "decode_s": run.decode_s, "wall_s": run.wall_s, "speedup_vs_ar": ratio(ar.decode_s, run.decode_s),
-                "wall_speedup_vs_ar": ratio(ar.wall_s, run.wall_s),
+                "decode_s": run.decode_s, "wall_s": run.wall_s,
+                "speedup_vs_ar": ratio(ar.decode_s, run.decode_s) if ar else None,
+                "wall_speedup_vs_ar": ratio(ar.wall_s, run.wall_s) if ar else None,
                 **({"edit_s": run.edit_s} if run.edit_s is not None else {}),
                 "forwards": len(run.forward_sizes), "forward_tokens": sum(run.forward_sizes),
                 "max_forward": max(run.forward_sizes, default=0),
@@ -348,8 +360,8 @@ class EditBench:
             if self.family == "forced":
                 entry["ok"] = run.ok
             else:
-                entry["same_as_ar"] = run.output == ar.output
-                if text_reply_differs(arm, run, ar):
+                entry["same_as_ar"] = run.output == ar.output if ar else None
+                if ar and text_reply_differs(arm, run, ar):
                     entry["first_difference"] = self.first_difference(case, ar, run)
                 entry.update(self.quality(case, arm, run, runs))
                 entry.update(run.extra)
@@ -428,9 +440,10 @@ def summarize(records: Sequence[dict[str, Any]], arms: Sequence[str], family: st
     """(per-arm summary, bounds) of a list of case records (``kernel``: the curve, or just its
     source name when re-summarising stored records, whose costs are already computed)."""
     out: dict[str, Any] = {}
-    ar_total = sum(r["arms"]["ar"]["decode_s"] for r in records)
-    ar_wall = sum(r["arms"]["ar"]["wall_s"] for r in records)
-    ar_cost = sum(r["arms"]["ar"].get("kernel_cost", 0.0) for r in records)
+    with_ar = bool(records) and all("ar" in r["arms"] for r in records)
+    ar_total = sum(r["arms"]["ar"]["decode_s"] for r in records) if with_ar else None
+    ar_wall = sum(r["arms"]["ar"]["wall_s"] for r in records) if with_ar else None
+    ar_cost = sum(r["arms"]["ar"].get("kernel_cost", 0.0) for r in records) if with_ar else None
     specs = FAMILY_ARMS[family]
     for arm in arms:
         entries = [r["arms"][arm] for r in records]
@@ -452,10 +465,11 @@ def summarize(records: Sequence[dict[str, Any]], arms: Sequence[str], family: st
             "breakdown": _sum_breakdowns([e["breakdown"] for e in entries]),
             "python_overhead_s": wall - total,
         }
-        if all("edit_s" in e for e in entries) and all("edit_s" in r["arms"]["ar"] for r in records):
+        if all("edit_s" in e for e in entries):
             edit = sum(e["edit_s"] for e in entries)
             s["edit_total_s"] = edit
-            s["edit_speedup_vs_ar"] = ratio(sum(r["arms"]["ar"]["edit_s"] for r in records), edit)
+            if with_ar and all("edit_s" in r["arms"]["ar"] for r in records):
+                s["edit_speedup_vs_ar"] = ratio(sum(r["arms"]["ar"]["edit_s"] for r in records), edit)
         if arm in specs:
             spec = specs[arm]
             s["hinted"] = spec.hinted
@@ -464,12 +478,12 @@ def summarize(records: Sequence[dict[str, Any]], arms: Sequence[str], family: st
             if spec.is_program:
                 s["focus_policy"] = spec.policy
             s["drafting"] = spec.draft if spec.is_program else traits(spec.mode).text_drafted
-        if kernel is not None and entries and all("kernel_cost" in e for e in entries):
+        if kernel is not None and with_ar and entries and all("kernel_cost" in e for e in entries):
             s["predicted_speedup_vs_ar"] = ratio(ar_cost, sum(e["kernel_cost"] for e in entries))
         if family == "forced":
             s["ok"] = sum(bool(e["ok"]) for e in entries)
         else:
-            s["same_as_ar"] = sum(bool(e["same_as_ar"]) for e in entries)
+            s["same_as_ar"] = sum(bool(e["same_as_ar"]) for e in entries) if with_ar else None
             gaps = [e["first_difference"]["gap"] for e in entries if e.get("first_difference")]
             if gaps:
                 s["first_difference_gaps"] = [round(g, 4) for g in gaps]
@@ -496,11 +510,54 @@ def summarize(records: Sequence[dict[str, Any]], arms: Sequence[str], family: st
             if entries and "test" in entries[0]:
                 s["pass"] = sum(e["test"] == "pass" for e in entries)
                 s["pass_at_1"] = s["pass"] / len(entries) if entries else None
+            if any("focus_rule" in e for e in entries):
+                s["focus_rule"] = focus_rule_summary(entries)
         out[arm] = s
     if family == "free" and records and "input_lines" in records[0]:
         for s in out.values():
             s["input_lines"] = sum(r.get("input_lines", 0) for r in records)
     return out, _bounds(records, kernel, out)
+
+
+def focus_rule_record(result: Any, focus: int) -> dict[str, Any]:
+    """One hinted edit under the focus rule: the document lines it touches, the nearest one's
+    distance from ``focus`` as the rule counts it (blank lines between not counted) and in plain
+    lines (``lines_apart``; both None: it changed nothing), and whether the rule, at its radius,
+    holds it back (engine.checks.guards.far_from_focus)."""
+    first = result.region[0] if result.region else 1
+    lines = edited_lines(result.region_input, result.region_output, first)
+    distance = focus_distance(lines, focus, result.region_input, first)
+    apart = min((abs(n - focus) for n in lines), default=None)
+    return {"focus": focus, "touched": lines, "distance": distance, "lines_apart": apart,
+            "held": distance is not None and distance > FOCUS_RADIUS}
+
+
+def focus_rule_summary(entries: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """pass@1 and collateral before the focus rule (every finished edit written) and after it (a
+    held edit is not written: its pass is lost, its collateral is 0), at each radius of
+    ``FOCUS_RULE_RADII`` as the rule counts lines, and at the rule's radius in plain lines
+    (``"<radius>-plain"``: blank lines counted), with how many held edits pass their tests."""
+    def rule(e: dict[str, Any], key: str) -> int:
+        return (e.get("focus_rule") or {}).get(key) or 0
+
+    def after(held_if: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+        held = [e for e in entries if held_if(e)]
+        kept = [e for e in entries if not held_if(e)]
+        return {"held": len(held),
+                "held_passing": sum(e.get("test") == "pass" for e in held),
+                "pass": sum(e.get("test") == "pass" for e in kept),
+                "collateral_lines": sum(e["collateral"]["lines"] for e in kept if "collateral" in e),
+                "collateral_cases": sum(e["collateral"]["lines"] > 0 for e in kept if "collateral" in e),
+                "held_collateral_lines": sum(e["collateral"]["lines"] for e in held if "collateral" in e)}
+
+    before = {"pass": sum(e.get("test") == "pass" for e in entries),
+              "collateral_lines": sum(e["collateral"]["lines"] for e in entries if "collateral" in e),
+              "collateral_cases": sum(e["collateral"]["lines"] > 0 for e in entries if "collateral" in e)}
+    variants: dict[str, Any] = {str(r): after(lambda e, r=r: rule(e, "distance") > r) for r in FOCUS_RULE_RADII}
+    variants[f"{FOCUS_RADIUS}-plain"] = after(lambda e: rule(e, "lines_apart") > FOCUS_RADIUS)
+    distances = Counter((e.get("focus_rule") or {}).get("distance") for e in entries)
+    return {"before": before, "after": variants,
+            "distances": {str(k): distances[k] for k in sorted(distances, key=lambda d: (d is None, d or 0))}}
 
 
 def _sum_breakdowns(items: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -599,6 +656,11 @@ DEFINITIONS = {
     "wrong_line": "the output edits the input, and only lines the gold keeps (engine/evaluation/quality.py)",
     "tail_deletions": "cases whose output drops the input's last lines that the gold keeps (a program that ended early)",
     "syntax_broken": "the input parses and the output does not (engine/checks/syntax.py; python and javascript)",
+    "focus_rule": "hinted program arms: the edit's touched lines (a pure insertion touches both neighbours) and "
+                  "the nearest one's distance from the focus, blank lines between not counted (lines_apart: "
+                  "counted); held: farther than the rule's radius (engine/checks/guards.py far_from_focus), a "
+                  "fix the front doors hold back; 'after' counts held edits as not written (their passes lost, "
+                  "their collateral 0), per radius ('-plain': in lines_apart)",
     "near_copy_insertions": "cases whose output inserts a variant of an input line right before or after it and "
                             "keeps the line (a fix beside the bug; engine/evaluation/quality.py)",
 }

@@ -71,9 +71,11 @@ def search_summary(search: Search, decision: Decision, request: EditRequest, wri
     shown = decision.write or search.best
     out: dict[str, Any] = {}
     if shown is not None:
-        verdict = judge(shown.result, request.instruction, request.max_new_tokens, request.language)
+        verdict = judge(shown.result, request.instruction, request.max_new_tokens, request.language,
+                        request.focus_line)
         refused = decision.message if decision.exit_code not in (0, EXIT_NO_FIX) else ""
-        out = json_summary(shown.result, {}, verdict.damage, refused, written, request.language, verdict.syntax)
+        out = json_summary(shown.result, {}, verdict.damage, refused, written, request.language, verdict.syntax,
+                           verdict.far)
     out["exit_code"] = decision.exit_code
     out["no_fix"] = decision.no_fix.json() if decision.no_fix else out.get("no_fix")
     out["search"] = search.json()

@@ -15,8 +15,9 @@ Each shares the prompt the first one read: the program prompt up to its focus hi
 for every candidate, so the runtime's prefix cache (engine/runtime/prefix_cache.py) gives its KV
 back and a later candidate forwards only its hint and its own program (``Candidate.forwarded``).
 An output already seen (in any round) is dropped, an unchanged one is not checked, and a guard's refusal
-(engine.verdict.judge: an unfinished, looping, destructive or syntax-breaking edit) removes a
-candidate before any check. Checks run on a worker thread while the next candidate decodes; the
+(engine.verdict.judge: an unfinished, looping, destructive or syntax-breaking edit, or one far from
+the line the user pointed at, judged against the request's own focus, not a variant's hint) removes
+a candidate before any check. Checks run on a worker thread while the next candidate decodes; the
 first that passes ends the search. When none passes and ``max_rounds`` allows, the first failing
 check's output (trimmed; the check's on the unchanged file when no candidate was checked) joins
 the instruction for one more round.
@@ -127,6 +128,7 @@ class _Round:
     k: int
     cancelled: Callable[[], bool]
     progress: Callable[[str], None]
+    focus: int | None = None  # the line the user pointed at (the request's; a variant moves only its hint)
     started: float = field(default_factory=time.perf_counter)
     seen: set[str] = field(default_factory=set)
     decodes: int = 0
@@ -152,7 +154,7 @@ def search_fixes(engine: Engine, request: EditRequest, *, k: int, check: CheckSp
         raise ValueError("k must be at least 1")
     if check is not None and file_path is None:
         raise ValueError("a check needs the path of the file it checks")
-    state = _Round(engine, check, file_path, k, cancelled, progress)
+    state = _Round(engine, check, file_path, k, cancelled, progress, request.focus_line)
     rounds = 0
     current = request
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="candidate-check") as checker:
@@ -236,7 +238,7 @@ def _decode(state: _Round, request: EditRequest, index: int, number: int, how: s
     seconds = time.perf_counter() - started
     if result.stop_reason == "cancelled":
         return None
-    verdict = judge(result, request.instruction, request.max_new_tokens, request.language)
+    verdict = judge(result, request.instruction, request.max_new_tokens, request.language, state.focus)
     refused = verdict.message or None
     if refused is None and not result.changed:
         refused = "it changes nothing"

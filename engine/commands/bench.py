@@ -124,7 +124,7 @@ def add_parser(subparsers: Any) -> None:
     edits.add_argument("--family", required=True, choices=tuple(FAMILY_ARMS),
                        help="forced: every arm decodes the gold (mechanism cost); free: the model decides")
     edits.add_argument("--arms", default=None,
-                       help="comma list of arms (ar is required); forced: ar, pld, speculative, program, "
+                       help="comma list of arms (ar is required in forced, optional in free); forced: ar, pld, speculative, program, "
                             "program-drafted (default: all); free: ar, pld, speculative, program, program-undrafted, "
                             "program-base, program-near, program-cursor-on, program-oracle and their -keep, -guard, -hold policy "
                             "variants (default: ar,speculative,program,program-undrafted)")

@@ -32,7 +32,8 @@ what the model wrote (the program in program mode, the text in ar, speculative
 and pld mode), a diff and the time each phase took.
 
 It never writes an edit that did not finish, would delete or rewrite most of the
-region for a fix, or breaks the file's syntax, unless --force is given.
+region for a fix, breaks the file's syntax, or (with --focus LINE) changes only
+lines more than 3 from LINE, unless --force is given.
 
 With --check CMD it tries up to --candidates K fixes (other lines the model
 finds likely, other changes at the line) and runs CMD on each in a temporary
@@ -53,9 +54,12 @@ exit status:
   1  cancelled
   2  a bad request: file, line range, size or model
   3  the edit did not finish (token limit, or a loop)
-  4  refused: it would delete or rewrite most of the region for a fix
-  5  refused: the file parsed before the edit and does not after it (Python and
-     JavaScript are checked)
+  4  held: it would delete or rewrite most of the region for a fix, or with
+     --focus every line it changes is more than 3 lines from the focus, blank
+     lines not counted ("it edits lines 4-4, far from line 10 where you
+     pointed; --force writes it"; an insertion changes the lines beside it)
+  5  refused: the file parsed before the edit and does not after it (Python,
+     and every language with a tree-sitter grammar, by the file's suffix)
   6  --check: no candidate passed the check; nothing was written (the best
      candidate's diff and its check output are printed; when the edit as
      asked changed nothing, the no-fix reason of 8 follows)
@@ -80,7 +84,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                       extra_help={"mode": "pld (llama.cpp's prompt-lookup drafting) is for measuring."})
     add_setting_flags(p, ["model", "device", "dtype", "max_new_tokens"])
     p.add_argument("--focus", type=int, metavar="LINE", help="the line the problem is at or near (1-based, "
-                   "in FILE's numbering); the prompt points the model at it")
+                   "in FILE's numbering); the prompt points the model at it, and an edit that changes only "
+                   "lines more than 3 from it is held (exit status 4)")
     p.add_argument("--focus-policy", default=DEFAULT_FOCUS_POLICY, choices=FOCUS_POLICIES,
                    help="program mode: hold (default) is guard unless --focus is about as likely as the best line "
                    "near it, where it stays as under keep; guard puts the hint on the likeliest line near --focus "
@@ -88,8 +93,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "(a line you know is wrong, e.g. a diagnostic's); move is the first policy, for measuring")
     add_setting_flags(p, (*ENGINE_FLAGS[3:], "verify"))
     p.add_argument("--force", action="store_true", help="write the edit even when it did not finish (token limit, "
-                   "loop: exit status 3), would delete or rewrite most of the region (4) or breaks the file's "
-                   "syntax (5)")
+                   "loop: exit status 3), would delete or rewrite most of the region or edits only lines far "
+                   "from --focus (4), or breaks the file's syntax (5)")
     p.add_argument("--output", type=Path, help="write the edited text to this path")
     p.add_argument("--in-place", action="store_true", help="replace FILE atomically (the original stays on any error)")
     p.add_argument("--json", action="store_true", help="print a machine-readable summary instead of the report")

@@ -30,7 +30,7 @@ def deliver(args: argparse.Namespace, request: EditRequest, result: EditResult, 
     for the user after the report; ``says_nothing_written``: statuses whose message says so itself."""
     from rich.markup import escape
 
-    verdict = judge(result, request.instruction, request.max_new_tokens, request.language)
+    verdict = judge(result, request.instruction, request.max_new_tokens, request.language, request.focus_line)
     status, message = verdict.exit_code, verdict.message
     targets = [path for path, wanted in ((args.output, bool(args.output)), (args.file, args.in_place)) if wanted]
     write = status == 0 or (args.force and status not in never_forced)
@@ -39,7 +39,7 @@ def deliver(args: argparse.Namespace, request: EditRequest, result: EditResult, 
             write_atomic(path, result.output_text)
     if args.json:
         print(json.dumps(json_summary(result, compared, verdict.damage, message, targets if write else [],
-                                      request.language, verdict.syntax), indent=2))
+                                      request.language, verdict.syntax, verdict.far), indent=2))
     else:
         report(out, args.file, result, compared)
         if notice:
@@ -51,6 +51,9 @@ def deliver(args: argparse.Namespace, request: EditRequest, result: EditResult, 
         err.print(f"[bold red]error:[/bold red] {message}")
     elif status:
         what = f"nothing was written to {', '.join(map(str, targets))}" if targets else "nothing was written"
+        if verdict.kind == "far":  # the user pointed elsewhere: where it edits leads, then how to have it
+            err.print(f"[bold red]error:[/bold red] {message}; --force writes it ({what})")
+            return status
         err.print(f"[bold red]error:[/bold red] {message}; {what}"
                   + ("" if status == EXIT_CANCELLED else " (--force writes it anyway)"))
     return status

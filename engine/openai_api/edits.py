@@ -45,8 +45,9 @@ def event_json(event: Event, request: EditRequest) -> dict[str, Any]:
 
 def result_json(result: EditResult, request: EditRequest) -> dict[str, Any]:
     """``edit --json``'s summary (``refused`` says why the CLI would not write it) plus the text."""
-    verdict = judge(result, request.instruction, request.max_new_tokens, request.language)
-    return {**json_summary(result, {}, verdict.damage, verdict.message, [], request.language, verdict.syntax),
+    verdict = judge(result, request.instruction, request.max_new_tokens, request.language, request.focus_line)
+    return {**json_summary(result, {}, verdict.damage, verdict.message, [], request.language, verdict.syntax,
+                           verdict.far),
             "output_text": result.output_text}
 
 
