@@ -79,3 +79,9 @@ def test_a_vllm_server_says_which_drafting_applies():
 
 def test_the_rows_an_exact_verify_holds_from_its_room():
     assert exact_rows(0) == "one row" and exact_rows(62) == "bounded" and exact_rows(UNBOUNDED) == "any"
+
+
+def test_mode_ar_is_plain_decoding_on_every_backend():
+    for backend, rows in (("llamacpp", "one row"), ("transformers", "any")):
+        said = expect(situation(backend=backend, mode="ar", rows=rows))
+        assert said.sentence == "plain decoding: mode ar runs one token per forward" and said.figure is None

@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from engine.core.modes import traits
+
 # How many rows an exact verify holds on this build, as doctor asks it (the verify room under
 # "exact" for at most UNBOUNDED drafted tokens): one row (llama.cpp's default x86 build, where
 # two rows or more go to llamafile's sgemm), a bound (flash attention's tiled kernel from 64
@@ -102,12 +104,13 @@ def expect(situation: Situation) -> Expectation:
     figure = figure_for(situation)
     if situation.exact_rows is None:
         return Expectation(_on_server(situation), None)
-    if situation.mode == "ar":
-        return Expectation("plain decoding: mode ar runs one token per forward", None)
-    if situation.mode == "program":
+    kind = traits(situation.mode)
+    if kind.writes_text and not kind.text_drafted:
+        return Expectation(f"plain decoding: mode {situation.mode} runs one token per forward", None)
+    if kind.uses_selector and not kind.given_program:
         with_what = "the span selector" if situation.selector else "the base model (no span selector: it rarely finishes)"
         return Expectation(f"program mode with {with_what}: copies spans of the input, {_expected(figure)}", figure)
-    if situation.mode == "speculative":
+    if kind.drafts_from_input:
         if situation.rule == "exact" and situation.exact_rows == "one row":
             return Expectation(f"plain decoding: this {_name(situation.backend)} build verifies one row exactly, so "
                                f"speculative mode drafts nothing ({_ONE_ROW_FIX}), {_expected(figure)}", figure)
@@ -118,7 +121,7 @@ def expect(situation: Situation) -> Expectation:
 
 def _on_server(situation: Situation) -> str:
     """A server returns tokens, not logits: the engine's own drafts cannot run there."""
-    if situation.mode == "program":
+    if traits(situation.mode).uses_selector:
         with_what = "the span selector served as a LoRA module" if situation.selector else "the served base model"
         return f"program mode with {with_what}: one request per copy, no measured figure"
     return ("one greedy completion per edit: against a vLLM server speculative mode sends what ar sends, and it "
