@@ -2,7 +2,9 @@
 server's settings command answers it for a document: the model and where it was found, backend,
 device, threads, context, flash attention, selector (so the mode ``auto`` runs), the verify rule
 and whether speculative drafts here, the prompt cache, and an estimate from a short probe; each
-fact names the setting that changes it. Built from a loaded engine; it decodes nothing."""
+fact names the setting that changes it. First comes one plain sentence of what an edit will get
+(engine.runtime.expectations: the mode, whether it drafts, and the whole-edit ratio measured for
+this backend, verify rule and build). Built from a loaded engine; it decodes nothing."""
 
 from __future__ import annotations
 
@@ -11,14 +13,16 @@ from typing import Any
 
 from engine.api import Engine
 from engine.core.choices import Mode
+from engine.runtime.expectations import UNBOUNDED, Expectation, Situation, exact_rows, expect
 from engine.runtime.probe import Probe
 from engine.settings import SPECS, Settings
 
 # What a load error's setting is, when its message does not say how to fix it.
 LOAD_FIX = ("set `model` (--model) to 'default', a .gguf file, a model folder or a hub id in the local cache, "
             "and `backend` (--backend) to one that is installed")
-# The most drafted tokens a verify could carry, for asking a backend how many it allows.
-DRAFT_ASK = 16
+# The most drafted tokens a verify could carry, for asking a backend how many it allows: enough
+# to tell one row, flash attention's 63 and no bound apart.
+DRAFT_ASK = UNBOUNDED
 
 
 @dataclass(frozen=True)
@@ -30,13 +34,16 @@ class Line:
     setting: str
 
 
-def diagnose(engine: Engine, settings: Settings) -> tuple[dict[str, Line], dict[str, Any] | None]:
-    """The facts of a loaded engine under ``settings``, and the probe's numbers (None on a server)."""
+def diagnose(engine: Engine, settings: Settings) -> tuple[dict[str, Line], dict[str, Any] | None, Expectation]:
+    """The facts of a loaded engine under ``settings``, the probe's numbers (None on a server) and
+    what an edit will get."""
     mode: Mode = engine.resolve_mode(settings.edit.mode)
     runtime = engine.model_for(mode).runtime
     facts = runtime.facts()
+    expectation = expectation_of(engine, settings, mode)
     chosen = " (llama.cpp for a .gguf when installed, else transformers)" if settings.model.backend == "auto" else ""
     lines = {
+        "expect": Line(expectation.sentence, _source(expectation), "mode"),
         "model": Line(settings.model.name, f"found at {engine.loaded.runtime.facts()['weights']}", "model"),
         "backend": Line(engine.loaded.backend, f"{settings.model.backend} asked{chosen}", "backend"),
         "device": Line(engine.loaded.device, f"{settings.model.device} asked", "device"),
@@ -62,11 +69,31 @@ def diagnose(engine: Engine, settings: Settings) -> tuple[dict[str, Line], dict[
                                  "prefix_cache_tokens")
     measured = runtime.probe()
     if measured is None:  # a server: its forwards run out of sight
-        return lines, None
+        return lines, None, expectation
     lines["estimate"] = _estimate(measured)
     estimate = {"step_ms": round(measured.step_s * 1000, 1), "s": {str(n): round(r, 2) for n, r in measured.ratios.items()},
                 "probe_s": round(measured.seconds, 2)}
-    return lines, estimate
+    return lines, estimate, expectation
+
+
+def expectation_of(engine: Engine, settings: Settings, mode: Mode) -> Expectation:
+    """What an edit in ``mode`` will get here: the verify rule the setting means, and how many
+    rows an exact verify holds on this build (asked of the text modes' runtime; None on a server)."""
+    runtime = engine.loaded.runtime
+    asked = runtime.verify_room(settings.edit.verify, DRAFT_ASK)
+    exact = runtime.verify_room("exact", DRAFT_ASK)
+    return expect(Situation(backend=engine.loaded.backend, mode=mode,
+                            rule=asked[0] if asked is not None else "server",
+                            exact_rows=exact_rows(exact[1]) if exact is not None else None,
+                            selector=engine.selector is not None, device=engine.loaded.device))
+
+
+def _source(expectation: Expectation) -> str:
+    figure = expectation.figure
+    if figure is None:
+        return "no run in this repository measured this combination (docs/benchmarks.md)"
+    return (f"measured with the embedded 135M model on a 2-core CPU, whole edit against ar: {figure.measured} "
+            f"({figure.source}); your own model's ratio may differ")
 
 
 def _verify(engine: Engine, settings: Settings) -> Line:
@@ -107,11 +134,12 @@ def screen(lines: dict[str, Line], load_s: float) -> str:
 
 def report(engine: Engine, settings: Settings, load_s: float) -> dict[str, Any]:
     """The JSON ``doctor --json`` prints for a configuration that runs: the facts, the probe's
-    numbers, the model's load time, and the screen and its one-line summary."""
+    numbers, what an edit will get (``expectation``: the sentence and the measured figure behind
+    it, None where none was measured), the model's load time, and the screen and its summary."""
     with engine.held():  # the probe's forwards wait for a running edit and hold off the next
-        lines, estimate = diagnose(engine, settings)
+        lines, estimate, expectation = diagnose(engine, settings)
     return {"ok": True, "load_s": round(load_s, 2), "lines": {k: asdict(v) for k, v in lines.items()},
-            "estimate": estimate, "summary": summary(lines, engine.resolve_mode(settings.edit.mode)),
+            "estimate": estimate, "expectation": asdict(expectation), "summary": summary(lines, engine.resolve_mode(settings.edit.mode)),
             "screen": screen(lines, load_s)}
 
 

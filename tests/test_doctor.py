@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import vllm_server
 
 from engine.cli import main
 from engine.verdict import EXIT_BAD_REQUEST
@@ -47,11 +48,62 @@ def test_the_embedded_model_with_and_without_its_selector(capsys: pytest.Capture
     assert lines["flash attention"]["value"] == "off (auto)"
     assert answer["estimate"]["step_ms"] > 0 and set(answer["estimate"]["s"]) == {"4", "8", "32"}
     assert all(line["setting"] for line in lines.values())
+    one_row = "drafts nothing" in lines["verify"]["why"]  # llama.cpp's default x86 build, flash attention off
+    assert lines["expect"]["value"].startswith("program mode with the span selector: copies spans of the input, ")
+    assert lines["expect"]["setting"] == "mode" and answer["expectation"]["sentence"] == lines["expect"]["value"]
+    if one_row:
+        assert lines["expect"]["value"].endswith("1.39x ar expected")
+        assert answer["expectation"]["figure"]["source"] == "results/free/llamacpp_humanevalfix-python_40.json"
+        assert "results/free/llamacpp_humanevalfix-python_40.json" in lines["expect"]["why"]
 
     code, answer = doctor(capsys, str(tmp_path), "--backend", "llamacpp", "--selector", "none")
     assert code == 0 and answer["lines"]["selector"]["value"] == "none"
     assert "runs speculative" in answer["lines"]["selector"]["why"]
+    said = answer["lines"]["expect"]["value"]
+    if one_row:
+        assert said.startswith("plain decoding: this llama.cpp build verifies one row exactly, so speculative mode "
+                               "drafts nothing (build with GGML_LLAMAFILE=OFF or use --verify argmax to draft)")
+    else:
+        assert said.startswith("speculative: drafts from the input")
+
+    code, answer = doctor(capsys, str(tmp_path), "--backend", "llamacpp", "--selector", "none", "--verify", "argmax")
+    assert code == 0 and answer["lines"]["expect"]["value"].startswith("speculative: drafts from the input (verify argmax")
 
     assert main(["doctor", str(tmp_path), "--backend", "llamacpp", "--selector", "none"]) == 0
     screen = capsys.readouterr().out
     assert "[threads, --threads]" in screen and "estimate" in screen and "loaded in" in screen
+    assert screen.startswith(f"expect          {said}\n")  # the sentence comes first
+
+
+@pytest.mark.model
+def test_no_selector_on_transformers_drafts(capsys: pytest.CaptureFixture[str], tmp_path: Path):
+    code, answer = doctor(capsys, str(tmp_path), "--backend", "transformers", "--device", "cpu", "--selector", "none")
+    assert code == 0 and answer["lines"]["verify"]["value"] == "auto means exact here"
+    assert answer["lines"]["expect"]["value"] == "speculative: drafts from the input, 1.86x ar expected"
+    assert answer["expectation"]["figure"]["source"] == "results/free/transformers_humanevalfix-python_40.json"
+
+
+@pytest.fixture(scope="module")
+def server_url() -> str:
+    """The real vLLM server of tests/vllm_server.py (skipped where its venv is missing)."""
+    if not vllm_server.available():
+        if vllm_server.required():
+            pytest.fail("the vLLM venv is missing: run scripts/vllm-venv.sh (make test does)")
+        pytest.skip("no vLLM venv (.venv-vllm); scripts/vllm-venv.sh installs it (about 5 minutes)")
+    vllm_server.start(Path(__file__).resolve().parents[1] / ".pytest_cache" / "vllm")
+    return vllm_server.wait()
+
+
+@pytest.mark.model
+@pytest.mark.slow
+@pytest.mark.vllm
+@pytest.mark.timeout(1200)
+def test_a_vllm_server_says_which_drafting_applies(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                    server_url: str):
+    code, answer = doctor(capsys, str(tmp_path), "--backend", "vllm", "--server-url", server_url,
+                          "--mode", "speculative")
+    said = answer["lines"]["expect"]["value"]
+    assert code == 0 and answer["expectation"]["figure"] is None and answer["estimate"] is None
+    assert "speculative mode sends what ar sends" in said and "--speculative-config" in said
+    code, answer = doctor(capsys, str(tmp_path), "--backend", "vllm", "--server-url", server_url)
+    assert answer["lines"]["expect"]["value"].startswith("program mode with the span selector served as a LoRA module")

@@ -1,4 +1,5 @@
-"""``copy-as-decode doctor``: one screen that says what this configuration will do and why (the
+"""``copy-as-decode doctor``: one screen that says what this configuration will do and why (first
+one sentence of what an edit will get, from measured figures: engine.runtime.expectations; then the
 model and where it was found, backend, device, threads, context, flash attention, selector and
 so the mode ``auto`` runs, the verify rule and whether drafting pays here, the prompt cache, and
 an estimate from a short probe), each line naming the setting that changes it. It loads the model
@@ -21,7 +22,10 @@ from engine.settings import add_setting_flags, engine_arguments, given_flags, wi
 from engine.verdict import EXIT_BAD_REQUEST
 
 DESCRIPTION = """\
-Say what this configuration will do, and why, without editing anything: the model
+Say what this configuration will do, and why, without editing anything. The first
+line says in one sentence what an edit will get: the mode that runs, whether it
+drafts, and the whole-edit ratio against ar measured for this backend and verify
+rule (the results file is named), or "no measured figure". Then the model
 and where it was found, the backend, device and threads, the context, flash
 attention, whether a span selector was found (so what mode auto runs), the verify
 rule and whether speculative decoding drafts here, the prompt cache, and what to
