@@ -187,3 +187,30 @@ def test_compiled_grammars_and_tokenizer_tables_are_read_back(tokenizer, tmp_pat
     assert _program_accepted(rebuilt, 3, program)
     assert len(list(store.cache.folder.glob("*.entry"))) == 1
     assert store.load(program_ebnf(3), read) is not None
+
+
+# -- what a llama.cpp load imports -------------------------------------------------------------
+
+
+@pytest.mark.model
+def test_a_llamacpp_load_imports_no_torch(tmp_path: Path):
+    """Loading the embedded GGUF on llama.cpp (model, selector copy, tokenizer) imports no torch:
+    it comes with the first forward (the logits are torch tensors) or xgrammar (program mode).
+    Run twice, so the second load reads the start-up cache as a user's second edit does."""
+    import subprocess
+    import sys
+
+    from engine.runtime.backends import llamacpp_available
+
+    if not llamacpp_available():
+        pytest.skip("llama-cpp-python is not installed (scripts/install-llamacpp.sh; make test installs it)")
+    code = ("import sys\nfrom engine.api import Engine\nfrom engine.runtime.backends import BackendOptions\n"
+            "engine = Engine.load('default', backend='llamacpp', options=BackendOptions(threads=1))\n"
+            "assert engine.selector_model is not None\n"
+            "print(sorted(m for m in ('torch', 'xgrammar') if m in sys.modules))\n")
+    root = Path(__file__).resolve().parent.parent
+    for _ in range(2):
+        run = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=300,
+                             env={**os.environ, "PYTHONPATH": str(root)})
+        assert run.returncode == 0, run.stderr[-3000:]
+        assert run.stdout.strip() == "[]", run.stdout

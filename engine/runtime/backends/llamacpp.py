@@ -27,10 +27,9 @@ import threading
 import time
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import numpy as np
-import torch
 
 from engine.core.errors import ModelLoadError
 from engine.runtime.backends import BackendError, BackendOptions
@@ -43,6 +42,9 @@ from engine.runtime.selector.gguf_merge import merged_gguf_for
 from engine.runtime.session import Forward, ForwardLog, Session
 from engine.runtime.sources import COMPLETE_MARKER, DEFAULT_MODEL, Progress, cache_dir, gguf_file_of
 from engine.runtime.tokenizer_cache import cached_tokenizer
+if TYPE_CHECKING:  # imported by the first forward: a model loads without torch
+    import torch
+
 from engine.runtime.threads import (
     ThreadChoice,
     ThreadTiming,
@@ -604,6 +606,8 @@ class LlamaCppSession(Session):
                 ptr = self.lib.llama_get_logits_ith(self.slot.ctx, r)
                 out[lo + r] = np.ctypeslib.as_array(ptr, shape=(self.n_vocab,)).copy()
         self.runtime._record(len(ids), time.perf_counter() - start)
+        import torch  # cached by now: the first forward imported it
+
         return torch.from_numpy(np.stack([out[r] for r in rows]))
 
     def _padded(self, chunk: list[int], pos0: int) -> list[int]:
