@@ -21,11 +21,12 @@ import os
 import tempfile
 from pathlib import Path
 
+from engine.core.environment import NO_CACHE
 from engine.runtime.sources import cache_dir
 
 # Bumped when what an entry holds changes shape: older entries then stop matching their keys.
 FORMAT = "1"
-OFF_VARIABLE = "COPY_AS_DECODE_NO_CACHE"
+OFF_VARIABLE = NO_CACHE
 
 
 def startup_dir() -> Path:
