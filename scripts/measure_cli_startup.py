@@ -32,6 +32,7 @@ CASES: dict[str, tuple[str, str | None, list[str]]] = {
     "readme-first-edit": ("buggy_add.py", None, ["--instruction", "Fix the bug in add.", "--focus", "3"]),
     "add-2-lines": ("add.py", "def add(a, b):\n    return a - b\n", ["--instruction", "Fix the bug in add."]),
     "isEven-js": ("even.js", "const isEven = (n) => n % 2 === 1;\n", ["--instruction", "Fix the bug in isEven."]),
+    "inc-1-line": ("inc.py", "def inc(x): return x - 1\n", ["--instruction", "Fix the bug in inc."]),
 }
 
 
