@@ -5,8 +5,9 @@ a file and its ``edit`` flags. The runs alternate over the arms, ``--rounds`` ti
 a fresh ``python -m engine.cli edit FILE ... --json`` process (one warm-up run per arm and case
 first, untimed: the second-run figure is what a user gets from the second edit on). Reported
 per case and arm: the medians of the wall time, the printed edit time (``timings.total_s``) and
-their difference (``start``: imports, model load, tables), and the ratio of each arm's median
-wall time to the first arm's (``x first``: above 1 is slower).
+their difference (``start``: imports, model load, tables), the process's CPU seconds (user and
+system: on a loaded machine closer than the wall time to what an idle one takes), and the ratio
+of each arm's median wall time to the first arm's (``x first``: above 1 is slower).
 
     nice -n 5 env OMP_NUM_THREADS=1 .venv/bin/python scripts/measure_cli_startup.py \\
         --arm before=/path/to/old/checkout:auto --arm after=.:auto --rounds 5 \\
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -41,14 +43,15 @@ def run_once(tree: Path, mode: str, path: Path, flags: list[str]) -> dict[str, A
     command = [sys.executable, "-m", "engine.cli", "edit", str(path), *flags, "--json"]
     if mode != "auto":
         command += ["--mode", mode]
-    start = time.perf_counter()
+    start, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True, timeout=600)
-    wall = time.perf_counter() - start
+    wall, after = time.perf_counter() - start, resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if done.returncode not in (0, 8):
         raise SystemExit(f"{' '.join(command)} exited {done.returncode}:\n{done.stderr[-3000:]}")
     result = json.loads(done.stdout)
     edit = result["timings"]["total_s"]
-    return {"wall_s": wall, "edit_s": edit, "start_s": wall - edit, "mode": result["mode"],
+    return {"wall_s": wall, "cpu_s": cpu, "edit_s": edit, "start_s": wall - edit, "mode": result["mode"],
             "output_changed": result["changed"], "program": result.get("program")}
 
 
@@ -77,7 +80,7 @@ def main() -> int:
             for _ in range(args.rounds):
                 for label, tree, mode in arms:
                     runs[label].append(run_once(tree, mode, path, flags))
-            med = {label: {k: round(statistics.median(r[k] for r in rs), 3) for k in ("wall_s", "edit_s", "start_s")}
+            med = {label: {k: round(statistics.median(r[k] for r in rs), 3) for k in ("wall_s", "cpu_s", "edit_s", "start_s")}
                    for label, rs in runs.items()}
             first = med[arms[0][0]]["wall_s"]
             for label in med:
@@ -85,7 +88,7 @@ def main() -> int:
                 med[label]["mode"] = runs[label][0]["mode"]
                 med[label]["program"] = runs[label][0]["program"]
             rows.append({"case": case, "arms": med, "runs": runs})
-            print(case, json.dumps({k: {m: v[m] for m in ("wall_s", "edit_s", "start_s", "x_first", "mode")}
+            print(case, json.dumps({k: {m: v[m] for m in ("wall_s", "cpu_s", "edit_s", "start_s", "x_first", "mode")}
                                     for k, v in med.items()}), flush=True)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
