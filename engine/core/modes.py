@@ -65,10 +65,11 @@ def modes_where(**wanted: bool) -> tuple[str, ...]:
 # ``auto``, even with a span selector: there a program has at most one line to copy, and its fixed
 # costs (a prompt 16 tokens longer, its tags' forwards, the first forwards of new shapes in a fresh
 # process) outweigh it. Measured one-shot on llama.cpp, 5 alternated runs each
-# (results/startup/tiny_regions.json): a 2-line Python fix took 1.06x ar's edit time in program mode
-# (the same output); on one line the program copied the line and fixed nothing where ar fixed it
-# (`def inc(x): return x - 1`), or both fixed nothing. A warm process (the language server) has
-# paid those costs and keeps program mode: 1.07x and 2.51x ar there (results/localize/small_edits.json).
+# (results/startup/tiny_regions_program_vs_ar.json): a 2-line Python fix took 1.06x ar's edit time
+# in program mode (the same output); on one line the program copied the line and fixed nothing
+# where ar fixed it (`def inc(x): return x - 1`), or both fixed nothing (a one-line JavaScript
+# `isEven`). A warm process (the language server) has paid those costs and keeps program mode:
+# 1.07x and 2.51x ar there (results/localize/small_edits.json).
 TINY_REGION_LINES = 2
 
 
