@@ -41,10 +41,6 @@ from engine.runtime.prefix_cache import PrefixStore, Taken
 from engine.runtime.selector.gguf_merge import merged_gguf_for
 from engine.runtime.session import Forward, ForwardLog, Session
 from engine.runtime.sources import COMPLETE_MARKER, DEFAULT_MODEL, Progress, cache_dir, gguf_file_of
-from engine.runtime.tokenizer_cache import cached_tokenizer
-if TYPE_CHECKING:  # imported by the first forward: a model loads without torch
-    import torch
-
 from engine.runtime.threads import (
     ThreadChoice,
     ThreadTiming,
@@ -56,6 +52,10 @@ from engine.runtime.threads import (
     remember,
     remembered,
 )
+from engine.runtime.tokenizer_cache import cached_tokenizer
+
+if TYPE_CHECKING:  # imported by the first forward: a model loads without torch
+    import torch
 
 
 def _lib() -> Any:
@@ -355,21 +355,29 @@ class LlamaCppRuntime(InProcessRuntime):
         if self.options.gpu_layers:
             return ThreadChoice(available_cpus(), "the CPUs available (layers on the GPU: not measured)")
         if self.model.thread_choice is None:
-            key = self._threads_key()
-            self.model.thread_choice = remembered(key, time.time())
-        if self.model.thread_choice is None:
-            slot = self._new_slot()
-            try:
-                token = max(0, int(self.lib.llama_vocab_bos(self.model.vocab)))
-                self.model.thread_choice = choice = measure_threads(self.lib, slot, self.align, token)
-                self.lib.llama_set_n_threads(slot.ctx, choice.threads, choice.threads)
-                self._pool(slot)  # the pool's first context, ready for the first edit
-            except BaseException:
-                slot.free()
-                raise
-            if choice.reason.startswith("measured"):
-                remember(key, choice, time.time())
+            self.model.thread_choice = self._measured_threads()
         return self.model.thread_choice
+
+    def _measured_threads(self) -> ThreadChoice:
+        """:func:`measure_threads` on the pool's first context (then ready for the first edit), or
+        the count an earlier process measured in the same conditions (engine.runtime.threads.remembered)."""
+        key = self._threads_key()
+        known = remembered(key, time.time())
+        slot = self._new_slot()
+        try:
+            if known is None:
+                token = max(0, int(self.lib.llama_vocab_bos(self.model.vocab)))
+                choice = measure_threads(self.lib, slot, self.align, token)
+            else:
+                choice = known
+            self.lib.llama_set_n_threads(slot.ctx, choice.threads, choice.threads)
+            self._pool(slot)
+        except BaseException:
+            slot.free()
+            raise
+        if known is None and choice.reason.startswith("measured"):
+            remember(key, choice, time.time())
+        return choice
 
     def _threads_key(self) -> str:
         """What a measured thread count depends on: these weights, this llama.cpp, the CPUs this
