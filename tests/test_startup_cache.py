@@ -214,3 +214,19 @@ def test_a_llamacpp_load_imports_no_torch(tmp_path: Path):
                              env={**os.environ, "PYTHONPATH": str(root)})
         assert run.returncode == 0, run.stderr[-3000:]
         assert run.stdout.strip() == "[]", run.stdout
+
+
+def test_a_tokenizer_whose_copy_reads_back_differently_is_not_kept(tokenizer, tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch):
+    """A tokenizer class with behaviour its saved files do not carry (the check, faked here: the
+    embedded model's tokenizer reads back the same) is converted each run instead."""
+    gguf = tmp_path / "model.gguf"
+    gguf.write_bytes(b"GGUF stand-in")
+    root = tmp_path / "cache"
+    monkeypatch.setattr(tokenizer_cache, "_same", lambda a, b: False)
+    conversions = []
+    for _ in range(2):
+        assert tokenizer_cache.cached_tokenizer(gguf, lambda: conversions.append(1) or tokenizer, root) is tokenizer
+    assert conversions == [1, 1]
+    assert not tokenizer_cache.folder_for(gguf, root).exists()
+    assert not list((root / "tokenizers").glob(".tmp-*"))

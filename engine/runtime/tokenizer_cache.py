@@ -76,15 +76,19 @@ def _load(folder: Path, key: str) -> Any | None:
 
 
 def _same(a: Any, b: Any) -> bool:
-    """Do two tokenizers behave the same where the engine uses them?"""
+    """Do two tokenizers behave the same where the engine uses them (engine.core.tokens,
+    engine.decoding.prompt.render): ids of a probe and of a rendered chat, the text back, the
+    special and added tokens?"""
     try:
-        return (a(PROBE, add_special_tokens=False)["input_ids"] == b(PROBE, add_special_tokens=False)["input_ids"]
-                and a.apply_chat_template(PROBE_MESSAGES, add_generation_prompt=True, tokenize=False)
-                == b.apply_chat_template(PROBE_MESSAGES, add_generation_prompt=True, tokenize=False)
-                and list(a.all_special_ids) == list(b.all_special_ids) and len(a) == len(b)
-                and a.eos_token_id == b.eos_token_id
-                and {int(k): str(v) for k, v in a.added_tokens_decoder.items()}
-                == {int(k): str(v) for k, v in b.added_tokens_decoder.items()})
+        def seen(t: Any) -> tuple:
+            chat = t.apply_chat_template(PROBE_MESSAGES, add_generation_prompt=True, tokenize=False)
+            ids = list(t.encode(PROBE, add_special_tokens=False))
+            return (ids, chat, list(t.encode(chat, add_special_tokens=False)),
+                    t.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False),
+                    list(t.all_special_ids), len(t), t.eos_token_id, t.unk_token_id,
+                    {int(k): str(v) for k, v in t.added_tokens_decoder.items()})
+
+        return seen(a) == seen(b)
     except Exception:  # noqa: BLE001 - e.g. no chat template on one side: not the same
         return False
 
