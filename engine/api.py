@@ -78,10 +78,11 @@ class Engine:
         program mode when the model has a span selector, else speculative."""
         return self.resolve_mode(AUTO)
 
-    def resolve_mode(self, mode: Mode, apply: bool = False) -> Mode:
+    def resolve_mode(self, mode: Mode, apply: bool = False, one_shot_lines: int | None = None) -> Mode:
         """``mode`` made concrete for this engine, for an edit or (``apply``) an apply
-        (engine.core.modes.concrete)."""
-        return concrete(mode, apply=apply, selector=self.selector_model is not None)
+        (engine.core.modes.concrete; ``one_shot_lines``: the region's lines, from a process that
+        makes one edit)."""
+        return concrete(mode, apply=apply, selector=self.selector_model is not None, one_shot_lines=one_shot_lines)
 
     def model_for(self, mode: Mode) -> LoadedModel:
         """The model a mode decodes with: a mode that uses the span selector (program, forced) runs

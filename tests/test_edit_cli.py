@@ -237,7 +237,7 @@ class LoopingFakeEngine:
         cls.loads.append({"model": model, **kwargs})
         return cls()
 
-    def resolve_mode(self, mode):
+    def resolve_mode(self, mode, one_shot_lines=None):
         return "program" if mode == "auto" else mode  # as the real engine with a selector
 
     def model_for(self, mode):

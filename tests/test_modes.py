@@ -60,3 +60,17 @@ def test_auto_is_resolved_one_way() -> None:
     assert concrete("auto", apply=False, selector=False) == "speculative"
     assert concrete("ar", apply=True, selector=True) == "ar"
     assert not needs_model("auto", apply=True) and needs_model("auto", apply=False) and needs_model("program", True)
+
+
+def test_auto_runs_ar_on_a_tiny_region_in_a_one_edit_process() -> None:
+    """A one-edit process (the CLI) runs a region of at most TINY_REGION_LINES lines in ar: a
+    program has at most one line to copy there. A warm process passes no line count."""
+    from engine.core.modes import TINY_REGION_LINES
+
+    assert TINY_REGION_LINES == 2
+    assert concrete("auto", apply=False, selector=True, one_shot_lines=1) == "ar"
+    assert concrete("auto", apply=False, selector=True, one_shot_lines=2) == "ar"
+    assert concrete("auto", apply=False, selector=True, one_shot_lines=3) == "program"  # the README's first edit
+    assert concrete("auto", apply=False, selector=False, one_shot_lines=1) == "speculative"  # no selector: as before
+    assert concrete("auto", apply=True, selector=True, one_shot_lines=1) == "aligner"
+    assert concrete("program", apply=False, selector=True, one_shot_lines=1) == "program"  # asked for: kept

@@ -43,7 +43,7 @@ class RecordingEngine:
     def load(cls, model, **kwargs):
         return cls()
 
-    def resolve_mode(self, mode):
+    def resolve_mode(self, mode, one_shot_lines=None):
         return "ar" if mode == "auto" else mode
 
     def model_for(self, mode):

@@ -175,7 +175,8 @@ def run(args: argparse.Namespace) -> int:
         resolve_selector(settings.model.selector, settings.model.name)  # a bad adapter folder fails before the model loads
         with err.status(f"loading model {settings.model.name}..."):
             engine = Engine.load(**engine_arguments(settings), progress=lambda m: err.print(f"[dim]{m}[/dim]"))
-        request = replace(request, mode=engine.resolve_mode(request.mode))
+        first, end = request.region_bounds()
+        request = replace(request, mode=engine.resolve_mode(request.mode, one_shot_lines=end - first))
         err.print(f"[dim]backend: {engine.model_for(request.mode).runtime.describe()}[/dim]")
         if args.check or args.candidates > 1:
             return _run_candidates(args, engine, request, out, err)

@@ -41,6 +41,9 @@ DOWNLOAD = _declare("COPY_AS_DECODE_DOWNLOAD", "`1` lets a hub id missing from t
 SHARED = _declare("COPY_AS_DECODE_SHARED", "the data folder with the evaluation corpora and tokenizers (`data/`, "
                   "`tokenizers/`), read in place by `analyze`, `bench` and `synth`; default: `shared/` beside "
                   "the repository checkout")
+NO_CACHE = _declare("COPY_AS_DECODE_NO_CACHE", "`1` turns off the start-up cache (`$XDG_CACHE_HOME/copy-as-decode/"
+                    "startup/`, else `~/.cache/copy-as-decode/startup/`: a GGUF's converted tokenizer, xgrammar's "
+                    "tables, compiled grammars, the measured thread count), so every process builds them afresh")
 VENV = _declare("COPY_AS_DECODE_VENV", "the virtual environment `make` creates and runs (default `.venv`)",
                 development=True)
 VLLM_VENV = _declare("COPY_AS_DECODE_VLLM_VENV", "the separate virtual environment of the vLLM server the tests "

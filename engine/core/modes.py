@@ -61,18 +61,35 @@ def modes_where(**wanted: bool) -> tuple[str, ...]:
     return tuple(m for m in MODES if m != AUTO and all(getattr(TRAITS[m], k) == v for k, v in wanted.items()))
 
 
-def concrete(mode: Mode, *, apply: bool, selector: bool) -> Mode:
+# A one-edit process (the CLI's ``edit``) runs a region of at most this many lines in ar under
+# ``auto``, even with a span selector: there a program has at most one line to copy, and its fixed
+# costs (a prompt 16 tokens longer, its tags' forwards, the first forwards of new shapes in a fresh
+# process) outweigh it. Measured one-shot on llama.cpp, 5 alternated runs each
+# (results/startup/tiny_regions_program_vs_ar.json): a 2-line Python fix took 1.06x ar's edit time
+# in program mode (the same output); on one line the program copied the line and fixed nothing
+# where ar fixed it (`def inc(x): return x - 1`), or both fixed nothing (a one-line JavaScript
+# `isEven`). A warm process (the language server) has paid those costs and keeps program mode:
+# 1.07x and 2.51x ar there (results/localize/small_edits.json).
+TINY_REGION_LINES = 2
+
+
+def concrete(mode: Mode, *, apply: bool, selector: bool, one_shot_lines: int | None = None) -> Mode:
     """``mode`` made concrete: ``auto`` runs :data:`APPLY_AUTO_MODE` for an apply, else program mode
     when the model has a span selector (``selector``), else speculative. Measured
     (docs/benchmarks.md, free family): with the shipped selector, program mode beats speculative on
     pass@1, exact match, collateral damage and time on HumanEvalFix-Python/JS and CanItEdit;
     without one, program mode is slower than ar and rarely finishes a working edit, and speculative
-    is lossless with any model."""
+    is lossless with any model. ``one_shot_lines``: the region's line count when the process makes
+    this one edit (the CLI): a region of at most :data:`TINY_REGION_LINES` lines then runs ar."""
     if mode != AUTO:
         return mode
     if apply:
         return APPLY_AUTO_MODE
-    return "program" if selector else "speculative"
+    if not selector:
+        return "speculative"
+    if one_shot_lines is not None and one_shot_lines <= TINY_REGION_LINES:
+        return "ar"
+    return "program"
 
 
 def needs_model(mode: Mode, apply: bool) -> bool:

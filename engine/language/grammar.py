@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import re
 import threading
+from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
-from typing import Any, Sequence
+from typing import Any, Protocol, Sequence
 
 import numpy as np
 
@@ -157,29 +158,56 @@ def program_ebnf(n_lines: int, n_tokens: int = 0) -> str:
     return "\n".join(rules)
 
 
+KEPT_COMPILED = 64  # compiled grammars a model keeps at hand (a region size each)
+
+
+class CompiledStore(Protocol):
+    """Where compiled grammars outlive the process (engine.decoding.tables gives the start-up
+    cache's): ``load`` returns None when it has none for ``ebnf`` or it does not load."""
+
+    def load(self, ebnf: str, info: Any) -> Any | None: ...
+
+    def save(self, ebnf: str, compiled: Any) -> None: ...
+
+
 class GrammarCompilerCache:
     """xgrammar state that lives as long as a model: its TokenizerInfo and a GrammarCompiler
     (which caches compiled grammars, so repeated sizes are free).
 
-    A new region size costs a compile (0.25-0.3 s on this CPU for the embedded model's
-    vocabulary). :meth:`prefetch` starts it on a worker thread when the edit starts, so that it
+    A new region size costs a compile (0.14-0.3 s on this CPU for the embedded model's
+    vocabulary). ``store`` keeps compiled grammars across processes (read back in a few ms).
+    :meth:`prefetch` starts the compile on a worker thread when the edit starts, so that it
     runs while the localizer's forward and the prompt's prefill do (xgrammar releases the GIL),
-    and :meth:`matcher` then finds it in the compiler's cache instead of compiling on the critical path.
+    and :meth:`matcher` then finds it in this object's cache instead of compiling on the critical path.
+    ``info``: a TokenizerInfo already built for ``tokenizer`` (else built here).
     """
 
-    def __init__(self, tokenizer: Any, vocab_size: int):
+    def __init__(self, tokenizer: Any, vocab_size: int, info: Any = None, store: CompiledStore | None = None):
         import xgrammar as xgr
 
         self.xgr = xgr
-        self.info = xgr.TokenizerInfo.from_huggingface(tokenizer, vocab_size=vocab_size)
+        self.info = info if info is not None else xgr.TokenizerInfo.from_huggingface(tokenizer, vocab_size=vocab_size)
         self.compiler = xgr.GrammarCompiler(self.info)
         self.vocab_size = vocab_size
+        self.store = store
+        self._compiled: OrderedDict[str, Any] = OrderedDict()  # the most recent, beside xgrammar's own cache
         self._lock = threading.Lock()
         self._worker: ThreadPoolExecutor | None = None
 
     def _compile(self, ebnf: str) -> Any:
-        with self._lock:  # a matcher asked for while its prefetch runs waits here, then hits the cache
-            return self.compiler.compile_grammar(ebnf)
+        with self._lock:  # a matcher asked for while its prefetch runs waits here, then finds it
+            compiled = self._compiled.get(ebnf)
+            if compiled is None and self.store is not None:
+                compiled = self.store.load(ebnf, self.info)
+            if compiled is None:
+                compiled = self.compiler.compile_grammar(ebnf)
+                if self.store is not None:
+                    self.store.save(ebnf, compiled)
+            self._compiled[ebnf] = compiled
+            self._compiled.move_to_end(ebnf)
+            while len(self._compiled) > KEPT_COMPILED:
+                self._compiled.popitem(last=False)
+            return compiled
 
     def prefetch(self, n_lines: int, n_tokens: int = 0) -> None:
         """Compile the grammar :meth:`matcher` will ask for with these sizes, in the background."""

@@ -6,8 +6,6 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Callable, Iterator, Sequence
 
-import torch
-
 from engine.core.choices import Verify
 from engine.core.errors import Cancelled
 from engine.runtime.prefix_cache import PrefixStore
@@ -66,6 +64,8 @@ class InProcessRuntime:
             forwards = session.prefill_forwards
         finally:
             session.close()
+        import torch
+
         logp = torch.log_softmax(logits.float(), dim=-1)
         targets = torch.tensor([ids[p] for p in positions])
         values = -logp[torch.arange(len(positions)), targets]

@@ -16,13 +16,14 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
-
-import torch
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from engine.core.choices import VERIFY_RULES, never_cancelled
 from engine.core.errors import Cancelled
 from engine.runtime.cost import CostModel
+
+if TYPE_CHECKING:  # imported where a forward runs: loading a llama.cpp model needs no torch
+    import torch
 
 
 @dataclass
@@ -148,6 +149,8 @@ class Session:
             rows = sorted({r for r in wanted if lo <= r < hi})
             out = self._timed_forward(ids[lo:hi], [r - lo for r in rows] or [hi - lo - 1])
             got.update(zip(rows, out))
+        import torch
+
         return torch.stack([got[r] for r in wanted])
 
     def _check_cancel(self) -> None:

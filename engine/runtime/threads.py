@@ -5,10 +5,14 @@ than the CPUs free make every step dearer, by 10x on a busy 2-core machine."""
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
+
+if TYPE_CHECKING:
+    from engine.runtime.disk_cache import DiskCache
 
 # A count within this fraction of the fastest counts as fast as it: fewer threads leave the rest
 # of the machine its cores and vary less.
@@ -101,3 +105,36 @@ def choose(timings: Sequence[ThreadTiming], load: float | None = None, cores: in
     context = "; ".join(part for part in (f"{cores} cores" if cores else "",
                                           f"load {load:.1f}" if load is not None else "") if part)
     return ThreadChoice(chosen.threads, f"measured: {measured}" + (f"; {context}" if context else ""))
+
+
+# A measured choice is reused by later processes for this long, while the same counts are worth
+# measuring (the load leaves the same cores free): a headless edit then starts without it.
+REMEMBER_S = 3600.0
+
+
+def remembered(key: str, now: float, cache: "DiskCache | None" = None) -> ThreadChoice | None:
+    """The choice an earlier process measured for ``key`` (the weights, the CPUs, the counts
+    worth measuring) within :data:`REMEMBER_S`, said as such; else None."""
+    from engine.runtime.disk_cache import DiskCache
+
+    store = cache or DiskCache("threads")
+    text = store.read_text(key)
+    if text is None:
+        return None
+    try:
+        entry = json.loads(text)
+        threads, reason, at = int(entry["threads"]), str(entry["reason"]), float(entry["at"])
+    except (ValueError, KeyError, TypeError):
+        store.forget(key)
+        return None
+    if threads < 1 or not 0 <= now - at <= REMEMBER_S:
+        return None
+    return ThreadChoice(threads, f"{reason}; remembered from {max(1, round((now - at) / 60))} min ago")
+
+
+def remember(key: str, choice: ThreadChoice, now: float, cache: "DiskCache | None" = None) -> None:
+    """Keep a measured ``choice`` for :func:`remembered` (never a count that was not measured)."""
+    from engine.runtime.disk_cache import DiskCache
+
+    store = cache or DiskCache("threads")
+    store.write_text(key, json.dumps({"threads": choice.threads, "reason": choice.reason, "at": now}))

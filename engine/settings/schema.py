@@ -65,8 +65,8 @@ class EditSettings(SettingsSection):
     """How one edit is decoded: what every edit request carries."""
 
     mode: UserMode = setting(
-        "auto", "Decoding mode: auto (program when the model has a span selector, else speculative), program, "
-        "speculative (lossless: the same output as ar) or ar.")
+        "auto", "Decoding mode: auto (program when the model has a span selector, else speculative; the CLI's "
+        "edit runs a region of 1-2 lines in ar), program, speculative (lossless: the same output as ar) or ar.")
     max_new_tokens: int = setting(1024, "Most tokens the model may generate for one edit.", low=1, high=65536)
     context_lines: int = setting(20, "Read-only lines shown to the model on each side of a selected region.",
                                  low=0, high=10000)

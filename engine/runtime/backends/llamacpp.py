@@ -25,15 +25,16 @@ import ctypes
 import functools
 import threading
 import time
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import numpy as np
-import torch
 
 from engine.core.errors import ModelLoadError
 from engine.runtime.backends import BackendError, BackendOptions
 from engine.runtime.cost import CostModel, cost_path
+from engine.runtime.disk_cache import file_stamp
 from engine.runtime.kinds import InProcessRuntime
 from engine.runtime.loaded import LoadedModel, LoadRequest
 from engine.runtime.prefix_cache import PrefixStore, Taken
@@ -48,7 +49,13 @@ from engine.runtime.threads import (
     choose,
     load_average,
     physical_cores,
+    remember,
+    remembered,
 )
+from engine.runtime.tokenizer_cache import cached_tokenizer
+
+if TYPE_CHECKING:  # imported by the first forward: a model loads without torch
+    import torch
 
 
 def _lib() -> Any:
@@ -59,6 +66,13 @@ def _lib() -> Any:
             "backend 'llamacpp' needs llama-cpp-python: pip install 'copy-as-decode[llamacpp]' "
             "(it compiles llama.cpp, about 14 minutes on 2 cores; `make test` installs it)") from None
     return llama_cpp
+
+
+def _library_version() -> str:
+    try:
+        return version("llama_cpp_python")
+    except PackageNotFoundError:
+        return "-"
 
 
 _QUIET = None
@@ -341,16 +355,38 @@ class LlamaCppRuntime(InProcessRuntime):
         if self.options.gpu_layers:
             return ThreadChoice(available_cpus(), "the CPUs available (layers on the GPU: not measured)")
         if self.model.thread_choice is None:
-            slot = self._new_slot()
-            try:
-                token = max(0, int(self.lib.llama_vocab_bos(self.model.vocab)))
-                self.model.thread_choice = choice = measure_threads(self.lib, slot, self.align, token)
-                self.lib.llama_set_n_threads(slot.ctx, choice.threads, choice.threads)
-                self._pool(slot)  # the pool's first context, ready for the first edit
-            except BaseException:
-                slot.free()
-                raise
+            self.model.thread_choice = self._measured_threads()
         return self.model.thread_choice
+
+    def _measured_threads(self) -> ThreadChoice:
+        """:func:`measure_threads` on the pool's first context (then ready for the first edit), or
+        the count an earlier process measured in the same conditions (engine.runtime.threads.remembered)."""
+        key = self._threads_key()
+        known = remembered(key, time.time())
+        slot = self._new_slot()
+        try:
+            if known is None:
+                token = max(0, int(self.lib.llama_vocab_bos(self.model.vocab)))
+                choice = measure_threads(self.lib, slot, self.align, token)
+            else:
+                choice = known
+            self.lib.llama_set_n_threads(slot.ctx, choice.threads, choice.threads)
+            self._pool(slot)
+        except BaseException:
+            slot.free()
+            raise
+        if known is None and choice.reason.startswith("measured"):
+            remember(key, choice, time.time())
+        return choice
+
+    def _threads_key(self) -> str:
+        """What a measured thread count depends on: these weights, this llama.cpp, the CPUs this
+        process may use, the counts the load leaves worth measuring, the prompt chunk."""
+        cpus = allowed_cpus()
+        cores = physical_cores(cpus)
+        counts = candidate_counts(cores, load_average())
+        return "|".join(("threads", file_stamp(self.model.path), _library_version(), ",".join(map(str, cpus)),
+                         ",".join(map(str, counts)), str(self.align), str(self.flash_attention)))
 
     def describe(self) -> str:
         threads = f"{self.threads} thread{'s' if self.threads > 1 else ''}"
@@ -578,6 +614,8 @@ class LlamaCppSession(Session):
                 ptr = self.lib.llama_get_logits_ith(self.slot.ctx, r)
                 out[lo + r] = np.ctypeslib.as_array(ptr, shape=(self.n_vocab,)).copy()
         self.runtime._record(len(ids), time.perf_counter() - start)
+        import torch  # cached by now: the first forward imported it
+
         return torch.from_numpy(np.stack([out[r] for r in rows]))
 
     def _padded(self, chunk: list[int], pos0: int) -> list[int]:
@@ -643,14 +681,19 @@ def load(request: LoadRequest) -> LoadedModel:
 
 
 def _gguf_tokenizer(name: str, path: Path) -> Any:
-    """The GGUF's tokenizer (the de-quantized default model's saved copy when it exists: the same
-    tokenizer, faster to read)."""
-    from transformers import AutoTokenizer
+    """The GGUF's tokenizer: the copy saved by an earlier run (:mod:`engine.runtime.tokenizer_cache`),
+    else converted by transformers (from the de-quantized default model's saved copy when it exists:
+    the same tokenizer, faster to read) and saved for the next run."""
 
-    folder = cache_dir() / "SmolLM2-135M-Instruct"
-    try:
+    def convert() -> Any:
+        from transformers import AutoTokenizer
+
+        folder = cache_dir() / "SmolLM2-135M-Instruct"
         if name in (DEFAULT_MODEL, "", None) and (folder / COMPLETE_MARKER).is_file():
             return AutoTokenizer.from_pretrained(str(folder))
         return AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+
+    try:
+        return cached_tokenizer(path, convert)
     except Exception as exc:  # noqa: BLE001 - every failure becomes one clear message
         raise ModelLoadError(f"model {name!r}: cannot read the tokenizer of {path.name}: {exc}") from exc
