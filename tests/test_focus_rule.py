@@ -62,7 +62,7 @@ class FarFakeEngine:
     def load(cls, model, **kwargs):
         return cls()
 
-    def resolve_mode(self, mode):
+    def resolve_mode(self, mode, one_shot_lines=None):
         return "program" if mode == "auto" else mode
 
     def model_for(self, mode):
