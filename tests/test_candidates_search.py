@@ -22,6 +22,7 @@ from support import ADD_DOCUMENTED as BUGGY
 from engine.api import EditRequest
 from engine.candidates import CheckSpec, search_fixes
 from engine.candidates.outcome import decide
+from engine.candidates.search import budget_for
 from engine.cli import main
 from engine.decoding.events import EditResult, FocusLines, TokenCounts
 from engine.language.program import Program
@@ -123,7 +124,7 @@ def test_a_second_round_is_told_the_first_failing_check(tmp_path: Path) -> None:
 
 def test_a_round_without_a_checked_candidate_is_told_the_check_on_the_file(tmp_path: Path) -> None:
     path = buggy_file(tmp_path)
-    engine = ScriptedEngine([BUGGY, FIXED])
+    engine = ScriptedEngine([BUGGY] * budget_for(1) + [FIXED])  # round 1: no change in its whole budget
     check = CheckSpec(f"echo 'the file as it is fails'; {PASSES_IF_FIXED}")
     search = search_fixes(engine, EditRequest(BUGGY, "Fix add."), k=1, check=check, max_rounds=2,
                           file_path=path)
