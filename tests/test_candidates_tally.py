@@ -13,7 +13,7 @@ from support import ADD_DOCUMENTED as BUGGY
 from test_candidates_search import BROKEN, FIXED, WRONG, ScriptedEngine, buggy_file, result
 
 from engine.api import EditRequest
-from engine.bench.candidates import extra_candidate_cost, reach
+from engine.bench.candidates import extra_candidate_cost, extra_decode_cost, reach
 from engine.candidates import CheckSpec, search_fixes
 from engine.candidates.outcome import decide
 from engine.candidates.search import budget_for, variants
@@ -111,3 +111,4 @@ def test_the_bench_counts_rounds_that_reached_k_and_the_cost_of_each_extra_candi
     assert counts["decodes_per_distinct"] == round(23 / 7, 2)
     assert extra_candidate_cost(runs[0]) == 0.5  # (5 - 2) s over 3 more candidates, over 2 s
     assert extra_candidate_cost(runs[1]) is None and extra_candidate_cost(runs[2]) == 4.0
+    assert extra_decode_cost(runs[0]) == 0.3 and extra_decode_cost(runs[1]) is None  # (5 - 2) s / 5 decodes / 2 s

@@ -140,6 +140,15 @@ def extra_candidate_cost(run: dict[str, Any]) -> float | None:
     return (tally["seconds"] - run["single_shot_s"]) / (tally["distinct"] - 1) / run["single_shot_s"]
 
 
+def extra_decode_cost(run: dict[str, Any]) -> float | None:
+    """The first round's time per decode after the first (a repeat or refused one included), over
+    the first decode's time: what one more variant costs, whatever it gives; None with one decode."""
+    tally = run["tallies"][0] if run.get("tallies") else None
+    if tally is None or tally["decodes"] < 2 or not run["single_shot_s"]:
+        return None
+    return (tally["seconds"] - run["single_shot_s"]) / (tally["decodes"] - 1) / run["single_shot_s"]
+
+
 def reach(runs: Sequence[dict[str, Any]], k: int) -> dict[str, Any]:
     """How often the first round found the K distinct candidates asked: ``reached_k``;
     ``reached_k_or_passed`` also counts a round a passing check ended before it needed more; and
@@ -167,7 +176,8 @@ def summarize(records: Sequence[dict[str, Any]], arms: Sequence[tuple[int, int]]
     over the single-shot edit's (the search's own first candidate, the edit users get without
     candidates, timed in the same run: a shared machine's load moves both alike), the forwarded
     tokens of each candidate after the first over the first's, the decode time per extra distinct
-    candidate over the first's (:func:`extra_candidate_cost`), and how often K were found
+    candidate and per extra decode over the first's (:func:`extra_candidate_cost`,
+    :func:`extra_decode_cost`), and how often K were found
     (:func:`reach`)."""
     out: dict[str, Any] = {}
     for arm in arms:
@@ -186,5 +196,7 @@ def summarize(records: Sequence[dict[str, Any]], arms: Sequence[tuple[int, int]]
                            "mean_decodes": round(sum(a["decodes"] for a in runs) / len(runs), 2) if runs else None,
                            "median_extra_candidate_time_vs_first": median(
                                [c for c in map(extra_candidate_cost, runs) if c is not None]),
+                           "median_extra_decode_time_vs_first": median(
+                               [c for c in map(extra_decode_cost, runs) if c is not None]),
                            **reach(runs, arm[0])}
     return out
