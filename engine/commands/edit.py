@@ -36,14 +36,14 @@ region for a fix, or breaks the file's syntax, unless --force is given.
 
 With --candidates K it decodes variants (other lines the model finds likely,
 other changes at the line) until K distinct candidates change the code and
-pass the checks above, or 4 x K decodes are spent; it then says how many it
-found and what the other decodes did ("3 distinct candidates; the model had
-no fourth in 16 decodes (2 changed nothing, 11 repeated others)"). Without
+pass those guards, or 4 x K decodes are spent; it then says how many it found
+and what the other decodes did ("3 distinct candidates; the model had no
+fourth in 16 decodes (2 changed nothing, 11 repeated others)"). Without
 --check the best-scored one is written. With --check CMD it runs CMD on each
 in a temporary copy of FILE's folder ({file} is the candidate's path there;
 exit status 0 passes) and stops at the first that passes. Only a candidate
-that passes is written; with --max-rounds 2 the
-first failing check's output joins the instruction for one more round. The
+that passes is written; with --max-rounds 2 the first failing check's output
+joins the instruction for one more round. The
 check runs in the current folder, with variables whose names hold KEY, TOKEN,
 SECRET or PASSWORD removed from its environment, and is killed with its
 process group after --check-timeout seconds.
