@@ -2,7 +2,8 @@
 in the background, and only one that passes is written.
 
 :class:`CheckedFix` is a :class:`lsp_server.jobs.LiveEdit` whose decode is
-:func:`engine.candidates.search_fixes` in the worker: up to ``candidates`` fixes, each checked by
+:func:`engine.candidates.search_fixes` in the worker: up to ``candidates`` distinct fixes (variants
+are decoded until that many change the code and pass the guards), each checked by
 the user's command on a temporary copy of the file (progress: "candidate 3 of 8: checking"). A
 cancel reaches the search's ``cancelled``, which kills the running check's process group, and
 the fix ends with the document as it was: nothing is shown while candidates are checked. The first
@@ -37,8 +38,8 @@ if TYPE_CHECKING:
     from engine.dispatch import ModelFree
     from engine.settings import Settings
 
-NONE_PASSED = ("AI fix: no verified fix found: none of {count} candidate(s) in {rounds} round(s) passed "
-               "checkCommand; nothing was written. {best}")
+NONE_PASSED = ("AI fix: no verified fix found: no candidate passed checkCommand ({tally}); nothing was written. "
+               "{best}")
 BEST_CHECK = "The best candidate's check {how}:\n{output}"
 ALL_REFUSED = "Every candidate was refused before its check: {reasons}."
 NO_CANDIDATE = "The model proposed no candidate."
@@ -89,7 +90,7 @@ class CheckedFix(LiveEdit):
     async def _decode(self, engine: "Engine | ModelFree", request: "EditRequest",
                       live: LiveRegion) -> tuple["EditResult | None", BaseException | None]:
         """The search, in the worker; its passing candidate's result (None when none passed)."""
-        await self.progress.begin("AI fix", f"{engine.name} · up to {self.settings.check.candidates} candidates, "
+        await self.progress.begin("AI fix", f"{engine.name} · up to {self.settings.check.candidates} distinct candidates, "
                                   "each checked by checkCommand")
         report = on_loop(self.progress.report)
 
@@ -143,8 +144,7 @@ class CheckedFix(LiveEdit):
                                                                        if c.refused)))
         else:
             words = NO_CANDIDATE
-        return Outcome("unverified", NONE_PASSED.format(count=len(search.candidates), rounds=search.rounds,
-                                                        best=words))
+        return Outcome("unverified", NONE_PASSED.format(tally=search.words(), best=words))
 
     def _offers(self, live: LiveRegion, search: Search) -> Alternatives | None:
         """The written candidate first, then every other one not refused, not failed and not the

@@ -22,6 +22,7 @@ from support import ADD_DOCUMENTED as BUGGY
 from engine.api import EditRequest
 from engine.candidates import CheckSpec, search_fixes
 from engine.candidates.outcome import decide
+from engine.candidates.search import budget_for
 from engine.cli import main
 from engine.decoding.events import EditResult, FocusLines, TokenCounts
 from engine.language.program import Program
@@ -123,7 +124,7 @@ def test_a_second_round_is_told_the_first_failing_check(tmp_path: Path) -> None:
 
 def test_a_round_without_a_checked_candidate_is_told_the_check_on_the_file(tmp_path: Path) -> None:
     path = buggy_file(tmp_path)
-    engine = ScriptedEngine([BUGGY, FIXED])
+    engine = ScriptedEngine([BUGGY] * budget_for(1) + [FIXED])  # round 1: no change in its whole budget
     check = CheckSpec(f"echo 'the file as it is fails'; {PASSES_IF_FIXED}")
     search = search_fixes(engine, EditRequest(BUGGY, "Fix add."), k=1, check=check, max_rounds=2,
                           file_path=path)
@@ -205,3 +206,37 @@ def test_a_search_that_changed_nothing_without_a_check_is_no_fix() -> None:
     decision = decide(search, checked=False, k=4)
     assert decision.exit_code == EXIT_NO_FIX and decision.no_fix is not None
     assert "--candidates 4" not in decision.message and "--candidates 8" in decision.message
+
+
+@pytest.mark.model
+def test_cli_checks_k_distinct_candidates_or_says_the_model_had_no_more(capsys, tmp_path: Path) -> None:
+    """A check that fails every candidate keeps the search going: K = 3 distinct candidates are
+    checked, or the CLI says which one the model did not have and what its other decodes did."""
+    path = buggy_file(tmp_path)
+    code, out, err = run(capsys, str(path), "-i", "Fix the bug in add.", "--focus", "3", "--in-place",
+                         "--check", "exit 1", "--candidates", "3")
+    assert code == EXIT_NO_VERIFIED_FIX and path.read_text() == BUGGY
+    checked = " ".join(out.split()).count("failed (exit 1)")
+    said = " ".join(err.split())  # (rich wraps long lines)
+    assert "no candidate passed the check; nothing was written" in said
+    if checked == 3:
+        assert "3 distinct candidates" in said and "the model had no" not in said
+    else:
+        assert f"{checked} distinct candidate" in said and "in 12 decodes (" in said
+        assert f"the model had no {('', 'second', 'third')[checked]}" in said
+    assert "--candidates 3 " not in said + " "  # the advice never repeats the K given
+
+
+@pytest.mark.model
+def test_cli_json_lists_each_rounds_tally(capsys, tmp_path: Path) -> None:
+    path = buggy_file(tmp_path)
+    code, out, err = run(capsys, str(path), "-i", "Fix the bug in add.", "--focus", "3", "--candidates", "2",
+                         "--json")
+    summary = json.loads(out)["search"]
+    (tally,) = summary["rounds_tally"]
+    distinct = [c for c in summary["candidates"] if c["changed"] and not c["refused"]]
+    assert tally["distinct"] == summary["distinct"] == len(distinct) == len({c["program"] for c in distinct})
+    assert tally["decodes"] == summary["decodes"] == len(summary["candidates"]) + tally["lost"].get("repeated", 0)
+    assert sum(tally["lost"].values()) + tally["distinct"] == tally["decodes"] <= tally["budget"] == 8
+    assert (summary["shortfall"] is None) == (tally["distinct"] == 2)
+    assert code == 0 and distinct

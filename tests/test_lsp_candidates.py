@@ -120,6 +120,13 @@ async def test_a_failing_check_writes_nothing_and_says_so(client: LanguageClient
     assert outcome["status"] == "unverified", outcome
     assert "no verified fix found" in outcome["message"] and "nothing was written" in outcome["message"]
     assert "AssertionError: add(2, 3) returned -1" in outcome["message"]  # the best candidate's check output
+    distinct = [c for c in outcome["candidates"] if c["changed"] and not c["refused"]]
+    assert len({c["program"] for c in distinct}) == len(distinct)  # distinct, each checked
+    assert all(c["check"] is not None for c in distinct)
+    if len(distinct) == 3:  # the workspace asks for 3
+        assert "(3 distinct candidates" in outcome["message"], outcome["message"]
+    else:  # the model had no third in its budget (3 x 4 decodes): the message says so and counts the others
+        assert f"the model had no {('', 'second', 'third')[len(distinct)]} in 12 decodes (" in outcome["message"]
     assert editor.text(uri) == BUGGY and not editor.sent[uri]  # not one applyEdit
     assert any("no verified fix found" in m.message for m in client.messages)
     assert all(not c["check"]["passed"] for c in outcome["candidates"] if c["check"])

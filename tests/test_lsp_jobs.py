@@ -42,7 +42,7 @@ class FakeEngine:
         self.delay, self.fail_at, self.warnings = delay, fail_at, warnings or []
         self.steps_after_cancel = 0
 
-    def resolve_mode(self, mode: str, apply: bool = False) -> str:
+    def resolve_mode(self, mode: str, apply: bool = False, one_shot_lines: int | None = None) -> str:
         return "program" if mode == "auto" else mode  # as the real engine with a selector
 
     def stream(self, request, cancelled):

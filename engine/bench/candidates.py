@@ -7,8 +7,10 @@ sits in a temporary folder beside a file holding the test code, and the check co
 ``python -m engine.bench.corpus_check`` on the two. Every search starts as a first edit
 (Engine.forget_prompts). Recorded per arm: whether a candidate passed and in which round, the
 time to it, the single-shot edit's time (the first candidate's decode: the edit users get without
-candidates), each candidate's forwarded tokens, and whether the written fix fails the tests when
-run again directly (a wrong fix written: 0 by construction, counted anyway)."""
+candidates), each candidate's forwarded tokens, each round's tally (distinct candidates against
+the K asked, what became of the other decodes, the round's decode time: engine.candidates.tally),
+and whether the written fix fails the tests when run again directly (a wrong fix written: 0 by
+construction, counted anyway)."""
 
 from __future__ import annotations
 
@@ -88,6 +90,7 @@ def run_arm(engine: Engine, case: EditCase, k: int, rounds: int, focus: str, tim
             "single_shot_s": round(first.seconds, 3) if first else None,
             "first_passed": bool(first and first.check and first.check.passed),
             "decodes": search.decodes, "rounds": search.rounds, "stop_reason": search.stop_reason,
+            "distinct": search.distinct, "tallies": [t.json() for t in search.tallies],
             "candidates": [{"index": c.index, "round": c.round, "how": c.how, "score": round(c.score, 4),
                             "refused": c.refused, "passed": None if c.check is None else c.check.passed,
                             "seconds": round(c.seconds, 3), "forwarded": c.forwarded} for c in search.candidates]}
@@ -127,11 +130,55 @@ def run_candidates_corpus(engine: Engine, corpus: str, arms: Sequence[tuple[int,
     return record(True)
 
 
+def extra_candidate_cost(run: dict[str, Any]) -> float | None:
+    """The first round's decode time per distinct candidate after the first (every decode it
+    spent on them, repeats and refused ones included), over the first decode's time; None with
+    fewer than 2 distinct candidates."""
+    tally = run["tallies"][0] if run.get("tallies") else None
+    if tally is None or tally["distinct"] < 2 or not run["single_shot_s"]:
+        return None
+    return (tally["seconds"] - run["single_shot_s"]) / (tally["distinct"] - 1) / run["single_shot_s"]
+
+
+def extra_decode_cost(run: dict[str, Any]) -> float | None:
+    """The first round's time per decode after the first (a repeat or refused one included), over
+    the first decode's time: what one more variant costs, whatever it gives; None with one decode."""
+    tally = run["tallies"][0] if run.get("tallies") else None
+    if tally is None or tally["decodes"] < 2 or not run["single_shot_s"]:
+        return None
+    return (tally["seconds"] - run["single_shot_s"]) / (tally["decodes"] - 1) / run["single_shot_s"]
+
+
+def reach(runs: Sequence[dict[str, Any]], k: int) -> dict[str, Any]:
+    """How often the first round found the K distinct candidates asked: ``reached_k``;
+    ``reached_k_or_passed`` also counts a round a passing check ended before it needed more; and
+    what became of the other decodes (summed, and over the rounds that fell short)."""
+    firsts = [r["tallies"][0] for r in runs if r.get("tallies")]
+    lost: dict[str, int] = {}
+    short_lost: dict[str, int] = {}
+    for tally in firsts:
+        for kind, n in tally["lost"].items():
+            lost[kind] = lost.get(kind, 0) + n
+            if tally["short"]:
+                short_lost[kind] = short_lost.get(kind, 0) + n
+    decodes = sum(t["decodes"] for t in firsts)
+    distinct = sum(t["distinct"] for t in firsts)
+    return {"reached_k": sum(1 for t in firsts if t["distinct"] >= k),
+            "reached_k_or_passed": sum(1 for t in firsts if t["distinct"] >= k or t["ended"] == "passed"),
+            "short": sum(1 for t in firsts if t["short"]),
+            "distinct_found": distinct, "decodes": decodes,
+            "decodes_per_distinct": round(decodes / distinct, 2) if distinct else None,
+            "lost": lost, "lost_in_short_rounds": short_lost}
+
+
 def summarize(records: Sequence[dict[str, Any]], arms: Sequence[tuple[int, int]]) -> dict[str, Any]:
     """Per arm and round: verified fixes, wrong fixes written, the median time to a verified fix
     over the single-shot edit's (the search's own first candidate, the edit users get without
-    candidates, timed in the same run: a shared machine's load moves both alike), and the
-    forwarded tokens of each candidate after the first over the first's."""
+    candidates, timed in the same run: a shared machine's load moves both alike), the forwarded
+    tokens of each candidate after the first over the first's, the decode time per extra distinct
+    candidate and per extra decode over the first's (:func:`extra_candidate_cost`,
+    :func:`extra_decode_cost`), and how often K were found
+    (:func:`reach`)."""
     out: dict[str, Any] = {}
     for arm in arms:
         runs = [r["arms"][label(arm)] for r in records]
@@ -146,5 +193,10 @@ def summarize(records: Sequence[dict[str, Any]], arms: Sequence[tuple[int, int]]
                            "single_shot_passed": sum(1 for a in runs if a["first_passed"]),
                            "median_time_to_fix_vs_single_shot": median(ratios),
                            "median_extra_candidate_forwarded_vs_first": median(extra),
-                           "mean_decodes": round(sum(a["decodes"] for a in runs) / len(runs), 2) if runs else None}
+                           "mean_decodes": round(sum(a["decodes"] for a in runs) / len(runs), 2) if runs else None,
+                           "median_extra_candidate_time_vs_first": median(
+                               [c for c in map(extra_candidate_cost, runs) if c is not None]),
+                           "median_extra_decode_time_vs_first": median(
+                               [c for c in map(extra_decode_cost, runs) if c is not None]),
+                           **reach(runs, arm[0])}
     return out

@@ -39,8 +39,10 @@ class Decision:
 
 
 def decide(search: Search, checked: bool, k: int = 1) -> Decision:
-    """With a check: the candidate that passed (exit 0) or nothing (EXIT_NO_VERIFIED_FIX).
-    Without one: the best-scored candidate a guard let through; when every one was refused, the
+    """With a check: the candidate that passed (exit 0) or nothing (EXIT_NO_VERIFIED_FIX, saying
+    how many distinct candidates were checked and what became of the other decodes). Without one:
+    the best-scored candidate a guard let through (the message says so when fewer than K were
+    distinct: "the model had no fourth"); when every one was refused, the
     best one's own verdict (an unchanged one is written as is and says no fix was found:
     EXIT_NO_FIX). ``k``: the candidates asked, so the no-fix advice suggests no flag already given."""
     first = next((c for c in sorted(search.candidates, key=lambda c: c.index)), None)
@@ -50,19 +52,18 @@ def decide(search: Search, checked: bool, k: int = 1) -> Decision:
     if checked:
         if search.passed is not None:
             return Decision(search.passed, 0, "")
-        tried = len(search.candidates)
-        words = (f"no candidate passed the check ({tried} distinct candidate{'s' * (tried != 1)} in "
-                 f"{search.rounds} round{'s' * (search.rounds != 1)}); nothing was written")
+        rounds = f" in {search.rounds} rounds" if search.rounds > 1 else ""
+        words = f"no candidate passed the check{rounds}; nothing was written\n{search.words()}"
         if unchanged is not None:
             words += f"\n{unchanged.message}"
         return Decision(None, EXIT_NO_VERIFIED_FIX, words, unchanged)
     usable = next((c for c in search.candidates if c.refused is None), None)
     if usable is not None:
-        return Decision(usable, 0, "")
+        return Decision(usable, 0, search.shortfall())
     best = search.candidates[0]
     if not best.result.changed:
         return Decision(best, EXIT_NO_FIX if unchanged else 0, unchanged.message if unchanged else "", unchanged)
-    return Decision(None, best.exit_code, f"{best.refused}; nothing was written")
+    return Decision(None, best.exit_code, f"{best.refused}; nothing was written\n{search.words()}")
 
 
 def search_summary(search: Search, decision: Decision, request: EditRequest, written: list[Path]) -> dict[str, Any]:

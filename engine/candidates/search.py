@@ -1,46 +1,67 @@
 """Several candidate fixes for one request, each checked by the user's own command; only a passing
 one is meant to be written (the front doors write it, never this module).
 
-The candidates of a round are, in the order they are decoded:
+A round looks for K *distinct* candidates: edits that change the code, that no guard refuses
+(engine.verdict.judge: an unfinished, looping, destructive or syntax-breaking edit) and whose text
+no earlier decode (in any round) gave. It decodes, in this order, until it has K or its budget
+(:func:`budget_for`) is spent:
 
 1. the request as it is (the single-shot edit: the same program the front doors give without
    candidates);
 2. greedy edits hinted and guarded at the localizer's next lines (``EditResult.focus.ranked``:
-   the lines the first edit ranked, best first; engine/decoding/localize.py);
-3. seeded samples (``EditRequest.temperature``/``seed``) at the first edit's line: the program
-   decoder has no beam search, so sampling gives the other gens at a line (figures in
-   docs/benchmarks.md, "Checked candidates"; beam is not measured against it).
+   the lines the first edit ranked, best first; engine/decoding/localize.py), up to half of the
+   K - 1 others;
+3. then, in turn, a seeded sample (``EditRequest.temperature``/``seed``) at the first edit's line
+   and a greedy edit at the localizer's next unused line (once those are used: a sample at one of
+   them): the program decoder has no beam search, so sampling gives the other gens at a line
+   (figures in docs/benchmarks.md, "Checked candidates"; beam is not measured against it).
 
-Each shares the prompt the first one read: the program prompt up to its focus hint is the same
-for every candidate, so the runtime's prefix cache (engine/runtime/prefix_cache.py) gives its KV
-back and a later candidate forwards only its hint and its own program (``Candidate.forwarded``).
-An output already seen (in any round) is dropped, an unchanged one is not checked, and a guard's refusal
-(engine.verdict.judge: an unfinished, looping, destructive or syntax-breaking edit, or one far from
-the line the user pointed at, judged against the request's own focus, not a variant's hint) removes
-a candidate before any check. Checks run on a worker thread while the next candidate decodes; the
-first that passes ends the search. When none passes and ``max_rounds`` allows, the first failing
-check's output (trimmed; the check's on the unchanged file when no candidate was checked) joins
-the instruction for one more round.
+A decode that is not distinct is counted by kind in the round's :class:`RoundTally` (the
+front doors print "3 distinct candidates; the model had no fourth (2 changed nothing, ...)"); a
+refused one (engine.verdict.judge: an unfinished, looping, destructive or syntax-breaking edit, or
+one far from the line the user pointed at, judged against the request's own focus, not a
+variant's hint) stays listed with its reason and is never checked; a repeat is dropped. Each shares the prompt the first
+one read: the program prompt up to its focus hint is the same for every candidate, so the
+runtime's prefix cache (engine/runtime/prefix_cache.py) gives its KV back and a later candidate
+forwards only its hint and its own program (``Candidate.forwarded``). Checks run on a worker
+thread while the next candidate decodes; the first that passes ends the search. When none passes
+and ``max_rounds`` allows, the first failing check's output (trimmed; the check's on the
+unchanged file when no candidate was checked) joins the instruction for one more round.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from engine.api import EditRequest, Engine
 from engine.candidates.check import CheckOutcome, CheckSpec, run_check, trimmed
+from engine.candidates.tally import REPEATED, UNCHANGED, RoundTally
 from engine.core.choices import never_cancelled
 from engine.decoding.events import EditResult
 from engine.verdict import judge
 
 SAMPLE_TEMPERATURE = 1.0  # the sampled candidates' temperature: the model's own distribution
-ATTEMPTS = 1.5  # decodes a round may spend per candidate it keeps (a duplicate is dropped and another tried)
+DECODES_PER_CANDIDATE = 4  # a round's budget: decodes per distinct candidate asked (budget_for)
+
+
+def budget_for(k: int) -> int:
+    """The most edits a round decodes while it looks for ``k`` distinct candidates.
+
+    Sampling never runs out of variants, so without a cap a model that keeps writing the same
+    fix (or none) would decode forever. On HumanEvalFix-Python near the cursor one decode in three
+    gave a new distinct candidate (115 in 347 at K = 4 on the first 40 cases; the rest repeated an
+    earlier text, changed nothing or broke the syntax: results/candidates/humanevalfix-python.json),
+    so ``DECODES_PER_CANDIDATE`` = 4 leaves room above that rate
+    while a round whose model has no other fix costs at most 4 x K decodes, each a fraction of the
+    first's time (the prefix cache gives the shared prompt back)."""
+    return DECODES_PER_CANDIDATE * k
 
 
 @dataclass
@@ -61,11 +82,12 @@ class Candidate:
     seconds: float = 0.0
     forwarded: int = 0
     exit_code: int = 0
+    lost: str | None = None  # why it is not a distinct candidate (engine.candidates.tally.OUTCOMES), None if it is
 
     def json(self) -> dict[str, object]:
         return {"index": self.index, "round": self.round, "how": self.how, "score": round(self.score, 4),
                 "program": self.result.program.serialize(), "changed": self.result.changed,
-                "stop_reason": self.result.stop_reason, "refused": self.refused,
+                "stop_reason": self.result.stop_reason, "refused": self.refused, "lost": self.lost,
                 "check": self.check.json() if self.check is not None else None,
                 "seconds": round(self.seconds, 3), "forwarded_tokens": self.forwarded,
                 "tokens": {"generated": self.result.tokens.generated, "copied": self.result.tokens.copied,
@@ -77,7 +99,9 @@ class Search:
     """Every candidate tried, best score first (refused ones last); ``passed``: the first that
     passed the check (None: none did, or there was no check); ``stop_reason``: ``passed``,
     ``exhausted`` (none passed), ``unchecked`` (no check given) or ``cancelled``;
-    ``seconds_to_pass``: from the start to the passing check's end."""
+    ``seconds_to_pass``: from the start to the passing check's end; ``tallies``: each round's
+    distinct candidates against the K asked, and what became of its other decodes;
+    ``language``: the request's (the tallies' words name it)."""
 
     candidates: list[Candidate]
     passed: Candidate | None
@@ -85,7 +109,27 @@ class Search:
     stop_reason: str
     seconds: float = 0.0
     seconds_to_pass: float | None = None
-    decodes: int = 0  # edits decoded, duplicates included
+    decodes: int = 0  # edits decoded, repeats included
+    tallies: list[RoundTally] = field(default_factory=list)
+    language: str = ""
+
+    @property
+    def distinct(self) -> int:
+        """Distinct candidates found, over every round."""
+        return sum(t.distinct for t in self.tallies)
+
+    def shortfall(self) -> str:
+        """What fell short of the K asked, in words ("3 distinct candidates; the model had no
+        fourth in 16 decodes (2 changed nothing, ...)"; a round named when there were several), or
+        "" when every round found K, or ended on a pass or a cancel."""
+        return self.words([t for t in self.tallies if t.short])
+
+    def words(self, tallies: list[RoundTally] | None = None) -> str:
+        """``tallies`` (default: every round's) in words, each named by its round when there
+        were several."""
+        chosen = self.tallies if tallies is None else tallies
+        return "; ".join((f"round {t.round}: " if len(self.tallies) > 1 else "") + t.words(self.language)
+                         for t in chosen)
 
     @property
     def best(self) -> Candidate | None:
@@ -98,24 +142,36 @@ class Search:
         return {"stop_reason": self.stop_reason, "rounds": self.rounds, "seconds": round(self.seconds, 3),
                 "seconds_to_pass": None if self.seconds_to_pass is None else round(self.seconds_to_pass, 3),
                 "passed": self.passed.index if self.passed is not None else None, "decodes": self.decodes,
+                "distinct": self.distinct, "shortfall": self.shortfall() or None,
+                "rounds_tally": [t.json() for t in self.tallies],
                 "candidates": [c.json() for c in self.candidates]}
 
 
-def variants(request: EditRequest, first: EditResult, k: int) -> list[tuple[str, EditRequest]]:
-    """The requests tried after ``first`` for candidates 2..k: up to half of them greedy at the
-    localizer's next lines (hinted and guarded there), then seeded samples at the first edit's
-    line, enough to stand in for duplicates (ATTEMPTS tries a candidate)."""
-    extra = max(0, k - 1)
+def variants(request: EditRequest, first: EditResult, k: int) -> Iterator[tuple[str, EditRequest]]:
+    """The requests tried after ``first``, without end (the round's budget stops it): greedy at the
+    localizer's next lines (hinted and guarded there) for up to half of the ``k`` - 1 others, then
+    in turn a seeded sample at the first edit's line and a greedy edit at the next unused ranked
+    line, or once those are used a sample at one of them (each seed once per line)."""
     line = first.focus.hint
     others = [n for n in first.focus.ranked if n != line]
-    hinted = others[:math.ceil(extra / 2)]
-    out = [(f"greedy at line {n}", replace(request, focus_line=n, localize=False)) for n in hinted]
-    at = replace(request, focus_line=line, localize=False) if line is not None else request
-    for seed in range(1, math.ceil(ATTEMPTS * k) - len(hinted)):
-        where = f" at line {line}" if line is not None else ""
-        out.append((f"sampled (seed {seed}){where}",
-                    replace(at, temperature=SAMPLE_TEMPERATURE, seed=seed)))
-    return out
+    lead = math.ceil(max(0, k - 1) / 2)
+
+    def greedy(n: int) -> tuple[str, EditRequest]:
+        return f"greedy at line {n}", replace(request, focus_line=n, localize=False)
+
+    def sampled(seed: int, n: int | None) -> tuple[str, EditRequest]:
+        at = replace(request, focus_line=n, localize=False) if n is not None else request
+        where = f" at line {n}" if n is not None else ""
+        return f"sampled (seed {seed}){where}", replace(at, temperature=SAMPLE_TEMPERATURE, seed=seed)
+
+    yield from (greedy(n) for n in others[:lead])
+    rest = others[lead:]
+    for seed in itertools.count(1):
+        yield sampled(seed, line)
+        if rest:
+            yield greedy(rest.pop(0))
+        elif others:
+            yield sampled(seed, others[(seed - 1) % len(others)])
 
 
 @dataclass
@@ -133,6 +189,7 @@ class _Round:
     seen: set[str] = field(default_factory=set)
     decodes: int = 0
     candidates: list[Candidate] = field(default_factory=list)
+    tallies: list[RoundTally] = field(default_factory=list)
     found: threading.Event = field(default_factory=threading.Event)
     passed: Candidate | None = None
     seconds_to_pass: float | None = None
@@ -163,6 +220,8 @@ def search_fixes(engine: Engine, request: EditRequest, *, k: int, check: CheckSp
             checks = _one_round(state, current, number, checker)
             for future in checks:
                 future.result()
+            if state.passed is not None and state.tallies[-1].ended == "ran out":
+                state.tallies[-1].ended = "passed"  # a check passed after the round's last decode
             if state.passed is not None or cancelled() or number == max_rounds:
                 break
             assert check is not None  # (without one there is one round)
@@ -172,13 +231,15 @@ def search_fixes(engine: Engine, request: EditRequest, *, k: int, check: CheckSp
             current = replace(request, instruction=with_feedback(request.instruction, check.command, feedback.output))
     ordered = sorted(state.candidates, key=lambda c: (c.refused is not None, -c.score, c.index))
     if cancelled() and state.passed is None:
+        for tally in state.tallies:
+            tally.ended = "cancelled" if tally.ended == "ran out" else tally.ended
         reason = "cancelled"
     elif check is None:
         reason = "unchecked"
     else:
         reason = "passed" if state.passed is not None else "exhausted"
     return Search(ordered, state.passed, rounds, reason, time.perf_counter() - state.started, state.seconds_to_pass,
-                  state.decodes)
+                  state.decodes, state.tallies, request.language)
 
 
 def _feedback(state: _Round, request: EditRequest, number: int) -> CheckOutcome | None:
@@ -201,31 +262,49 @@ def with_feedback(instruction: str, command: str, output: str) -> str:
 
 
 def _one_round(state: _Round, request: EditRequest, number: int, checker: ThreadPoolExecutor) -> list[Future]:
-    """Decode the round's candidates, handing each to the check thread as it is ready."""
+    """Decode the round's candidates until K are distinct or the budget is spent, handing each
+    distinct one to the check thread as it is ready."""
     checks: list[Future] = []
-    plans: list[tuple[str, EditRequest]] = [("as asked", request)]
-    tried = kept = 0
-    while tried < len(plans) and kept < state.k and not state.stopped():
-        how, variant = plans[tried]
-        tried += 1
-        label = f"{'' if number == 1 else f'round {number}, '}candidate {kept + 1} of {state.k}"
-        state.progress(f"{label}: decoding")
+    tally = RoundTally(number, state.k, budget_for(state.k))
+    state.tallies.append(tally)
+    plans: Iterator[tuple[str, EditRequest]] = iter([("as asked", request)])
+    while tally.distinct < state.k and tally.decodes < tally.budget:
+        if state.found.is_set():
+            tally.ended = "passed"
+            break
+        if state.cancelled():
+            tally.ended = "cancelled"
+            break
+        plan = next(plans, None)
+        if plan is None:
+            break  # (the variants never end: the budget does)
+        how, variant = plan
+        label = f"{'' if number == 1 else f'round {number}, '}candidate {tally.distinct + 1} of {state.k}"
+        state.progress(f"{label}: decoding{'' if tally.decodes == 0 else f' (try {tally.decodes + 1} of {tally.budget})'}")
         candidate = _decode(state, variant, len(state.candidates) + 1, number, how)
         if candidate is None:
-            break  # cancelled, or a check passed meanwhile
-        if tried == 1:
-            plans += variants(request, candidate.result, state.k)
+            tally.ended = "passed" if state.found.is_set() else "cancelled"
+            break
+        tally.decodes += 1
+        tally.seconds += candidate.seconds
+        if tally.decodes == 1:
+            plans = itertools.chain(plans, variants(request, candidate.result, state.k))
         if candidate.result.output_text in state.seen:
+            tally.lost[REPEATED] += 1
             state.progress(f"{label}: the same output as an earlier one, dropped")
             continue
-        kept += 1
         state.seen.add(candidate.result.output_text)
         state.candidates.append(candidate)
-        if candidate.refused is not None:
+        if candidate.lost is not None:
+            tally.lost[candidate.lost] += 1
             state.progress(f"{label}: refused: {candidate.refused}")
-        elif state.check is not None:
+            continue
+        tally.distinct += 1
+        if state.check is not None:
             state.progress(f"{label}: checking")
             checks.append(checker.submit(_check, state, candidate, label))
+    if tally.distinct >= state.k:
+        tally.ended = "full"
     return checks
 
 
@@ -240,10 +319,11 @@ def _decode(state: _Round, request: EditRequest, index: int, number: int, how: s
         return None
     verdict = judge(result, request.instruction, request.max_new_tokens, request.language, state.focus)
     refused = verdict.message or None
+    lost = verdict.kind if refused else None
     if refused is None and not result.changed:
-        refused = "it changes nothing"
+        refused, lost = "it changes nothing", UNCHANGED
     return Candidate(index, number, result, float(result.breakdown.get("logprob", 0.0)), refused=refused,
-                     how=how, seconds=seconds, forwarded=sum(log.sizes()), exit_code=verdict.exit_code)
+                     how=how, seconds=seconds, forwarded=sum(log.sizes()), exit_code=verdict.exit_code, lost=lost)
 
 
 def _check(state: _Round, candidate: Candidate, label: str) -> None:

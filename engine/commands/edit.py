@@ -35,11 +35,16 @@ It never writes an edit that did not finish, would delete or rewrite most of the
 region for a fix, breaks the file's syntax, or (with --focus LINE) changes only
 lines more than 3 from LINE, unless --force is given.
 
-With --check CMD it tries up to --candidates K fixes (other lines the model
-finds likely, other changes at the line) and runs CMD on each in a temporary
-copy of FILE's folder ({file} is the candidate's path there; exit status 0
-passes). Only a candidate that passes is written; with --max-rounds 2 the
-first failing check's output joins the instruction for one more round. The
+With --candidates K it decodes variants (other lines the model finds likely,
+other changes at the line) until K distinct candidates change the code and
+pass those guards, or 4 x K decodes are spent; it then says how many it found
+and what the other decodes did ("3 distinct candidates; the model had no
+fourth in 16 decodes (2 changed nothing, 11 repeated others)"). Without
+--check the best-scored one is written. With --check CMD it runs CMD on each
+in a temporary copy of FILE's folder ({file} is the candidate's path there;
+exit status 0 passes) and stops at the first that passes. Only a candidate
+that passes is written; with --max-rounds 2 the first failing check's output
+joins the instruction for one more round. The
 check runs in the current folder, with variables whose names hold KEY, TOKEN,
 SECRET or PASSWORD removed from its environment, and is killed with its
 process group after --check-timeout seconds.
@@ -104,8 +109,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "temporary copy holding the candidate; exit status 0 passes; only a passing candidate is written")
     p.add_argument("--check-timeout", type=float, default=60.0, metavar="S", help="seconds one check may run "
                    "before its process group is killed (default 60)")
-    p.add_argument("--candidates", type=int, default=1, metavar="K", help="candidates a round (default 1); "
-                   "without --check the best-scored one a guard lets through is written")
+    p.add_argument("--candidates", type=int, default=1, metavar="K", help="distinct candidates a round "
+                   "(default 1): variants are decoded until K change the code and pass the guards, at most "
+                   "4 x K decodes; without --check the best-scored one is written")
     p.add_argument("--max-rounds", type=int, default=1, metavar="R", help="with --check: rounds of candidates, each "
                    "after the first told the first failing check's output (default 1)")
     p.set_defaults(func=run)
@@ -221,6 +227,8 @@ def _run_candidates(args: argparse.Namespace, engine: Engine, request: EditReque
         return decision.exit_code
     for candidate in search.candidates:
         out.print(escape(decision.line(candidate)))
+    if search.words() not in decision.message:
+        out.print(f"[dim]{escape(search.words())}[/dim]")
     shown = decision.write or search.best
     if shown is not None:
         report(out, args.file, shown.result, {})

@@ -78,8 +78,9 @@ class EditRun:
 
 
 class CandidatesRun(EditRun):
-    """An edit answered with up to ``k`` unchecked candidates (engine.candidates.search_fixes):
-    the best candidate's summary, as an edit's, plus ``candidates`` (each with its output text)."""
+    """An edit answered with ``k`` distinct unchecked candidates, or fewer when the model had no
+    more (engine.candidates.search_fixes: ``search.shortfall`` says so): the best candidate's
+    summary, as an edit's, plus ``candidates`` (each with its output text; a refused one says why)."""
 
     def __init__(self, engine: Engine, request: EditRequest, k: int):
         super().__init__(engine, request)
@@ -104,4 +105,5 @@ class CandidatesRun(EditRun):
         listed = [{**c.json(), "output_text": c.result.output_text} for c in self.search.candidates]
         return {**result_json(self.result, self.request), "candidates": listed,
                 "search": {"stop_reason": self.search.stop_reason, "decodes": self.search.decodes,
-                           "seconds": round(self.search.seconds, 3)}}
+                           "seconds": round(self.search.seconds, 3), "distinct": self.search.distinct,
+                           "shortfall": self.search.shortfall() or None}}
