@@ -3,7 +3,8 @@
 that names files into each of them (engine.commands.apply_answer). It shares the edit command's
 flags and files (engine.commands.files) and its report, verdict and writing
 (engine.commands.report); a merge no model writes (the aligner's) loads none
-(engine.dispatch.ModelFree). What it refuses and its exit statuses are in :data:`DESCRIPTION`."""
+(engine.dispatch.ModelFree), unless in ``auto`` its rules leave a choice: then the model decides
+it (engine.apply.choice). What it refuses and its exit statuses are in :data:`DESCRIPTION`."""
 
 from __future__ import annotations
 
@@ -34,8 +35,13 @@ it, with unchanged parts elided by comments such as "// ... existing code ..."
 whose copies come from the file and from the update, so it takes about as long
 as the changes, not the file.
 
-By default (mode auto) the aligner writes that program without running the model;
---mode program has the model write it, with the aligner's program as its draft.
+By default (mode auto) the aligner writes that program without running the model,
+unless its rules leave a choice (a definition of a new name: a rename of one
+alike, or a new one beside it): then the model is loaded and the likelier merge
+is written; the result names who chose ("model" or "rule") and the alternative
+(--json: breakdown.choice). --mode aligner never loads a model (the rule
+decides); --mode program has the model write the merge, with the aligner's
+program as its draft.
 
 It never writes a merge whose update could not all be placed (unless --partial:
 then the rest is written and the unplaced chunks are listed), that did not
@@ -144,6 +150,18 @@ def one_file_update(update: str, file: Path) -> str:
         raise EditError(str(exc)) from None
 
 
+def _chooser(settings, model_free: ModelFree, err) -> ModelFree:
+    """``auto`` where the aligner's rules leave a choice (engine.apply.choice): the merge with the
+    model loaded to decide it; the rule decides when it does not load (the result says "rule")."""
+    try:
+        with err.status(f"loading model {settings.model.name} to decide between two readings..."):
+            loaded = Engine.load(**engine_arguments(settings), progress=lambda m: err.print(f"[dim]{m}[/dim]"))
+    except ModelLoadError as exc:
+        err.print(f"[yellow]warning:[/yellow] {exc}; the rule decides")
+        return model_free
+    return ModelFree(model_free.name, chooser=loaded.loaded)
+
+
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
@@ -170,6 +188,8 @@ def run(args: argparse.Namespace) -> int:
             with err.status(f"loading model {settings.model.name}..."):
                 engine = Engine.load(**engine_arguments(settings), progress=lambda m: err.print(f"[dim]{m}[/dim]"))
             engine.prime()
+        elif request.mode == "auto" and ModelFree.needs_choice(request):
+            engine = _chooser(settings, engine, err)
         # the merge's progress is printed when a model was loaded for it (the aligner's alone is at once)
         result = streamed(engine.stream(request), engine.resolve_mode(request.mode, apply=True), out,
                           quiet=args.json or isinstance(engine, ModelFree))
