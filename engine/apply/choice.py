@@ -19,7 +19,6 @@ from engine.apply.align import Alignment
 from engine.apply.plan import plan
 from engine.apply.structure import Choice, merged_alignment
 from engine.runtime.loaded import LoadedModel
-from engine.runtime.protocol import is_local
 
 CONTEXT = 3  # lines of common context on each side of the differing region the model scores
 FILE_WINDOW = 160  # file lines the model reads around the region (the update's, at most as many)
@@ -121,10 +120,8 @@ def differing_region(texts: Sequence[str], context: int = CONTEXT) -> tuple[int,
     return start, [ls[start:len(ls) - keep] for ls in lines]
 
 
-def model_scorer(loaded: LoadedModel) -> Scorer | None:
-    """The scorer on ``loaded`` (None where its runtime has no sessions: a server's)."""
-    if not is_local(loaded.runtime):
-        return None
+def model_scorer(loaded: LoadedModel) -> Scorer:
+    """The scorer on ``loaded`` (an in-process runtime: one with sessions)."""
     return lambda instruction, file, update, texts: region_likelihoods(loaded, instruction, file, update, texts)
 
 

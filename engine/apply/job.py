@@ -107,6 +107,12 @@ class AlignedUpdate:
         return merged[:-1] if merged.endswith("\n") else merged
 
 
+def _scorer(loaded: LoadedModel | None) -> Scorer | None:
+    """What decides a choice on ``loaded`` (engine.apply.choice): its scorer in process; None (the
+    rule) without a model or on a server (no sessions to score on)."""
+    return model_scorer(loaded) if loaded is not None and is_local(loaded.runtime) else None
+
+
 def has_choice(request: EditRequest) -> bool:
     """Whether the structure-aware merge of the apply ``request`` leaves a choice a model may
     decide (engine.apply.choice): a front door loads a model for ``auto`` only then."""
@@ -121,7 +127,7 @@ def aligned(name: str, request: EditRequest, cancelled: Callable[[], bool],
     """Events of the apply ``request`` by the aligner (no model writes it); ``name`` is the model
     the result names; ``chooser``: the model that decides where the rules leave a choice."""
     started = time.perf_counter()
-    merge = AlignedUpdate(request, score=model_scorer(chooser) if chooser is not None else None)
+    merge = AlignedUpdate(request, score=_scorer(chooser))
     yield EditStarted(mode=request.mode, model=name, input_lines=len(merge.file), prompt_tokens=0)
     yield from _aligned_events(merge, name, cancelled, started)
 
@@ -147,7 +153,7 @@ def _aligned_events(merge: AlignedUpdate, name: str, cancelled: Callable[[], boo
 def modeled(loaded: LoadedModel, request: EditRequest, cancelled: Callable[[], bool]) -> Iterator[Event]:
     """The model's merge (engine.apply.model), window by window, in process."""
     started = time.perf_counter()
-    merge = AlignedUpdate(request, score=model_scorer(loaded))
+    merge = AlignedUpdate(request, score=_scorer(loaded))
     if merge.alignment.whole_file or merge.stop != "done" or not merge.file:
         yield EditStarted(mode=request.mode, model=loaded.name, input_lines=len(merge.file), prompt_tokens=0)
         yield from _aligned_events(merge, loaded.name, cancelled, started)

@@ -17,7 +17,7 @@ from engine.api import EditError, EditRequest, Engine, language_for
 from engine.commands.files import ENGINE_FLAGS, read_text, workspace_settings
 from engine.commands.report import deliver, streamed
 from engine.core.errors import ModelLoadError
-from engine.core.modes import needs_model
+from engine.core.modes import AUTO, needs_model
 from engine.decoding.events import EditResult
 from engine.dispatch import ModelFree
 from engine.language.resolve import ResolveError
@@ -188,7 +188,7 @@ def run(args: argparse.Namespace) -> int:
             with err.status(f"loading model {settings.model.name}..."):
                 engine = Engine.load(**engine_arguments(settings), progress=lambda m: err.print(f"[dim]{m}[/dim]"))
             engine.prime()
-        elif request.mode == "auto" and ModelFree.needs_choice(request):
+        elif request.mode == AUTO and ModelFree.needs_choice(request):
             engine = _chooser(settings, engine, err)
         # the merge's progress is printed when a model was loaded for it (the aligner's alone is at once)
         result = streamed(engine.stream(request), engine.resolve_mode(request.mode, apply=True), out,
