@@ -249,9 +249,10 @@ class _Merge:
             if not scored:
                 continue
             sure = len(scored) == 1 or scored[0][0] > scored[1][0]
-            # A rename, or a new definition beside the old (the rule: the rename); of two
-            # definitions it may rename as likely, either, or new (the rule: none, unplaced).
-            olds = [scored[0][1]] if sure else [f for s, f in scored if s == scored[0][0]]
+            # A rename, or a new definition beside the old (the rule: the rename); of definitions
+            # it may rename as likely but for their names, each (the rule: the likeliest name;
+            # none, unplaced, when the names tie too), or new.
+            olds = [f for s, f in scored if s[:2] == scored[0][0][:2]]
             readings = (*(f"rename {f.name} -> {u.name}" for f in olds), f"new {u.kind} {u.name}")
             self.choices.append(Choice(u.start, readings, 0 if sure else None))
             pick = self.picks.get(u.start, 0 if sure else None)
