@@ -1,6 +1,7 @@
 """Where the structure-aware apply leaves a choice (a rename or a new function beside the old;
 which of two alike functions a rename replaces), who picks the reading the update meant: the
-fixed rule or the embedded model (engine.apply.choice), each against the truth.
+fixed rule or the embedded model (engine.apply.choice), each against the truth. The model's arms
+are its measures of a region (engine.apply.choice.Measure), each with the instruction and without.
 
 Cases are written here, from code disjoint from training: each base file has a function the
 update shows under a new name; the truth is a rename in one case and a new function in its twin
@@ -20,6 +21,8 @@ import time
 from pathlib import Path
 
 from engine.apply.choice import by_model, by_rule, candidates, model_scorer
+
+ARMS = [(f"{m}{s}", m, i) for m in ("sum", "mean", "pmi") for s, i in (("", True), ("_no_instruction", False))]
 
 INVENTORY = '''import json
 
@@ -212,7 +215,7 @@ def main(argv: list[str]) -> int:
     from engine.api import Engine
 
     engine = Engine.load("default", backend=args.backend)
-    score = model_scorer(engine.loaded)
+    scorers = {m: model_scorer(engine.loaded, m) for m in ("sum", "mean", "pmi")}
     rows = []
     for case in cases():
         file, update = case["file"].splitlines(keepends=True), case["update"].splitlines(keepends=True)
@@ -224,9 +227,10 @@ def main(argv: list[str]) -> int:
         _, rule = by_rule(choice, merges)
         row = {"case": case["case"], "language": case["language"], "truth": case["truth"],
                "readings": [m.reading for m in merges], "rule": rule.chosen}
-        for arm, instruction in (("model", case["instruction"]), ("model_no_instruction", "")):
+        for arm, measure, instructed in ARMS:
+            instruction = case["instruction"] if instructed else ""
             started = time.perf_counter()
-            _, decision = by_model(score, instruction, file, update, merges)
+            _, decision = by_model(scorers[measure], instruction, file, update, merges)
             row[arm] = decision.chosen
             row[f"{arm}_scores"] = [round(s, 2) for s in decision.scores]
             row[f"{arm}_s"] = round(time.perf_counter() - started, 3)
@@ -236,7 +240,7 @@ def main(argv: list[str]) -> int:
     summary = {arm: {"right": sum(r[arm] == r["truth"] for r in decided),
                      "wrong": sum(r[arm] is not None and r[arm] != r["truth"] for r in decided),
                      "refused": sum(r[arm] is None for r in decided)}
-               for arm in ("rule", "model", "model_no_instruction")}
+               for arm in ("rule", *(a for a, _, _ in ARMS))}
     summary["cases"] = len(rows)
     summary["with_a_choice"] = len(decided)
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -25,6 +25,10 @@ FILE_WINDOW = 160  # file lines the model reads around the region (the update's,
 CHOICE_RULES = "Merge an update into a file: write the merged file."
 
 Decider = Literal["model", "rule"]
+# How a region's likelihood is measured: summed token log-likelihood, its mean per token, or the
+# sum less the region's own likelihood without the file, update and instruction (what they add).
+Measure = Literal["sum", "mean", "pmi"]
+MEASURE: Measure = "sum"
 
 
 @dataclass(frozen=True)
@@ -120,37 +124,68 @@ def differing_region(texts: Sequence[str], context: int = CONTEXT) -> tuple[int,
     return start, [ls[start:len(ls) - keep] for ls in lines]
 
 
-def model_scorer(loaded: LoadedModel) -> Scorer:
-    """The scorer on ``loaded`` (an in-process runtime: one with sessions)."""
-    return lambda instruction, file, update, texts: region_likelihoods(loaded, instruction, file, update, texts)
+def model_scorer(loaded: LoadedModel, measure: Measure = MEASURE) -> Scorer:
+    """The scorer on ``loaded`` (an in-process runtime: one with sessions), by ``measure``."""
+    def score(instruction: str, file: Sequence[str], update: Sequence[str], texts: Sequence[str]) -> list[float]:
+        found = region_scores(loaded, instruction, file, update, texts, bare=measure == "pmi")
+        return [r.measured(measure) for r in found]
+
+    return score
 
 
-def region_likelihoods(loaded: LoadedModel, instruction: str, file: Sequence[str], update: Sequence[str],
-                       texts: Sequence[str]) -> list[float]:
-    """Each text's differing region's summed token log-likelihood under ``loaded``, given the
-    instruction, the file's window around it and the update, and the common lines before it."""
-    import torch
+@dataclass(frozen=True)
+class RegionScore:
+    """A candidate region's summed token log-likelihood given the prompt, its token count and
+    (where asked) its summed log-likelihood given no file, update or instruction."""
 
+    total: float
+    tokens: int
+    bare: float = 0.0
+
+    def measured(self, measure: Measure) -> float:
+        if measure == "mean":
+            return self.total / max(self.tokens, 1)
+        if measure == "pmi":
+            return self.total - self.bare
+        return self.total
+
+
+def region_scores(loaded: LoadedModel, instruction: str, file: Sequence[str], update: Sequence[str],
+                  texts: Sequence[str], bare: bool = False) -> list[RegionScore]:
+    """Each text's differing region scored under ``loaded``, given the instruction, the file's
+    window around it and the update, and the common lines before it (``bare``: also given only
+    those common lines, for the pointwise mutual information)."""
     from engine.decoding.prompt import render
 
     start, regions = differing_region(texts)
-    before = texts[0].splitlines(keepends=True)[start - CONTEXT if start >= CONTEXT else 0:start]
+    before = "".join(texts[0].splitlines(keepends=True)[max(0, start - CONTEXT):start])
     low = max(0, start - FILE_WINDOW // 2)
     window = "".join(file[low:low + FILE_WINDOW])
     shown = "".join(update[:FILE_WINDOW])
     asked = f"Instruction: {instruction.strip()}\n" if instruction.strip() else ""
     messages = [{"role": "system", "content": CHOICE_RULES},
                 {"role": "user", "content": f"{asked}File:\n```\n{window}```\nUpdate:\n```\n{shown}```"}]
-    prompt = render(loaded.tokenizer, messages, "```\n" + "".join(before))
+    ids = [list(loaded.tokenizer.encode("".join(region), add_special_tokens=False)) for region in regions]
+    given = _likelihoods(loaded, render(loaded.tokenizer, messages, "```\n" + before), ids)
+    plain = _likelihoods(loaded, render(loaded.tokenizer, [{"role": "system", "content": CHOICE_RULES},
+                                                           {"role": "user", "content": "Code:"}], "```\n" + before),
+                         ids) if bare else [0.0] * len(ids)
+    return [RegionScore(g, len(i), p) for g, i, p in zip(given, ids, plain)]
+
+
+def _likelihoods(loaded: LoadedModel, prompt: list[int], regions: list[list[int]]) -> list[float]:
+    """Each region's summed token log-likelihood after ``prompt``: the prompt appended once, each
+    region one forward after it, the cache cropped back between them."""
+    import torch
+
     session = loaded.session()
     try:
         first = session.append(prompt, "choice_prompt")
         base = session.length
-        scores = []
-        for region in regions:
-            ids = list(loaded.tokenizer.encode("".join(region), add_special_tokens=False))
+        out = []
+        for ids in regions:
             if not ids:
-                scores.append(0.0)
+                out.append(0.0)
                 continue
             rows = [first.unsqueeze(0)]
             if len(ids) > 1:
@@ -158,7 +193,7 @@ def region_likelihoods(loaded: LoadedModel, instruction: str, file: Sequence[str
                 session.crop(base)
             logits = torch.cat(rows).float()
             picked = torch.log_softmax(logits, dim=-1).gather(1, torch.tensor(ids).unsqueeze(1))
-            scores.append(float(picked.sum()))
-        return scores
+            out.append(float(picked.sum()))
+        return out
     finally:
         session.close()
