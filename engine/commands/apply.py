@@ -39,9 +39,9 @@ By default (mode auto) the aligner writes that program without running the model
 unless its rules leave a choice (a definition of a new name: a rename of one
 alike, or a new one beside it): then the model is loaded and the likelier merge
 is written; the result names who chose ("model" or "rule") and the alternative
-(--json: breakdown.choice). --mode aligner never loads a model (the rule
-decides); --mode program has the model write the merge, with the aligner's
-program as its draft.
+(--json: breakdown.choice); when no model loads, the rule decides. --mode
+program has the model write the merge, with the aligner's program as its draft
+(the model decides such a choice there too).
 
 It never writes a merge whose update could not all be placed (unless --partial:
 then the rest is written and the unplaced chunks are listed), that did not
