@@ -156,3 +156,14 @@ def test_the_embedded_model_decides_a_choice_and_the_result_names_the_alternativ
     assert result.stop_reason == "done" and result.output_text == texts[choice["chosen"]]
     assert any(w.startswith("the model chose: ") and choice["alternatives"][0] in w for w in result.warnings)
     assert max(choice["scores"]) == choice["scores"][list(texts).index(choice["chosen"])]
+
+
+@pytest.mark.model
+def test_the_cli_in_auto_loads_the_model_for_a_choice_and_names_it(capsys, paths) -> None:
+    target, update, _ = paths
+    code, out, err = run(capsys, str(target), "--update", str(update), "--json", "-i", "rename low_stock")
+    choice = json.loads(out)["breakdown"]["choice"]
+    assert code == 0, err
+    assert choice["by"] == "model" and len(choice["scores"]) == 2
+    assert {choice["chosen"], *choice["alternatives"]} == {"rename low_stock -> understocked",
+                                                          "new function understocked"}
