@@ -1,7 +1,8 @@
 """Where the structure-aware apply leaves a choice (a rename or a new function beside the old;
 which of two alike functions a rename replaces), who picks the reading the update meant: the
 fixed rule or the embedded model (engine.apply.choice), each against the truth. The model's arms
-are its measures of a region (engine.apply.choice.Measure), each with the instruction and without.
+are its measures of a region (engine.apply.choice.Measure), with the instruction (and the sum
+also without).
 
 Cases are written here, from code disjoint from training: each base file has a function the
 update shows under a new name; the truth is a rename in one case and a new function in its twin
@@ -22,7 +23,8 @@ from pathlib import Path
 
 from engine.apply.choice import by_model, by_rule, candidates, model_scorer
 
-ARMS = [(f"{m}{s}", m, i) for m in ("sum", "mean", "pmi") for s, i in (("", True), ("_no_instruction", False))]
+ARMS = [("sum", "sum", True), ("sum_no_instruction", "sum", False), ("mean", "mean", True), ("pmi", "pmi", True),
+        ("instruction", "instruction", True)]
 
 INVENTORY = '''import json
 
@@ -215,7 +217,7 @@ def main(argv: list[str]) -> int:
     from engine.api import Engine
 
     engine = Engine.load("default", backend=args.backend)
-    scorers = {m: model_scorer(engine.loaded, m) for m in ("sum", "mean", "pmi")}
+    scorers = {m: model_scorer(engine.loaded, m) for m in ("sum", "mean", "pmi", "instruction")}
     rows = []
     for case in cases():
         file, update = case["file"].splitlines(keepends=True), case["update"].splitlines(keepends=True)

@@ -25,9 +25,10 @@ FILE_WINDOW = 160  # file lines the model reads around the region (the update's,
 CHOICE_RULES = "Merge an update into a file: write the merged file."
 
 Decider = Literal["model", "rule"]
-# How a region's likelihood is measured: summed token log-likelihood, its mean per token, or the
-# sum less the region's own likelihood without the file, update and instruction (what they add).
-Measure = Literal["sum", "mean", "pmi"]
+# How a region's likelihood is measured: summed token log-likelihood, its mean per token, the sum
+# less the region's own likelihood without the file, update and instruction (what they add), or
+# less its likelihood without the instruction alone (what the instruction adds).
+Measure = Literal["sum", "mean", "pmi", "instruction"]
 MEASURE: Measure = "sum"
 
 
@@ -127,7 +128,9 @@ def differing_region(texts: Sequence[str], context: int = CONTEXT) -> tuple[int,
 def model_scorer(loaded: LoadedModel, measure: Measure = MEASURE) -> Scorer:
     """The scorer on ``loaded`` (an in-process runtime: one with sessions), by ``measure``."""
     def score(instruction: str, file: Sequence[str], update: Sequence[str], texts: Sequence[str]) -> list[float]:
-        found = region_scores(loaded, instruction, file, update, texts, bare=measure == "pmi")
+        found = region_scores(loaded, instruction, file, update, texts,
+                              baseline="bare" if measure == "pmi" else "uninstructed" if measure == "instruction"
+                              else None)
         return [r.measured(measure) for r in found]
 
     return score
@@ -136,7 +139,7 @@ def model_scorer(loaded: LoadedModel, measure: Measure = MEASURE) -> Scorer:
 @dataclass(frozen=True)
 class RegionScore:
     """A candidate region's summed token log-likelihood given the prompt, its token count and
-    (where asked) its summed log-likelihood given no file, update or instruction."""
+    (where asked) its summed log-likelihood given a baseline prompt (:func:`region_scores`)."""
 
     total: float
     tokens: int
@@ -145,16 +148,16 @@ class RegionScore:
     def measured(self, measure: Measure) -> float:
         if measure == "mean":
             return self.total / max(self.tokens, 1)
-        if measure == "pmi":
+        if measure in ("pmi", "instruction"):
             return self.total - self.bare
         return self.total
 
 
 def region_scores(loaded: LoadedModel, instruction: str, file: Sequence[str], update: Sequence[str],
-                  texts: Sequence[str], bare: bool = False) -> list[RegionScore]:
+                  texts: Sequence[str], baseline: str | None = None) -> list[RegionScore]:
     """Each text's differing region scored under ``loaded``, given the instruction, the file's
-    window around it and the update, and the common lines before it (``bare``: also given only
-    those common lines, for the pointwise mutual information)."""
+    window around it and the update, and the common lines before it; ``baseline`` "bare": also
+    given only those common lines, "uninstructed": also given all but the instruction."""
     from engine.decoding.prompt import render
 
     start, regions = differing_region(texts)
@@ -163,13 +166,16 @@ def region_scores(loaded: LoadedModel, instruction: str, file: Sequence[str], up
     window = "".join(file[low:low + FILE_WINDOW])
     shown = "".join(update[:FILE_WINDOW])
     asked = f"Instruction: {instruction.strip()}\n" if instruction.strip() else ""
-    messages = [{"role": "system", "content": CHOICE_RULES},
-                {"role": "user", "content": f"{asked}File:\n```\n{window}```\nUpdate:\n```\n{shown}```"}]
+    shared = f"File:\n```\n{window}```\nUpdate:\n```\n{shown}```"
+
+    def prompt(content: str) -> list[int]:
+        messages = [{"role": "system", "content": CHOICE_RULES}, {"role": "user", "content": content}]
+        return render(loaded.tokenizer, messages, "```\n" + before)
+
     ids = [list(loaded.tokenizer.encode("".join(region), add_special_tokens=False)) for region in regions]
-    given = _likelihoods(loaded, render(loaded.tokenizer, messages, "```\n" + before), ids)
-    plain = _likelihoods(loaded, render(loaded.tokenizer, [{"role": "system", "content": CHOICE_RULES},
-                                                           {"role": "user", "content": "Code:"}], "```\n" + before),
-                         ids) if bare else [0.0] * len(ids)
+    given = _likelihoods(loaded, prompt(asked + shared), ids)
+    plain = [0.0] * len(ids) if baseline is None else _likelihoods(
+        loaded, prompt("Code:" if baseline == "bare" else shared), ids)
     return [RegionScore(g, len(i), p) for g, i, p in zip(given, ids, plain)]
 
 
