@@ -72,11 +72,22 @@ Scorer = Callable[[str, Sequence[str], Sequence[str], Sequence[str]], Sequence[f
 def candidates(file: Sequence[str], update: Sequence[str], language: str) -> tuple[Choice, list[Candidate]] | None:
     """The first choice the structure-aware merge meets and each reading's merge; None when it
     meets none, or every reading merges to the same text (nothing to choose)."""
+    return survey(file, update, language)[1]
+
+
+def survey(file: Sequence[str], update: Sequence[str],
+           language: str) -> tuple[Alignment, tuple[Choice, list[Candidate]] | None]:
+    """The rule's merge (engine.apply.structure.merged_alignment) and :func:`candidates`, the
+    merge run once more per reading only where there is a choice."""
     found: list[Choice] = []
-    merged_alignment(file, update, language, choices=found)
+    ruled = merged_alignment(file, update, language, choices=found)
     if not found:
-        return None
-    choice = found[0]
+        return ruled, None
+    return ruled, _readings(file, update, language, found[0])
+
+
+def _readings(file: Sequence[str], update: Sequence[str], language: str,
+              choice: Choice) -> tuple[Choice, list[Candidate]] | None:
     out = []
     for k, reading in enumerate(choice.readings):
         alignment = merged_alignment(file, update, language, picks={choice.key: k})

@@ -25,7 +25,7 @@ from dataclasses import replace
 from typing import Callable, Iterator, NamedTuple, Sequence
 
 from engine.apply.align import Alignment
-from engine.apply.choice import Decision, Scorer, by_model, by_rule, candidates, model_scorer
+from engine.apply.choice import Decision, Scorer, by_model, by_rule, candidates, model_scorer, survey
 from engine.apply.model import Decoded, decode_parts, window_jobs
 from engine.apply.plan import Step, joined, plan, program_of
 from engine.apply.messages import unplaced_message
@@ -64,15 +64,17 @@ class AlignedUpdate:
         a, b = request.region_bounds()
         self.file, self.update = lines[a:b], split_lines(to_lf(request.update))
         self.decision: Decision | None = None
-        chosen = candidates(self.file, self.update, request.language) if merge is merged_alignment else None
-        if chosen is None:
-            self.alignment: Alignment = merge(self.file, self.update, request.language)
+        chosen = None
+        if merge is merged_alignment:
+            self.alignment, chosen = survey(self.file, self.update, request.language)
         else:
+            self.alignment = merge(self.file, self.update, request.language)
+        if chosen is not None:
             choice, found = chosen
             index, self.decision = (by_model(score, request.instruction, self.file, self.update, found)
                                     if score is not None else by_rule(choice, found))
-            self.alignment = found[index].alignment if index is not None else merge(
-                self.file, self.update, request.language)
+            if index is not None:
+                self.alignment = found[index].alignment
         self.unplaced = [UnplacedChunk(s + 1, e, "".join(self.update[s:e]),
                                        nearest(self.file, self.update[s:e], request.language))
                          for s, e in self.alignment.unplaced]
