@@ -24,7 +24,7 @@ from pathlib import Path
 from engine.apply.choice import by_model, by_rule, candidates, model_scorer
 
 ARMS = [("sum", "sum", True), ("sum_no_instruction", "sum", False), ("mean", "mean", True), ("pmi", "pmi", True),
-        ("instruction", "instruction", True)]
+        ("instruction", "instruction", True)]  # (the instruction's measure without one: the rule)
 
 INVENTORY = '''import json
 

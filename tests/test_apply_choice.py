@@ -167,3 +167,9 @@ def test_the_cli_in_auto_loads_the_model_for_a_choice_and_names_it(capsys, paths
     assert choice["by"] == "model" and len(choice["scores"]) == 2
     assert {choice["chosen"], *choice["alternatives"]} == {"rename low_stock -> understocked",
                                                           "new function understocked"}
+
+
+def test_without_an_instruction_the_model_cannot_tell_and_the_rule_decides(default_engine) -> None:
+    request = EditRequest(text=FILE, instruction="", update=UPDATE, language="python")
+    result = ModelFree(default_engine.name, chooser=default_engine.loaded).edit(request)
+    assert result.breakdown["choice"]["by"] == "rule" and "def low_stock" not in result.output_text

@@ -29,7 +29,10 @@ Decider = Literal["model", "rule"]
 # less the region's own likelihood without the file, update and instruction (what they add), or
 # less its likelihood without the instruction alone (what the instruction adds).
 Measure = Literal["sum", "mean", "pmi", "instruction"]
-MEASURE: Measure = "sum"
+# What the instruction adds: the one measure that follows what the user asked (measured beside the
+# others: scripts/measure_apply_choices.py, results/apply/choices.json); without an instruction
+# every reading scores 0 and the rule decides.
+MEASURE: Measure = "instruction"
 
 
 @dataclass(frozen=True)
@@ -111,6 +114,17 @@ def by_rule(choice: Choice, found: list[Candidate]) -> tuple[int | None, Decisio
     return index, Decision("rule", rule if index is not None else None, others)
 
 
+def decide(score: Scorer | None, choice: Choice, instruction: str, file: Sequence[str], update: Sequence[str],
+           found: list[Candidate]) -> tuple[int | None, Decision]:
+    """The model's pick where there is one (``score``) and it tells the readings apart, else the
+    rule's."""
+    if score is not None:
+        index, decision = by_model(score, instruction, file, update, found)
+        if len(set(decision.scores)) > 1:
+            return index, decision
+    return by_rule(choice, found)
+
+
 def by_model(score: Scorer, instruction: str, file: Sequence[str], update: Sequence[str],
              found: list[Candidate]) -> tuple[int, Decision]:
     """The model's pick: the candidate whose region it finds likeliest (the first of equals)."""
@@ -176,7 +190,7 @@ def region_scores(loaded: LoadedModel, instruction: str, file: Sequence[str], up
     low = max(0, start - FILE_WINDOW // 2)
     window = "".join(file[low:low + FILE_WINDOW])
     shown = "".join(update[:FILE_WINDOW])
-    asked = f"Instruction: {instruction.strip()}\n" if instruction.strip() else ""
+    asked = f"\nInstruction: {instruction.strip()}" if instruction.strip() else ""
     shared = f"File:\n```\n{window}```\nUpdate:\n```\n{shown}```"
 
     def prompt(content: str) -> list[int]:
@@ -184,7 +198,7 @@ def region_scores(loaded: LoadedModel, instruction: str, file: Sequence[str], up
         return render(loaded.tokenizer, messages, "```\n" + before)
 
     ids = [list(loaded.tokenizer.encode("".join(region), add_special_tokens=False)) for region in regions]
-    given = _likelihoods(loaded, prompt(asked + shared), ids)
+    given = _likelihoods(loaded, prompt(shared + asked), ids)  # (the instruction last: the rest is shared)
     plain = [0.0] * len(ids) if baseline is None else _likelihoods(
         loaded, prompt("Code:" if baseline == "bare" else shared), ids)
     return [RegionScore(g, len(i), p) for g, i, p in zip(given, ids, plain)]

@@ -25,7 +25,7 @@ from dataclasses import replace
 from typing import Callable, Iterator, NamedTuple, Sequence
 
 from engine.apply.align import Alignment
-from engine.apply.choice import Decision, Scorer, by_model, by_rule, candidates, model_scorer, survey
+from engine.apply.choice import Decision, Scorer, candidates, decide, model_scorer, survey
 from engine.apply.model import Decoded, decode_parts, window_jobs
 from engine.apply.plan import Step, joined, plan, program_of
 from engine.apply.messages import unplaced_message
@@ -71,8 +71,7 @@ class AlignedUpdate:
             self.alignment = merge(self.file, self.update, request.language)
         if chosen is not None:
             choice, found = chosen
-            index, self.decision = (by_model(score, request.instruction, self.file, self.update, found)
-                                    if score is not None else by_rule(choice, found))
+            index, self.decision = decide(score, choice, request.instruction, self.file, self.update, found)
             if index is not None:
                 self.alignment = found[index].alignment
         self.unplaced = [UnplacedChunk(s + 1, e, "".join(self.update[s:e]),
