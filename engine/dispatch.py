@@ -38,14 +38,15 @@ class EditPlan:
     name: str
 
 
-def model_free_plan(request: EditRequest, name: str) -> EditPlan | None:
+def model_free_plan(request: EditRequest, name: str, chooser: LoadedModel | None = None) -> EditPlan | None:
     """The plan of a request (validated, its mode concrete) that no model writes, or None: an
     empty region answers at once (an apply into an empty file writes the update), and an apply in
-    a mode that needs no model is the aligner's merge."""
+    a mode that needs no model is the aligner's merge (``chooser``: the model that decides where
+    its rules leave a choice; None: the rule decides)."""
     if request.is_empty() and not request.is_apply:
         return EditPlan(request, None, partial(_empty_region, name), name)
     if not traits(request.mode).needs_model:
-        return EditPlan(request, None, partial(_aligned, name), name)
+        return EditPlan(request, None, partial(_aligned, name, chooser), name)
     return None
 
 
@@ -54,16 +55,18 @@ def _empty_region(name: str, request: EditRequest, cancelled: Callable[[], bool]
     yield EditFinished(empty_result(request, name))
 
 
-def _aligned(name: str, request: EditRequest, cancelled: Callable[[], bool]) -> Iterator[Event]:
-    return in_lf(request, lambda lf: _aligned_lf(name, lf, cancelled))
+def _aligned(name: str, chooser: LoadedModel | None, request: EditRequest,
+             cancelled: Callable[[], bool]) -> Iterator[Event]:
+    return in_lf(request, lambda lf: _aligned_lf(name, chooser, lf, cancelled))
 
 
-def _aligned_lf(name: str, request: EditRequest, cancelled: Callable[[], bool]) -> Iterator[Event]:
+def _aligned_lf(name: str, chooser: LoadedModel | None, request: EditRequest,
+                cancelled: Callable[[], bool]) -> Iterator[Event]:
     from engine.apply.job import aligned  # lazy, like the decoders
 
     started = time.perf_counter()
     try:
-        yield from aligned(name, request, cancelled)
+        yield from aligned(name, request, cancelled, chooser)
     except Cancelled:
         yield EditFinished(cancelled_result(request, name, 0, time.perf_counter() - started))
 
@@ -98,8 +101,19 @@ class ModelFree:
 
     concurrent = True  # no model to share: nothing waits for an edit slot
 
-    def __init__(self, name: str = "aligner"):
+    def __init__(self, name: str = "aligner", chooser: LoadedModel | None = None):
+        """``chooser``: a loaded model that decides where the aligner's rules leave a choice
+        (engine.apply.choice; None: the rule decides)."""
         self.name = name
+        self.chooser = chooser
+
+    @staticmethod
+    def needs_choice(request: EditRequest) -> bool:
+        """Whether the apply ``request`` (in a mode no model writes) meets a choice that a model
+        would decide (engine.apply.job.has_choice): then a front door in ``auto`` loads one."""
+        from engine.apply.job import has_choice  # lazy, like the decoders
+
+        return request.is_apply and not request.is_empty() and has_choice(request)
 
     def resolve_mode(self, mode: Mode, apply: bool = False) -> Mode:
         return concrete(mode, apply=apply, selector=False)
@@ -107,7 +121,7 @@ class ModelFree:
     def plan(self, request: EditRequest) -> EditPlan:
         """As :meth:`Engine.plan`; an :class:`EditError` for a request a model must write."""
         request = resolved(request, selector=False)
-        plan = model_free_plan(request, self.name)
+        plan = model_free_plan(request, self.name, self.chooser)
         if plan is None:
             raise EditError(f"a {request.mode} {'apply' if request.is_apply else 'edit'} needs a model: load one "
                             "(engine.api.Engine)")

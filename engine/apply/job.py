@@ -25,6 +25,7 @@ from dataclasses import replace
 from typing import Callable, Iterator, NamedTuple, Sequence
 
 from engine.apply.align import Alignment
+from engine.apply.choice import Decision, Scorer, candidates, decide, model_scorer, survey
 from engine.apply.model import Decoded, decode_parts, window_jobs
 from engine.apply.plan import Step, joined, plan, program_of
 from engine.apply.messages import unplaced_message
@@ -52,15 +53,27 @@ class AlignedUpdate:
     found no place and the request is not ``partial``)."""
 
     def __init__(self, request: EditRequest,
-                 merge: Callable[[Sequence[str], Sequence[str], str], Alignment] = merged_alignment):
+                 merge: Callable[[Sequence[str], Sequence[str], str], Alignment] = merged_alignment,
+                 score: Scorer | None = None):
         """``merge``: what aligns the update with the file (the structure-aware merge; the
-        benchmark passes the line rules alone to compare)."""
+        benchmark passes the line rules alone to compare). Where the structure-aware merge leaves
+        a choice (engine.apply.choice), ``score`` (a model's) picks the reading, else the rule."""
         assert request.update is not None
         self.request = request
         lines = split_lines(request.text)
         a, b = request.region_bounds()
         self.file, self.update = lines[a:b], split_lines(to_lf(request.update))
-        self.alignment: Alignment = merge(self.file, self.update, request.language)
+        self.decision: Decision | None = None
+        chosen = None
+        if merge is merged_alignment:
+            self.alignment, chosen = survey(self.file, self.update, request.language)
+        else:
+            self.alignment = merge(self.file, self.update, request.language)
+        if chosen is not None:
+            choice, found = chosen
+            index, self.decision = decide(score, choice, request.instruction, self.file, self.update, found)
+            if index is not None:
+                self.alignment = found[index].alignment
         self.unplaced = [UnplacedChunk(s + 1, e, "".join(self.update[s:e]),
                                        nearest(self.file, self.update[s:e], request.language))
                          for s, e in self.alignment.unplaced]
@@ -78,6 +91,9 @@ class AlignedUpdate:
         if self.alignment.whole_file:
             notes.append("the update is the whole new file: it was taken as it is")
         notes.extend(self.alignment.notes)
+        if self.decision is not None:
+            notes.append(self.decision.note())
+            breakdown = {**(breakdown or {}), "choice": self.decision.json()}
         return edit_result(self.request, name, None if merged is None else self.ending(merged), stop, timings,
                            program=program, raw_output=raw_output, tokens=tokens, prompt_tokens=prompt_tokens,
                            breakdown=breakdown, warnings=notes, unplaced=self.unplaced)
@@ -92,11 +108,27 @@ class AlignedUpdate:
         return merged[:-1] if merged.endswith("\n") else merged
 
 
-def aligned(name: str, request: EditRequest, cancelled: Callable[[], bool]) -> Iterator[Event]:
-    """Events of the apply ``request`` by the aligner alone (no model); ``name`` is the model the
-    result names."""
+def _scorer(loaded: LoadedModel | None) -> Scorer | None:
+    """What decides a choice on ``loaded`` (engine.apply.choice): its scorer in process; None (the
+    rule) without a model or on a server (no sessions to score on)."""
+    return model_scorer(loaded) if loaded is not None and is_local(loaded.runtime) else None
+
+
+def has_choice(request: EditRequest) -> bool:
+    """Whether the structure-aware merge of the apply ``request`` leaves a choice a model may
+    decide (engine.apply.choice): a front door loads a model for ``auto`` only then."""
+    assert request.update is not None
+    lines = split_lines(to_lf(request.text))
+    a, b = request.region_bounds()
+    return candidates(lines[a:b], split_lines(to_lf(request.update)), request.language) is not None
+
+
+def aligned(name: str, request: EditRequest, cancelled: Callable[[], bool],
+            chooser: LoadedModel | None = None) -> Iterator[Event]:
+    """Events of the apply ``request`` by the aligner (no model writes it); ``name`` is the model
+    the result names; ``chooser``: the model that decides where the rules leave a choice."""
     started = time.perf_counter()
-    merge = AlignedUpdate(request)
+    merge = AlignedUpdate(request, score=_scorer(chooser))
     yield EditStarted(mode=request.mode, model=name, input_lines=len(merge.file), prompt_tokens=0)
     yield from _aligned_events(merge, name, cancelled, started)
 
@@ -122,7 +154,7 @@ def _aligned_events(merge: AlignedUpdate, name: str, cancelled: Callable[[], boo
 def modeled(loaded: LoadedModel, request: EditRequest, cancelled: Callable[[], bool]) -> Iterator[Event]:
     """The model's merge (engine.apply.model), window by window, in process."""
     started = time.perf_counter()
-    merge = AlignedUpdate(request)
+    merge = AlignedUpdate(request, score=_scorer(loaded))
     if merge.alignment.whole_file or merge.stop != "done" or not merge.file:
         yield EditStarted(mode=request.mode, model=loaded.name, input_lines=len(merge.file), prompt_tokens=0)
         yield from _aligned_events(merge, loaded.name, cancelled, started)

@@ -11,7 +11,9 @@ lies between them.
   replaces it; the result names it (``renamed low_stock -> understocked``): a body alike, or a
   body somewhat alike with the same parameters or standing alone between the same neighbours, or
   the same parameters between the same neighbours. Of two such, the likelier (same parameters,
-  then the body, then the name); a tie renames nothing.
+  then the body, then the name); a tie renames nothing. Each such reading is a :class:`Choice`
+  (rename, or a new definition beside the old; of a tie, which) that a model may decide
+  (engine.apply.choice); ``picks`` takes another reading than the rule's.
 * A new definition, and any other code, is placed by the line rules between its matched
   neighbours; a deletion is shown by neighbours standing adjacent (in an update with markers).
 * Between matched definitions the file's own blank-line separation is kept where the update
@@ -27,7 +29,7 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from engine.apply.align import PAIR_RATIO, Alignment, Source, align, blank_as_file
 from engine.apply.definitions import Definition, GrammarUnavailable, parse_definitions
@@ -43,22 +45,38 @@ TRIVIAL_SIGNATURES = {"", "()", "(self)", "(&self)", "(&mut self)", "(this)", "(
 
 
 @dataclass(frozen=True)
+class Choice:
+    """Where the rules leave more than one reading of an update: a definition of a new name that
+    may rename one of the file's, or be new. ``key``: the update line the definition starts on
+    (what :func:`merged_alignment`'s ``picks`` name); ``readings``: what each reading is, in
+    words (``rename low_stock -> understocked``, ``new function understocked``); ``rule``: the
+    reading the fixed rule takes (None: it takes none, and the definition is left unplaced)."""
+
+    key: int
+    readings: tuple[str, ...]
+    rule: int | None
+
+
+@dataclass(frozen=True)
 class Pair:
     """An update definition and the file definition it stands for; ``how``: "name", "nested"
-    (the update shows it without its enclosing definitions) or "renamed"."""
+    (the update shows it without its enclosing definitions), "renamed", or "beside" (a new
+    definition, like the file's one, that goes right after it)."""
 
     update: Definition
     file: Definition
     how: str
 
 
-def merged_alignment(file: Sequence[str], update: Sequence[str], language: str) -> Alignment:
+def merged_alignment(file: Sequence[str], update: Sequence[str], language: str,
+                     picks: Mapping[int, int] | None = None, choices: list[Choice] | None = None) -> Alignment:
     """The merge of ``update`` into ``file``: structure-aware where ``language`` parses and the
     update's definitions match the file's, the line rules otherwise (the result says why when a
-    grammar failed to load)."""
+    grammar failed to load). ``picks``: the reading to take at a :class:`Choice` (by its key;
+    the rule's elsewhere); ``choices``: where given, the choices the merge met are added to it."""
     styled = blank_as_file(to_file_style(update, file), file)
     try:
-        structured = structure_alignment(file, styled, language)
+        structured = structure_alignment(file, styled, language, picks, choices)
     except (GrammarUnavailable, RecursionError) as exc:  # (a file nested deeper than Python recurses)
         result = align(file, styled, own_comments=True, restyle=False)
         why = exc if isinstance(exc, GrammarUnavailable) else "the file nests too deep to read its definitions"
@@ -67,10 +85,12 @@ def merged_alignment(file: Sequence[str], update: Sequence[str], language: str) 
     return structured if structured is not None else align(file, styled, own_comments=True, restyle=False)
 
 
-def structure_alignment(file: Sequence[str], styled: Sequence[str], language: str) -> Alignment | None:
+def structure_alignment(file: Sequence[str], styled: Sequence[str], language: str,
+                        picks: Mapping[int, int] | None = None,
+                        choices: list[Choice] | None = None) -> Alignment | None:
     """The structure-aware alignment of ``styled`` (an update in the file's indentation unit:
     engine.apply.indent.to_file_style) into ``file``, or None where it has nothing to go by
-    (module docstring)."""
+    (module docstring); ``picks`` and ``choices`` as :func:`merged_alignment`'s."""
     if not file or not styled:
         return None
     udefs = parse_definitions(_dedented(styled), language, whole=True, update=True)
@@ -79,12 +99,14 @@ def structure_alignment(file: Sequence[str], styled: Sequence[str], language: st
     fdefs = parse_definitions(file, language, whole=True)
     if not fdefs:
         return None
-    merge = _Merge(file, list(styled))
+    merge = _Merge(file, list(styled), picks or {})
     pairs = merge.match(udefs, fdefs, bounded=False)
     if not pairs and not merge.ambiguous:
         return None
     merge.mark_new(udefs, pairs)
     merge.range(0, len(file), 0, len(styled), pairs, open_ends=True, has_markers=merge.has_markers)
+    if choices is not None:
+        choices.extend(merge.choices)
     return merge.alignment()
 
 
@@ -133,8 +155,10 @@ def same_signature(a_lines: Sequence[str], a: Definition, b_lines: Sequence[str]
 class _Merge:
     """One structure-aware merge: the walk over matched definitions and the gaps between them."""
 
-    def __init__(self, file: Sequence[str], update: list[str]):
+    def __init__(self, file: Sequence[str], update: list[str], picks: Mapping[int, int]):
         self.file, self.update = file, update
+        self.picks = picks
+        self.choices: list[Choice] = []  # where the rules left more than one reading
         self.markers = marker_lines(update, file)
         self.has_markers = bool(self.markers)
         self.update_lines = list(update)
@@ -222,12 +246,21 @@ class _Merge:
                     named = difflib.SequenceMatcher(None, u.name, f.name, autojunk=False).ratio()
                     scored.append(((signature, round(likeness, 2), named), f))
             scored.sort(key=lambda s: s[0], reverse=True)
-            if scored and (len(scored) == 1 or scored[0][0] > scored[1][0]):
-                f = scored[0][1]
-                found.append(Pair(u, f, "renamed"))
-                taken |= {id(u), id(f)}
-            elif scored:  # two definitions it may rename, as likely: it is placed nowhere
+            if not scored:
+                continue
+            sure = len(scored) == 1 or scored[0][0] > scored[1][0]
+            # A rename, or a new definition beside the old (the rule: the rename); of definitions
+            # it may rename as likely but for their names, each (the rule: the likeliest name;
+            # none, unplaced, when the names tie too), or new.
+            olds = [f for s, f in scored if s[:2] == scored[0][0][:2]]
+            readings = (*(f"rename {f.name} -> {u.name}" for f in olds), f"new {u.kind} {u.name}")
+            self.choices.append(Choice(u.start, readings, 0 if sure else None))
+            pick = self.picks.get(u.start, 0 if sure else None)
+            if pick is None:  # two definitions it may rename, as likely: it is placed nowhere
                 self.ambiguous.append(u)
+            else:  # (a new one goes right after the old it is like, which stays)
+                found.append(Pair(u, olds[pick % len(olds)], "renamed" if pick < len(olds) else "beside"))
+                taken |= {id(u), id(olds[pick % len(olds)])}
         return found
 
     # Merging
@@ -254,6 +287,9 @@ class _Merge:
         if offset:
             for j in range(u.start, u.end):
                 self.update_lines[j] = shifted(self.update[j], offset)
+        if pair.how == "beside":
+            self.beside(u, f)
+            return u.end
         cut = not inside and u.kind == "function" and self.marker_continues(u, f)
         if u.kind == "container" or inside or cut:
             end = self.next_line(u) + 1 if cut else u.end
@@ -270,6 +306,18 @@ class _Merge:
             self.replaced.append(u.dotted)
         self.out.extend(("update", j) for j in range(u.start, u.end))
         return u.end
+
+    def beside(self, u: Definition, f: Definition) -> None:
+        """A new definition right after the file's one it is like (which stays), spaced as the
+        file spaces that one from what follows it."""
+        self.out.extend(("file", i) for i in range(f.start, f.end))
+        count = 0
+        while f.end + count < len(self.file) and not self.file[f.end + count].strip():
+            count += 1
+        blank = next((j for j in range(len(self.update)) if not self.update[j].strip()), None)
+        if blank is not None:
+            self.out.extend([("again", blank)] * max(count, 1))
+        self.out.extend(("update", j) for j in range(u.start, u.end))
 
     def next_line(self, u: Definition) -> int:
         """The first non-blank update line after ``u``."""

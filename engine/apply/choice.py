@@ -1,0 +1,230 @@
+"""Where the structure-aware merge leaves a choice (engine.apply.structure.Choice: a rename or a
+new definition; which of two alike definitions a rename replaces), the candidate merges, and who
+picks one: the loaded model, by how likely it finds each merged region, or the fixed rule.
+
+The model reads the instruction, the file (a window of it around the region) and the update,
+then each candidate's region: the lines where the candidates differ with :data:`CONTEXT` lines
+on each side. The prompt is appended once; each candidate's region is one forward after it, the
+cache cropped back between them (:class:`engine.runtime.session.Session`; the prompt's KV is
+also kept for the next session by the prefix cache). The score is the region's summed token
+log-likelihood: the likelier merge is written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Literal, Sequence
+
+from engine.apply.align import Alignment
+from engine.apply.plan import plan
+from engine.apply.structure import Choice, merged_alignment
+from engine.runtime.loaded import LoadedModel
+
+CONTEXT = 3  # lines of common context on each side of the differing region the model scores
+FILE_WINDOW = 160  # file lines the model reads around the region (the update's, at most as many)
+CHOICE_RULES = "Merge an update into a file: write the merged file."
+
+Decider = Literal["model", "rule"]
+# How a region's likelihood is measured: summed token log-likelihood, its mean per token, the sum
+# less the region's own likelihood without the file, update and instruction (what they add), or
+# less its likelihood without the instruction alone (what the instruction adds).
+Measure = Literal["sum", "mean", "pmi", "instruction"]
+# What the instruction adds: the one measure that follows what the user asked (measured beside the
+# others: scripts/measure_apply_choices.py, results/apply/choices.json); without an instruction
+# every reading scores 0 and the rule decides.
+MEASURE: Measure = "instruction"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One reading's merge: what it is in words and its alignment and merged text."""
+
+    reading: str
+    alignment: Alignment
+    text: str
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What was written where the rules left a choice: ``by`` whom, the ``chosen`` reading (None:
+    the rule placed none), the ``alternatives`` and the model's ``scores`` (per candidate, in
+    :attr:`Candidate` order; empty when the rule decided)."""
+
+    by: Decider
+    chosen: str | None
+    alternatives: tuple[str, ...]
+    scores: tuple[float, ...] = ()
+
+    def note(self) -> str:
+        """The result's warning line."""
+        others = "; ".join(self.alternatives)
+        if self.chosen is None:
+            return f"the rule placed none of: {others} (a model may decide: --mode auto with a model)"
+        who = "the model" if self.by == "model" else "the rule"
+        return f"{who} chose: {self.chosen} (the alternative: {others})"
+
+    def json(self) -> dict:
+        return {"by": self.by, "chosen": self.chosen, "alternatives": list(self.alternatives),
+                "scores": [round(s, 3) for s in self.scores]}
+
+
+# What scores candidate texts: (instruction, file, update, candidate texts) -> one score each.
+Scorer = Callable[[str, Sequence[str], Sequence[str], Sequence[str]], Sequence[float]]
+
+
+def candidates(file: Sequence[str], update: Sequence[str], language: str) -> tuple[Choice, list[Candidate]] | None:
+    """The first choice the structure-aware merge meets and each reading's merge; None when it
+    meets none, or every reading merges to the same text (nothing to choose)."""
+    return survey(file, update, language)[1]
+
+
+def survey(file: Sequence[str], update: Sequence[str],
+           language: str) -> tuple[Alignment, tuple[Choice, list[Candidate]] | None]:
+    """The rule's merge (engine.apply.structure.merged_alignment) and :func:`candidates`, the
+    merge run once more per reading only where there is a choice."""
+    found: list[Choice] = []
+    ruled = merged_alignment(file, update, language, choices=found)
+    if not found:
+        return ruled, None
+    return ruled, _readings(file, update, language, found[0])
+
+
+def _readings(file: Sequence[str], update: Sequence[str], language: str,
+              choice: Choice) -> tuple[Choice, list[Candidate]] | None:
+    out = []
+    for k, reading in enumerate(choice.readings):
+        alignment = merged_alignment(file, update, language, picks={choice.key: k})
+        if alignment.unplaced:
+            continue
+        out.append(Candidate(reading, alignment, merged_text(alignment, file, update)))
+    if len(out) < 2 or len({c.text for c in out}) < 2:
+        return None
+    return choice, out
+
+
+def merged_text(alignment: Alignment, file: Sequence[str], update: Sequence[str]) -> str:
+    return "".join(step.text for step in plan(alignment, file, update))
+
+
+def by_rule(choice: Choice, found: list[Candidate]) -> tuple[int | None, Decision]:
+    """The fixed rule's pick (an index into ``found``; None: it places none)."""
+    rule = choice.readings[choice.rule] if choice.rule is not None else None
+    index = next((k for k, c in enumerate(found) if c.reading == rule), None)
+    others = tuple(c.reading for k, c in enumerate(found) if k != index)
+    return index, Decision("rule", rule if index is not None else None, others)
+
+
+def decide(score: Scorer | None, choice: Choice, instruction: str, file: Sequence[str], update: Sequence[str],
+           found: list[Candidate]) -> tuple[int | None, Decision]:
+    """The model's pick where there is one (``score``) and it tells the readings apart, else the
+    rule's."""
+    if score is not None:
+        index, decision = by_model(score, instruction, file, update, found)
+        if len(set(decision.scores)) > 1:
+            return index, decision
+    return by_rule(choice, found)
+
+
+def by_model(score: Scorer, instruction: str, file: Sequence[str], update: Sequence[str],
+             found: list[Candidate]) -> tuple[int, Decision]:
+    """The model's pick: the candidate whose region it finds likeliest (the first of equals)."""
+    scores = list(score(instruction, file, update, [c.text for c in found]))
+    best = max(range(len(found)), key=lambda k: (scores[k], -k))
+    others = tuple(c.reading for k, c in enumerate(found) if k != best)
+    return best, Decision("model", found[best].reading, others, tuple(scores))
+
+
+def differing_region(texts: Sequence[str], context: int = CONTEXT) -> tuple[int, list[list[str]]]:
+    """The first line of the region (0-based) and each text's lines from there on: the lines
+    where the texts differ with ``context`` common lines before and after."""
+    lines = [text.splitlines(keepends=True) for text in texts]
+    shortest = min(len(ls) for ls in lines)
+    head = 0
+    while head < shortest and all(ls[head] == lines[0][head] for ls in lines):
+        head += 1
+    tail = 0
+    while tail < shortest - head and all(ls[-1 - tail] == lines[0][-1 - tail] for ls in lines):
+        tail += 1
+    start = max(0, head - context)
+    keep = max(0, tail - context)
+    return start, [ls[start:len(ls) - keep] for ls in lines]
+
+
+def model_scorer(loaded: LoadedModel, measure: Measure = MEASURE) -> Scorer:
+    """The scorer on ``loaded`` (an in-process runtime: one with sessions), by ``measure``."""
+    def score(instruction: str, file: Sequence[str], update: Sequence[str], texts: Sequence[str]) -> list[float]:
+        found = region_scores(loaded, instruction, file, update, texts,
+                              baseline="bare" if measure == "pmi" else "uninstructed" if measure == "instruction"
+                              else None)
+        return [r.measured(measure) for r in found]
+
+    return score
+
+
+@dataclass(frozen=True)
+class RegionScore:
+    """A candidate region's summed token log-likelihood given the prompt, its token count and
+    (where asked) its summed log-likelihood given a baseline prompt (:func:`region_scores`)."""
+
+    total: float
+    tokens: int
+    bare: float = 0.0
+
+    def measured(self, measure: Measure) -> float:
+        if measure == "mean":
+            return self.total / max(self.tokens, 1)
+        if measure in ("pmi", "instruction"):
+            return self.total - self.bare
+        return self.total
+
+
+def region_scores(loaded: LoadedModel, instruction: str, file: Sequence[str], update: Sequence[str],
+                  texts: Sequence[str], baseline: str | None = None) -> list[RegionScore]:
+    """Each text's differing region scored under ``loaded``, given the instruction, the file's
+    window around it and the update, and the common lines before it; ``baseline`` "bare": also
+    given only those common lines, "uninstructed": also given all but the instruction."""
+    from engine.decoding.prompt import render
+
+    start, regions = differing_region(texts)
+    before = "".join(texts[0].splitlines(keepends=True)[max(0, start - CONTEXT):start])
+    low = max(0, start - FILE_WINDOW // 2)
+    window = "".join(file[low:low + FILE_WINDOW])
+    shown = "".join(update[:FILE_WINDOW])
+    asked = f"\nInstruction: {instruction.strip()}" if instruction.strip() else ""
+    shared = f"File:\n```\n{window}```\nUpdate:\n```\n{shown}```"
+
+    def prompt(content: str) -> list[int]:
+        messages = [{"role": "system", "content": CHOICE_RULES}, {"role": "user", "content": content}]
+        return render(loaded.tokenizer, messages, "```\n" + before)
+
+    ids = [list(loaded.tokenizer.encode("".join(region), add_special_tokens=False)) for region in regions]
+    given = _likelihoods(loaded, prompt(shared + asked), ids)  # (the instruction last: the rest is shared)
+    plain = [0.0] * len(ids) if baseline is None else _likelihoods(
+        loaded, prompt("Code:" if baseline == "bare" else shared), ids)
+    return [RegionScore(g, len(i), p) for g, i, p in zip(given, ids, plain)]
+
+
+def _likelihoods(loaded: LoadedModel, prompt: list[int], regions: list[list[int]]) -> list[float]:
+    """Each region's summed token log-likelihood after ``prompt``: the prompt appended once, each
+    region one forward after it, the cache cropped back between them."""
+    import torch
+
+    session = loaded.session()
+    try:
+        first = session.append(prompt, "choice_prompt")
+        base = session.length
+        out = []
+        for ids in regions:
+            if not ids:
+                out.append(0.0)
+                continue
+            rows = [first.unsqueeze(0)]
+            if len(ids) > 1:
+                rows.append(session.append(ids[:-1], "choice", all_logits=True))
+                session.crop(base)
+            logits = torch.cat(rows).float()
+            picked = torch.log_softmax(logits, dim=-1).gather(1, torch.tensor(ids).unsqueeze(1))
+            out.append(float(picked.sum()))
+        return out
+    finally:
+        session.close()

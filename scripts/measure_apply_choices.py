@@ -1,0 +1,258 @@
+"""Where the structure-aware apply leaves a choice (a rename or a new function beside the old;
+which of two alike functions a rename replaces), who picks the reading the update meant: the
+fixed rule or the embedded model (engine.apply.choice), each against the truth. The model's arms
+are its measures of a region (engine.apply.choice.Measure), with the instruction (and the sum
+also without).
+
+Cases are written here, from code disjoint from training: each base file has a function the
+update shows under a new name; the truth is a rename in one case and a new function in its twin
+(the update is the same; the instruction says which). The model is scored with the instruction
+and without it (the update alone). Usage:
+
+    PYTHONPATH=. OMP_NUM_THREADS=1 python scripts/measure_apply_choices.py \\
+        --backend transformers --out results/apply/choices.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from engine.apply.choice import by_model, by_rule, candidates, model_scorer
+
+ARMS = [("sum", "sum", True), ("sum_no_instruction", "sum", False), ("mean", "mean", True), ("pmi", "pmi", True),
+        ("instruction", "instruction", True)]  # (the instruction's measure without one: the rule)
+
+INVENTORY = '''import json
+
+
+def load(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def low_stock(items, limit):
+    out = []
+    for item in items:
+        if item["qty"] < limit:
+            out.append(item)
+    return out
+
+
+def total(items):
+    return sum(item["qty"] for item in items)
+'''
+INVENTORY_UPDATE = '''# ... existing code ...
+
+
+def understocked(items, limit):
+    out = []
+    for item in items:
+        if item["qty"] <= limit:
+            out.append(item)
+    return out
+
+
+# ... existing code ...
+'''
+TWINS = INVENTORY.replace('def total(items):\n    return sum(item["qty"] for item in items)\n',
+                          'def overstocked(items, limit):\n    out = []\n    for item in items:\n'
+                          '        if item["qty"] > limit:\n            out.append(item)\n    return out\n')
+USERS = '''class Store:
+    def __init__(self, db):
+        self.db = db
+
+    def get_user(self, user_id):
+        row = self.db.query("SELECT * FROM users WHERE id = ?", user_id)
+        if row is None:
+            raise KeyError(user_id)
+        return dict(row)
+
+    def get_admin(self, user_id):
+        row = self.db.query("SELECT * FROM admins WHERE id = ?", user_id)
+        if row is None:
+            raise KeyError(user_id)
+        return dict(row)
+
+    def close(self):
+        self.db.close()
+'''
+USERS_UPDATE = '''class Store:
+    # ... existing code ...
+
+    def fetch_user(self, user_id):
+        row = self.db.query("SELECT * FROM users WHERE id = ? AND active = 1", user_id)
+        if row is None:
+            raise KeyError(user_id)
+        return dict(row)
+
+    # ... existing code ...
+'''
+DATES = '''const pad = (n) => String(n).padStart(2, "0");
+
+function formatDate(d) {
+  const y = d.getFullYear();
+  const m = pad(d.getMonth() + 1);
+  const day = pad(d.getDate());
+  return `${y}-${m}-${day}`;
+}
+
+function formatTime(d) {
+  return `${pad(d.getHours())}:${pad(d.getMinutes())}`;
+}
+
+module.exports = { formatDate, formatTime };
+'''
+DATES_UPDATE = '''// ... existing code ...
+
+function formatDay(d) {
+  const y = d.getFullYear();
+  const m = pad(d.getMonth() + 1);
+  const day = pad(d.getDate());
+  return `${day}/${m}/${y}`;
+}
+
+// ... existing code ...
+'''
+COUNTS = '''import java.util.List;
+
+public class Stats {
+    public int countActive(List<User> users) {
+        int n = 0;
+        for (User u : users) {
+            if (u.isActive()) {
+                n++;
+            }
+        }
+        return n;
+    }
+
+    public int countAdmins(List<User> users) {
+        int n = 0;
+        for (User u : users) {
+            if (u.isAdmin()) {
+                n++;
+            }
+        }
+        return n;
+    }
+}
+'''
+COUNTS_UPDATE = '''public class Stats {
+    // ... existing code ...
+
+    public int countEnabled(List<User> users) {
+        int n = 0;
+        for (User u : users) {
+            if (u.isActive() && !u.isLocked()) {
+                n++;
+            }
+        }
+        return n;
+    }
+
+    // ... existing code ...
+}
+'''
+SIZES = '''package units
+
+import "strconv"
+
+func parseSize(s string) (int, error) {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return 0, err
+	}
+	return n * 1024, nil
+}
+
+func formatSize(n int) string {
+	return strconv.Itoa(n/1024) + "K"
+}
+'''
+SIZES_UPDATE = '''// ... existing code ...
+
+func parseBytes(s string) (int, error) {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// ... existing code ...
+'''
+
+# (name, language, file, update, old name, new name, what the new function does)
+BASES = [
+    ("inventory", "python", INVENTORY, INVENTORY_UPDATE, "low_stock", "understocked", "includes items at the limit"),
+    ("twins", "python", TWINS, INVENTORY_UPDATE, "low_stock", "understocked", "includes items at the limit"),
+    ("users", "python", USERS, USERS_UPDATE, "get_user", "fetch_user", "returns active users only"),
+    ("dates", "javascript", DATES, DATES_UPDATE, "formatDate", "formatDay", "writes day/month/year"),
+    ("counts", "java", COUNTS, COUNTS_UPDATE, "countActive", "countEnabled", "leaves locked users out"),
+    ("sizes", "go", SIZES, SIZES_UPDATE, "parseSize", "parseBytes", "reads plain bytes"),
+]
+
+
+def cases() -> list[dict]:
+    """Each base twice: the truth a rename (the instruction says rename) and a new function."""
+    out = []
+    for name, language, file, update, old, new, does in BASES:
+        out.append({"case": f"{name}/rename", "language": language, "file": file, "update": update,
+                    "instruction": f"Rename {old} to {new}; it now {does}.", "truth": f"rename {old} -> {new}"})
+        out.append({"case": f"{name}/new", "language": language, "file": file, "update": update,
+                    "instruction": f"Add {new} beside {old}: like it, but it {does}. Keep {old}.",
+                    "truth": f"new function {new}"})
+    return out
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--backend", default="transformers")
+    ap.add_argument("--out", type=Path, required=True)
+    args = ap.parse_args(argv)
+    from engine.api import Engine
+
+    engine = Engine.load("default", backend=args.backend)
+    scorers = {m: model_scorer(engine.loaded, m) for m in ("sum", "mean", "pmi", "instruction")}
+    rows = []
+    for case in cases():
+        file, update = case["file"].splitlines(keepends=True), case["update"].splitlines(keepends=True)
+        found = candidates(file, update, case["language"])
+        if found is None:
+            rows.append({"case": case["case"], "choice": None})
+            continue
+        choice, merges = found
+        _, rule = by_rule(choice, merges)
+        row = {"case": case["case"], "language": case["language"], "truth": case["truth"],
+               "readings": [m.reading for m in merges], "rule": rule.chosen}
+        for arm, measure, instructed in ARMS:
+            instruction = case["instruction"] if instructed else ""
+            started = time.perf_counter()
+            _, decision = by_model(scorers[measure], instruction, file, update, merges)
+            row[arm] = decision.chosen
+            row[f"{arm}_scores"] = [round(s, 2) for s in decision.scores]
+            row[f"{arm}_s"] = round(time.perf_counter() - started, 3)
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    decided = [r for r in rows if r.get("readings")]
+    summary = {arm: {"right": sum(r[arm] == r["truth"] for r in decided),
+                     "wrong": sum(r[arm] is not None and r[arm] != r["truth"] for r in decided),
+                     "refused": sum(r[arm] is None for r in decided)}
+               for arm in ("rule", *(a for a, _, _ in ARMS))}
+    summary["cases"] = len(rows)
+    summary["with_a_choice"] = len(decided)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"command": "PYTHONPATH=. OMP_NUM_THREADS=1 python scripts/measure_apply_choices.py "
+                                    f"--backend {args.backend} --out {args.out}",
+                                    "model": engine.name, "backend": args.backend, "summary": summary,
+                                    "cases": rows}, indent=1) + "\n")
+    print(json.dumps(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,187 @@
+"""Where the structure-aware merge leaves a choice (a rename or a new function; which of two alike
+functions a rename replaces): the candidates are exposed, the loaded model picks one and the
+result names who chose and the alternative; an apply without a choice loads no model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from engine.apply.choice import by_rule, candidates, differing_region
+from engine.apply.job import AlignedUpdate
+from engine.cli import main
+from engine.decoding.request import EditRequest
+from engine.dispatch import ModelFree
+from engine.runtime.sources import default_gguf_path
+
+FILE = """import json
+
+
+def load(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def low_stock(items, limit):
+    out = []
+    for item in items:
+        if item["qty"] < limit:
+            out.append(item)
+    return out
+
+
+def total(items):
+    return sum(item["qty"] for item in items)
+"""
+UPDATE = """# ... existing code ...
+
+
+def understocked(items, limit):
+    out = []
+    for item in items:
+        if item["qty"] <= limit:
+            out.append(item)
+    return out
+
+
+# ... existing code ...
+"""
+# Two functions alike enough that a new name's body could rename either as well.
+TWINS = FILE.replace("def total(items):\n    return sum(item[\"qty\"] for item in items)\n",
+                     "def overstocked(items, limit):\n    out = []\n    for item in items:\n"
+                     "        if item[\"qty\"] > limit:\n            out.append(item)\n    return out\n")
+PLAIN = "# ... existing code ...\ndef total(items):\n    return sum(item[\"qty\"] for item in items) or 0\n"
+
+
+def lines(text: str) -> list[str]:
+    return text.splitlines(keepends=True)
+
+
+def test_a_rename_is_a_choice_with_a_new_function_beside_the_old_as_the_alternative() -> None:
+    found = candidates(lines(FILE), lines(UPDATE), "python")
+    assert found is not None
+    choice, merges = found
+    assert choice.readings == ("rename low_stock -> understocked", "new function understocked") and choice.rule == 0
+    renamed, new = merges
+    assert "def low_stock" not in renamed.text and "def understocked" in renamed.text
+    assert new.text.index("def low_stock") < new.text.index("def understocked") < new.text.index("def total")
+    assert "\n\n\ndef understocked" in new.text  # spaced as the file spaces its functions
+
+
+def test_two_functions_as_alike_are_each_a_reading_the_rule_picks_by_name() -> None:
+    found = candidates(lines(TWINS), lines(UPDATE), "python")
+    assert found is not None
+    choice, merges = found
+    assert choice.rule == 0 and choice.readings == (
+        "rename overstocked -> understocked", "rename low_stock -> understocked", "new function understocked")
+    assert len({m.text for m in merges}) == 3
+    index, decision = by_rule(choice, merges)
+    assert index == 0 and decision.alternatives == choice.readings[1:]
+
+
+def test_two_functions_alike_in_everything_are_a_choice_the_rule_leaves_unplaced() -> None:
+    file = FILE.replace("low_stock", "low_a") + FILE[FILE.index("def low_stock"):FILE.index("def total")].replace(
+        "low_stock", "low_b")
+    update = UPDATE.replace("understocked", "low_c")
+    found = candidates(lines(file), lines(update), "python")
+    assert found is not None
+    choice, merges = found
+    assert choice.rule is None and choice.readings == ("rename low_a -> low_c", "rename low_b -> low_c",
+                                                       "new function low_c")
+    index, decision = by_rule(choice, merges)
+    assert index is None and decision.chosen is None and decision.by == "rule"
+    merge = AlignedUpdate(EditRequest(text=file, instruction="", update=update, language="python"))
+    assert merge.stop == "unplaced" and merge.decision is not None and merge.decision.by == "rule"
+
+
+def test_an_update_without_a_choice_has_no_candidates() -> None:
+    assert candidates(lines(FILE), lines(PLAIN), "python") is None
+
+
+def test_the_region_scored_is_where_the_candidates_differ_with_context() -> None:
+    a = "".join(f"{k}\n" for k in range(20))
+    b = a.replace("10\n", "10\nnew\n")
+    start, regions = differing_region([a, b], context=2)
+    assert start == 9 and regions == [["9\n", "10\n", "11\n", "12\n"], ["9\n", "10\n", "new\n", "11\n", "12\n"]]
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    try:
+        code = main(["apply", *argv])
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    captured = capsys.readouterr()
+    return code, captured.out, " ".join(captured.err.split())
+
+
+@pytest.fixture()
+def paths(tmp_path: Path) -> tuple[Path, Path, Path]:
+    target, update, plain = tmp_path / "inv.py", tmp_path / "u.py", tmp_path / "plain.py"
+    target.write_text(FILE)
+    update.write_text(UPDATE)
+    plain.write_text(PLAIN)
+    return target, update, plain
+
+
+def test_an_apply_without_a_choice_loads_no_model(capsys, paths, tmp_path) -> None:
+    target, _, plain = paths
+    missing = str(tmp_path / "no-model-here")  # loading it would fail: the apply must not try
+    code, out, err = run(capsys, str(target), "--update", str(plain), "--model", missing, "--json", "--in-place")
+    assert code == 0 and "no such file" not in err and "loading" not in err
+    assert "choice" not in json.loads(out)["breakdown"] and "or 0\n" in target.read_text()
+
+
+def test_without_a_model_the_rule_decides_and_says_so(capsys, paths, tmp_path) -> None:
+    target, update, _ = paths
+    missing = str(tmp_path / "no-model-here")
+    code, out, err = run(capsys, str(target), "--update", str(update), "--model", missing, "--json", "--in-place")
+    assert code == 0 and "the rule decides" in err
+    choice = json.loads(out)["breakdown"]["choice"]
+    assert choice == {"by": "rule", "chosen": "rename low_stock -> understocked",
+                      "alternatives": ["new function understocked"], "scores": []}
+    assert "def low_stock" not in target.read_text()
+
+
+def test_the_embedded_model_decides_a_choice_and_the_result_names_the_alternative(default_engine) -> None:
+    found = candidates(lines(TWINS), lines(UPDATE), "python")
+    assert found is not None
+    texts = {m.reading: m.text for m in found[1]}
+    request = EditRequest(text=TWINS, instruction="rename low_stock to understocked and include the limit",
+                          update=UPDATE, language="python")
+    result = ModelFree(default_engine.name, chooser=default_engine.loaded).edit(request)
+    choice = result.breakdown["choice"]
+    assert choice["by"] == "model" and len(choice["scores"]) == 3
+    assert {choice["chosen"], *choice["alternatives"]} == set(texts)
+    assert result.stop_reason == "done" and result.output_text == texts[choice["chosen"]]
+    assert any(w.startswith("the model chose: ") and choice["alternatives"][0] in w for w in result.warnings)
+    assert max(choice["scores"]) == choice["scores"][list(texts).index(choice["chosen"])]
+
+
+@pytest.mark.model
+def test_the_cli_in_auto_loads_the_model_for_a_choice_and_names_it(capsys, paths) -> None:
+    target, update, _ = paths
+    own = str(default_gguf_path())  # the embedded GGUF named by its path: what a user's own model looks like
+    code, out, err = run(capsys, str(target), "--update", str(update), "--json", "-i", "rename low_stock",
+                         "--model", own)
+    choice = json.loads(out)["breakdown"]["choice"]
+    assert code == 0, err
+    assert choice["by"] == "model" and len(choice["scores"]) == 2
+    assert {choice["chosen"], *choice["alternatives"]} == {"rename low_stock -> understocked",
+                                                          "new function understocked"}
+
+
+def test_the_cli_in_auto_with_the_embedded_model_lets_the_rule_decide(capsys, paths) -> None:
+    """The embedded model is no better than the rule at these choices, so ``auto`` does not load it."""
+    target, update, _ = paths
+    code, out, err = run(capsys, str(target), "--update", str(update), "--json", "-i", "rename low_stock")
+    answer = json.loads(out)
+    assert code == 0, err
+    assert answer["breakdown"]["choice"]["by"] == "rule" and answer["mode"] == "aligner"
+
+
+def test_without_an_instruction_the_model_cannot_tell_and_the_rule_decides(default_engine) -> None:
+    request = EditRequest(text=FILE, instruction="", update=UPDATE, language="python")
+    result = ModelFree(default_engine.name, chooser=default_engine.loaded).edit(request)
+    assert result.breakdown["choice"]["by"] == "rule" and "def low_stock" not in result.output_text
