@@ -71,7 +71,7 @@ def test_real_edit_writes_output_and_json(capsys, tmp_path: Path, default_engine
     assert out.read_text() == expected.output_text
     assert summary["mode"] == "ar" and summary["tokens"]["generated"] == expected.tokens.generated
     assert summary["syntax"] == {"language": "python", "parsed_before": True, "parses_after": True, "breaks": False,
-                                 "error": None}
+                                 "error": None, "note": None}
     assert path.read_text() == BUGGY  # --output never touches the input file
 
 
