@@ -193,6 +193,20 @@ def test_a_marker_inside_keeps_the_part_it_stands_for() -> None:
     assert result.output_text == PY.replace("return y\n", "return y + 1\n")
 
 
+def test_a_class_cut_short_before_a_marker_keeps_the_rest_of_its_body() -> None:
+    """A class shown down to its docstring, then a marker at the margin: the marker stands for the
+    rest of the class (its fields), not for nothing after a class replaced whole (its docstring
+    reworded, so the line rules alone cannot see that it is cut short)."""
+    text = ('import os\n\n\n@dataclass\nclass Layer:\n    """One source\'s keys."""\n\n    source: str\n'
+            '    values: dict = None\n\n\ndef parse(raw):\n    return raw\n')
+    update = ('# ... existing code ...\nimport sys\n# ... existing code ...\n@dataclass\nclass Layer:\n'
+              '    """One source\'s validated keys."""\n# ... existing code ...\n')
+    result = merged(text, update, "python")
+    assert result.stop_reason == "done"
+    assert "    source: str\n    values: dict = None\n" in result.output_text and "import sys\n" in result.output_text
+    assert "validated keys" in result.output_text
+
+
 def test_a_rename_replaces_the_old_definition_and_is_named() -> None:
     update = ("# ... existing code ...\ndef understocked(items, limit):\n    out = [i for i in items if i.count < limit]\n"
               "    out.sort()\n    return out\n# ... existing code ...\n")

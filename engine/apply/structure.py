@@ -290,7 +290,7 @@ class _Merge:
         if pair.how == "beside":
             self.beside(u, f)
             return u.end
-        cut = not inside and u.kind == "function" and self.marker_continues(u, f)
+        cut = not inside and self.marker_continues(u, f)
         if u.kind == "container" or inside or cut:
             end = self.next_line(u) + 1 if cut else u.end
             children = self.match(u.children, f.children, bounded=True)
