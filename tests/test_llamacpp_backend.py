@@ -326,6 +326,8 @@ def test_padded_steps_equal_every_row_of_a_forward_of_any_size(llama: Engine, ll
     loaded = llama_padded.loaded
     runtime, tok = loaded.runtime, loaded.tokenizer
     assert runtime.exact_rows is None and "padded steps" in runtime.describe()
+    assert runtime.verify_room("exact", 64) == ("exact", 64)  # what doctor asks: any size
+    assert llama.loaded.runtime.verify_room("exact", 64) == ("exact", 0)  # one-row steps: no draft
     prompt, ids = encode(tok, "Copy this code.\n" + BUGGY), encode(tok, BUGGY * 4)[:130]
     single = loaded.session()
     assert single.step_exact_rows is None
