@@ -289,12 +289,81 @@ def test_verifies_stay_where_rows_equal_steps_exactly(llama: Engine, llama_flash
 
 
 def test_exact_rows_follow_flash_attention_and_the_build():
-    from engine.runtime.backends.llamacpp import exact_rows
+    from engine.runtime.backends.llamacpp import exact_rows, pads_steps
 
     assert exact_rows(flash_attention=True, llamafile_sgemm=True) == 63
     assert exact_rows(flash_attention=True, llamafile_sgemm=False) == 63
     assert exact_rows(flash_attention=False, llamafile_sgemm=True) == 1
     assert exact_rows(flash_attention=False, llamafile_sgemm=False) is None
+    assert exact_rows(flash_attention=False, llamafile_sgemm=True, padded_steps=True) is None
+    assert exact_rows(flash_attention=True, llamafile_sgemm=True, padded_steps=True) == 63
+    on = BackendOptions(padded_steps=True)
+    assert BackendOptions().padded_steps is False
+    assert not pads_steps(BackendOptions(), flash=False, llamafile_sgemm=True)  # off by default
+    assert pads_steps(on, flash=False, llamafile_sgemm=True)
+    # only where it changes something: sgemm in the build, flash attention off, the CPU's kernels
+    assert not pads_steps(on, flash=True, llamafile_sgemm=True)
+    assert not pads_steps(on, flash=False, llamafile_sgemm=False)
+    assert not pads_steps(on.model_copy(update={"gpu_layers": -1}), flash=None, llamafile_sgemm=True)
+
+
+@pytest.fixture(scope="module")
+def llama_padded(llama: Engine) -> Engine:
+    """The GGUF with padded steps (``padded_steps``): every one-token step runs as two rows. It
+    asks for ``llama`` so that it is skipped with it where llama.cpp is not installed."""
+    engine = Engine.load("default", backend="llamacpp", selector="none",
+                         options=BackendOptions(threads=1, context_size=2048, padded_steps=True))
+    if not engine.loaded.runtime.padded_steps:
+        pytest.skip("this llama.cpp build has no llamafile sgemm: every row equals a step already")
+    return engine
+
+
+def test_padded_steps_equal_every_row_of_a_forward_of_any_size(llama: Engine, llama_padded: Engine):
+    """With padded steps a step takes the kernel verifies take, so each row of a forward of 2 to
+    130 rows is a padded step's logits to the bit (where one-row steps differ from every size), the
+    padding row leaves nothing in the cache (the next step's logits are a fresh decode's) and the
+    runtime bounds no verify."""
+    loaded = llama_padded.loaded
+    runtime, tok = loaded.runtime, loaded.tokenizer
+    assert runtime.exact_rows is None and "padded steps" in runtime.describe()
+    assert runtime.verify_room("exact", 64) == ("exact", 64)  # what doctor asks: any size
+    assert llama.loaded.runtime.verify_room("exact", 64) == ("exact", 0)  # one-row steps: no draft
+    prompt, ids = encode(tok, "Copy this code.\n" + BUGGY), encode(tok, BUGGY * 4)[:130]
+    single = loaded.session()
+    assert single.step_exact_rows is None
+    single.append(prompt, "prefill")
+    steps = torch.stack([single.append([t], "step") for t in ids])
+    assert single.length == len(prompt) + len(ids)
+    single.close()
+    for k in (2, 3, 17, 64, 130):
+        fused = loaded.session()
+        fused.append(prompt, "prefill")
+        assert torch.equal(fused.append(ids[:k], "verify", all_logits=True), steps[:k]), k
+        fused.close()
+    plain = llama.loaded.session()  # one-row steps: the same model, rounded by another kernel
+    plain.append(prompt, "prefill")
+    one_row = torch.stack([plain.append([t], "step") for t in ids[:8]])
+    plain.close()
+    assert not torch.equal(one_row, steps[:8])
+
+
+@pytest.mark.parametrize("case", [None, 2, 5])
+def test_speculative_equals_ar_with_padded_steps_and_drafts(llama_padded: Engine, case: int | None):
+    """With padded steps, speculative mode under the exact rule drafts on the default CPU build
+    (verifies of many rows, tokens accepted) and writes ar's output on the same runtime, to the
+    token, whatever the drafts' sizes (drafts sized as if verifies cost a step)."""
+    runtime = llama_padded.loaded.runtime
+    text = BUGGY if case is None else load_corpus("humanevalfix-python")[case].input
+    learned, runtime.cost = runtime.cost, CostModel.fixed({2: 1.0, 256: 1.0})
+    try:
+        outs = {mode: llama_padded.edit(EditRequest(text, "Fix the bug.", mode=mode, max_new_tokens=128,
+                                                    verify="exact"))
+                for mode in ("ar", "speculative")}
+    finally:
+        runtime.cost = learned
+    assert outs["speculative"].output_text == outs["ar"].output_text
+    assert outs["speculative"].breakdown.get("verify_calls", 0) >= 1
+    assert outs["speculative"].tokens.copied > 0
 
 
 def test_flash_attention_is_off_on_the_cpu_unless_asked_for(llama: Engine):

@@ -30,6 +30,7 @@ export const SERVER_KEYS = [
   "batchSize",
   "gpuLayers",
   "flashAttention",
+  "paddedSteps",
   "prefixCacheTokens",
   "mode",
   "maxNewTokens",

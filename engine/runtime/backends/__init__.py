@@ -58,6 +58,10 @@ class BackendOptions(SettingsSection):
     flash_attention: FlashAttention = setting(
         defaults.FLASH_ATTENTION, "llama.cpp's flash attention: auto (off on the CPU, where decoding is faster "
         "without it), on or off.")
+    padded_steps: bool = setting(False, "llama.cpp on the CPU, built with llamafile's sgemm, flash attention off: run "
+                                 "each one-token step as a two-row forward (the token and a padding row dropped "
+                                 "at once), so that verifies of any size equal the steps to the bit and speculative "
+                                 "mode drafts under the exact rule; a step then costs more (docs/backends.md).")
     prefix_cache_tokens: int = setting(defaults.PREFIX_CACHE_TOKENS, "Tokens of recent prompts whose KV cache is "
                                        "kept so the next edit prefills only what changed; 0: off.", low=0, high=1 << 22)
     server_url: str = setting("", "The vLLM server that `backend: vllm` edits with, e.g. http://127.0.0.1:8000 "

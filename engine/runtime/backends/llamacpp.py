@@ -171,11 +171,20 @@ FLASH_PREFILL_ALIGN = 64  # with flash attention on: below 64 rows its CPU kerne
 #   (docs/backends.md). So no verify is exact, and speculative decoding decodes like ar.
 # - Off, built without it (``-DGGML_LLAMAFILE=OFF``): every product is the same dot product
 #   whatever the number of rows, so every row equals a step at any size (docs/backends.md).
-def exact_rows(flash_attention: bool, llamafile_sgemm: bool) -> int | None:
+# - Off, with sgemm, and padded steps (the ``padded_steps`` setting): no bound. A step then runs as
+#   two rows, the token and a padding row dropped at once (``LlamaCppSession._padded``), so it takes
+#   sgemm too, and every row of a forward of any size equals it (tests/test_llamacpp_backend.py).
+def exact_rows(flash_attention: bool, llamafile_sgemm: bool, padded_steps: bool = False) -> int | None:
     """How many rows a forward may have and still equal one-token steps, row for row."""
     if flash_attention:
         return 63
-    return 1 if llamafile_sgemm else None
+    return 1 if llamafile_sgemm and not padded_steps else None
+
+
+def pads_steps(options: BackendOptions, flash: bool | None, llamafile_sgemm: bool) -> bool:
+    """Whether one-token steps run as two rows: where the setting asks for it and it changes
+    something (a CPU build with sgemm, flash attention off); a GPU's kernels are not these."""
+    return bool(options.padded_steps) and llamafile_sgemm and flash is False and not options.gpu_layers
 
 
 # What a request's verify "auto" means here (engine.core.choices.Verify): "exact", so an
@@ -331,12 +340,14 @@ class LlamaCppRuntime(InProcessRuntime):
         self.threads = self.thread_choice.threads
         self.llamafile_sgemm = _has_llamafile_sgemm(self.lib)
         # GPU builds (layers offloaded) are not bounded: their kernels are not these.
+        self.padded_steps = pads_steps(model.options, self.flash_attention, self.llamafile_sgemm)
         self.exact_rows = None if model.options.gpu_layers else exact_rows(bool(self.flash_attention),
-                                                                             self.llamafile_sgemm)
+                                                                             self.llamafile_sgemm, self.padded_steps)
         self.default_verify = DEFAULT_VERIFY
         self.cost = CostModel(cost_path("llamacpp", model.path.resolve(), self.threads, self.batch,
                                         model.options.gpu_layers, adapter, f"flash attention {self.flash_attention}",
-                                        *(() if self.llamafile_sgemm else ("without llamafile sgemm",))))
+                                        *(() if self.llamafile_sgemm else ("without llamafile sgemm",)),
+                                        *(("padded steps",) if self.padded_steps else ())))
         # Sizes whose forward costs more than a larger one's run padded (engine.runtime.cost.plan_padding):
         # decided once from the table the last process left, fixed for this runtime's life.
         self.cost.plan_padding(self.batch)
@@ -394,6 +405,7 @@ class LlamaCppRuntime(InProcessRuntime):
             threads += f" ({self.thread_choice.reason})"
         attention = {None: "llama.cpp's choice", True: "on", False: "off"}[self.flash_attention]
         sgemm = "" if self.llamafile_sgemm else ", without llamafile sgemm"
+        sgemm += ", padded steps" if self.padded_steps else ""
         return (f"llama.cpp ({self.model.path.name}, {threads}, context {self.context}, "
                 f"flash attention {attention}{sgemm})")
 
@@ -620,9 +632,13 @@ class LlamaCppSession(Session):
 
     def _padded(self, chunk: list[int], pos0: int) -> list[int]:
         """``chunk``, padded when it is a prompt chunk that runs cheaper as a larger one (see
-        Session.padded) with repeats of its last token: they come after every real row, so no
-        real row attends to them, and the caller drops them from the cache at once."""
+        Session.padded), or a one-token step under padded steps (two rows take llamafile's sgemm,
+        as every verify does; engine.runtime.backends.llamacpp.exact_rows), with repeats of its
+        last token: they come after every real row, so no real row attends to them, and the
+        caller drops them from the cache at once."""
         size = self.padded(len(chunk))
+        if size == 1 and self.runtime.padded_steps:
+            size = 2
         if pos0 + size > self.runtime.context:
             size = len(chunk)
         return chunk + [chunk[-1]] * (size - len(chunk))
