@@ -17,7 +17,7 @@ from engine.settings.schema import lookup
 def test_each_setting_is_one_sections_field():
     assert list(config.SECTIONS) == ["model", "backend", "edit", "apply", "editor", "check", "http"]
     fields = {(spec.section, spec.field) for spec in config.SPECS.values()}
-    assert len(fields) == len(config.SPECS) == 33
+    assert len(fields) == len(config.SPECS) == 34
     for spec in config.SPECS.values():
         assert spec.field in config.SECTIONS[spec.section].model_fields, spec.path
         assert config.DEFAULTS.value(spec.name) == spec.default
