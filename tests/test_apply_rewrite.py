@@ -4,10 +4,13 @@ and the result names the model as its writer with the drafts' acceptance."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
+from pathlib import Path
 
 from engine.api import EditRequest
 from engine.apply.job import merge_draft
+from engine.cli import main
 
 FILE = ("def area(w, h):\n    return w * h\n\n\ndef perimeter(w, h):\n    return 2 * (w + h)\n\n\n"
         "def describe(w, h):\n    return f\"{w}x{h}\"\n")
@@ -37,3 +40,24 @@ def test_speculative_rewrite_is_ars_drafted_from_the_merge(default_engine) -> No
     assert f"{spec.tokens.copied} of {drafted} drafted tokens accepted" in note
     assert ("equals" if spec.output_text == MERGED else "differs from") in note
     assert not any("the model rewrote" in w for w in ar.warnings)
+
+
+def test_cli_speculative_apply_writes_the_models_rewrite(capsys, tmp_path: Path) -> None:
+    """``apply --mode speculative``: the file written is ar's rewrite, and ``--json`` names the
+    model's rewrite with its drafts (the verdict runs on it as on any apply)."""
+    target, update = tmp_path / "shapes.py", tmp_path / "update.py"
+    target.write_text(FILE)
+    update.write_text(UPDATE)
+    written = {}
+    for mode in ("ar", "speculative"):
+        out = tmp_path / f"{mode}.py"
+        code = main(["apply", str(target), "--update", str(update), "--mode", mode, "--backend", "transformers",
+                     "--max-new-tokens", "400", "--json", "--output", str(out)])
+        summary = json.loads(capsys.readouterr().out)
+        assert code == 0 and summary["written"] == [str(out)] and summary["syntax"] is not None
+        written[mode] = (out.read_text(), summary)
+    assert written["speculative"][0] == written["ar"][0]
+    spec = written["speculative"][1]
+    assert spec["mode"] == "speculative" and spec["breakdown"]["drafted_tokens"] > 0
+    assert any(w.startswith("the model rewrote the file, drafted from the rules' merge") for w in spec["warnings"])
+    assert target.read_text() == FILE
