@@ -3,12 +3,16 @@
 
 Arms: ``aligner`` (the aligner's program, no model: what ``auto`` runs), ``program`` (the model
 writes the program, the aligner's drafted), ``program-undrafted`` (the same without drafts: the
-same program, more forwards), ``speculative`` (the model rewrites the file, drafting from it: the
-file as the prediction) and ``ar`` (the model rewrites the file). Per case and arm: exact match
-of the merged file with the gold, lines damaged (lines of the gold missing or wrong, by a line
-diff), the wall time of the whole apply (prompt included) and the effective throughput (the
+same program, more forwards), ``speculative`` (the model rewrites the file, drafting from the
+rules' merge: the merge as the prediction), ``speculative-file`` (the same rewrite drafting from
+the file as it is) and ``ar`` (the model rewrites the file, undrafted). Per case and arm: exact
+match of the merged file with the gold, lines damaged (lines of the gold missing or wrong, by a
+line diff), the wall time of the whole apply (prompt included) and the effective throughput (the
 merged file's tokens / that time), against the backend's plain decoding rate (tokens per second
-of an ar decode, measured in the same run).
+of an ar decode, measured in the same run). The rewrites are the model's, so their exactness is
+the model's quality; a drafted rewrite is scored besides against ar's on the same case
+(:func:`rewrites`): the same text (under an exact verify it must be), its drafts' acceptance,
+and ar's time over its own.
 """
 
 from __future__ import annotations
@@ -19,13 +23,15 @@ from dataclasses import replace
 from typing import Any, Callable, Sequence
 
 from engine.api import EditError, EditRequest, Engine
+from engine.apply.job import TEXT_APPLY
 from engine.bench.apply_cases import ApplyCase
 from engine.bench.harness import median
 from engine.core.tokens import encode
 
-ARMS = ("aligner", "program", "program-undrafted", "speculative", "ar")
+ARMS = ("aligner", "program", "program-undrafted", "speculative", "speculative-file", "ar")
 DEFAULT_ARMS = ARMS
-TEXT_ARMS = ("speculative", "ar")
+TEXT_ARMS = ("speculative", "speculative-file", "ar")
+DRAFTED_ARMS = ("speculative", "speculative-file")
 SIZE_BUCKETS = ((0, 100, "<100"), (100, 500, "100-499"), (500, 1500, "500-1499"), (1500, 10 ** 9, ">=1500"))
 PLAIN_TOKENS = 64  # tokens of the ar decode that measures the plain decoding rate
 # The program arms' budget: an apply's program is copies and a few gens (the aligner's programs on
@@ -41,7 +47,11 @@ def arm_request(arm: str, case: ApplyCase, gold_tokens: int, program_tokens: int
         return replace(base, mode="aligner")
     if arm in ("program", "program-undrafted"):
         return replace(base, mode="program", draft=arm == "program", max_new_tokens=program_tokens)
-    return replace(base, mode=arm, max_new_tokens=int(gold_tokens * 1.5) + 64)
+    budget = int(gold_tokens * 1.5) + 64
+    if arm == "speculative-file":  # the apply's own prompt as an edit: speculative drafts from the file
+        return replace(base, mode="speculative", update=None, max_new_tokens=budget,
+                       instruction=TEXT_APPLY.format(instruction="", update=case.update))
+    return replace(base, mode=arm, max_new_tokens=budget)
 
 
 def damaged_lines(gold: str, output: str) -> int:
@@ -86,10 +96,42 @@ def run_cases(engine: Engine, cases: Sequence[ApplyCase], arms: Sequence[str], t
                    "throughput": round(gold_tokens / max(wall, 1e-9), 1),
                    "prompt_tokens": result.prompt_tokens, "generated": result.tokens.generated,
                    "unplaced": len(result.unplaced)}
+            if arm in TEXT_ARMS:
+                row.update(drafted=int(result.breakdown.get("drafted_tokens", 0)), accepted=result.tokens.copied,
+                           output=result.output_text)
             rows.append(row)
             progress(f"{case.name:40s} {arm:18s} exact={row['exact']!s:5s} {wall:7.2f}s "
                      f"{row['throughput']:9.1f} tok/s")
-    return {"plain_rate": round(rate, 2), "rows": rows, "summary": summarize(rows, rate)}
+    comparison = rewrites(rows)
+    for row in rows:
+        row.pop("output", None)
+    return {"plain_rate": round(rate, 2), "rows": rows, "summary": summarize(rows, rate),
+            "rewrites": comparison}
+
+
+def rewrites(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each drafted rewrite arm against ar on the cases both ran: how many texts equal ar's (all,
+    under an exact verify), the drafts' acceptance (accepted / drafted tokens), decode steps (one
+    forward each) against ar's, and ar's wall time over the arm's (median and total)."""
+    ar = {r["case"]: r for r in rows if r["arm"] == "ar" and r["stop_reason"] != "refused"}
+    out: dict[str, Any] = {}
+    for arm in DRAFTED_ARMS:
+        pairs = [(r, ar[r["case"]]) for r in rows if r["arm"] == arm and r["case"] in ar
+                 and r["stop_reason"] != "refused"]
+        if not pairs:
+            continue
+        drafted = sum(r["drafted"] for r, _ in pairs)
+        ratios = [a["seconds"] / max(r["seconds"], 1e-9) for r, a in pairs]
+        out[arm] = {"cases": len(pairs), "same_as_ar": sum(r["output"] == a["output"] for r, a in pairs),
+                    "exact_vs_gold": sum(r["exact"] for r, _ in pairs), "drafted_tokens": drafted,
+                    "accepted_tokens": sum(r["accepted"] for r, _ in pairs),
+                    "acceptance": round(sum(r["accepted"] for r, _ in pairs) / drafted, 3) if drafted else None,
+                    "steps": sum(r["generated"] for r, _ in pairs), "ar_steps": sum(a["generated"] for _, a in pairs),
+                    "x_ar_median": round(median(ratios) or 0.0, 2),
+                    "x_ar_total": round(sum(a["seconds"] for _, a in pairs)
+                                        / max(sum(r["seconds"] for r, _ in pairs), 1e-9), 2),
+                    "different_cases": [r["case"] for r, a in pairs if r["output"] != a["output"]]}
+    return out
 
 
 def refused_row(case: ApplyCase, arm: str, reason: str, gold_tokens: int) -> dict[str, Any]:

@@ -79,6 +79,9 @@ def run_apply(args: argparse.Namespace) -> int:
     report(console, table_of(f"apply, {len(cases)} cases, plain decoding {data['plain_rate']} tok/s",
                              ("arm", "runs", "exact", "damaged lines", "median tok/s", "x plain"), table_rows(data)),
            data, args.json)
+    for arm, scored in data["rewrites"].items():
+        console.print(f"{arm} vs ar: {scored['same_as_ar']}/{scored['cases']} the same text, acceptance "
+                      f"{scored['acceptance']}, {scored['x_ar_median']}x ar's speed (median)")
     _plot(args, console, lambda path: plot_apply(data, path))
     return 0
 
