@@ -39,10 +39,12 @@ PLAIN_TOKENS = 64  # tokens of the ar decode that measures the plain decoding ra
 PROGRAM_TOKENS = 256
 
 
-def arm_request(arm: str, case: ApplyCase, gold_tokens: int, program_tokens: int = PROGRAM_TOKENS) -> EditRequest:
+def arm_request(arm: str, case: ApplyCase, gold_tokens: int, program_tokens: int = PROGRAM_TOKENS,
+                verify: str = "auto") -> EditRequest:
     """The apply request an arm runs for ``case`` (``program_tokens``: the program arms' budget of
-    new tokens: chosen and forced, the copies' tokens not counted)."""
-    base = EditRequest(case.file, "", update=case.update, language=case.language)
+    new tokens: chosen and forced, the copies' tokens not counted; ``verify``: how the text arms'
+    verifies accept a draft, engine.core.choices.Verify)."""
+    base = EditRequest(case.file, "", update=case.update, language=case.language, verify=verify)
     if arm == "aligner":
         return replace(base, mode="aligner")
     if arm in ("program", "program-undrafted"):
@@ -69,7 +71,8 @@ def plain_rate(engine: Engine, case: ApplyCase) -> float:
 
 
 def run_cases(engine: Engine, cases: Sequence[ApplyCase], arms: Sequence[str], text_max_lines: int,
-              progress: Callable[[str], None] = lambda _: None, program_tokens: int = PROGRAM_TOKENS) -> dict[str, Any]:
+              progress: Callable[[str], None] = lambda _: None, program_tokens: int = PROGRAM_TOKENS,
+              verify: str = "auto") -> dict[str, Any]:
     """Every arm on every case (text arms only on files of at most ``text_max_lines`` lines)."""
     tokenizer = engine.loaded.tokenizer
     engine.prime()
@@ -83,7 +86,7 @@ def run_cases(engine: Engine, cases: Sequence[ApplyCase], arms: Sequence[str], t
             engine.forget_prompts()
             started = time.perf_counter()
             try:
-                result = engine.edit(arm_request(arm, case, gold_tokens, program_tokens))
+                result = engine.edit(arm_request(arm, case, gold_tokens, program_tokens, verify))
             except EditError as exc:  # refused (a window too long for the context): nothing merged
                 rows.append(refused_row(case, arm, str(exc), gold_tokens))
                 progress(f"{case.name:40s} {arm:18s} refused: {exc}")

@@ -86,7 +86,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--instruction", "-i", default="", help="what the update is for (optional; the model reads it)")
     add_setting_flags(p, ["mode", "model", "device", "dtype", "max_new_tokens", "apply_window_lines",
                           "apply_max_lines"])
-    add_setting_flags(p, ENGINE_FLAGS[3:])
+    add_setting_flags(p, (*ENGINE_FLAGS[3:], "verify"))
     p.add_argument("--partial", action="store_true", help="when some of the update cannot be placed, write the "
                    "rest and list what was not placed (exit status 0)")
     p.add_argument("--force", action="store_true", help="write the merge even when it did not finish (exit status "

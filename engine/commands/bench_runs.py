@@ -71,10 +71,10 @@ def run_apply(args: argparse.Namespace) -> int:
         return 2
     cases = list(held_out(args.per_style, args.seed))
     data = run_cases(engine, cases, arms, args.text_max_lines, progress=lambda m: console.print(f"[dim]{m}[/dim]"),
-                     program_tokens=args.program_max_tokens)
+                     program_tokens=args.program_max_tokens, verify=args.verify)
     data = {"model": engine.name, "backend": engine.loaded.runtime.describe(), "selector": engine.selector,
             "apply_selector": str(engine.apply_selector) if engine.apply_selector else None,
-            "cases": len(cases), "per_style": args.per_style, "seed": args.seed, **data,
+            "cases": len(cases), "per_style": args.per_style, "seed": args.seed, "verify": args.verify, **data,
             "machine": machine_info(engine.loaded.device, engine.loaded.dtype), "command": command_line()}
     report(console, table_of(f"apply, {len(cases)} cases, plain decoding {data['plain_rate']} tok/s",
                              ("arm", "runs", "exact", "damaged lines", "median tok/s", "x plain"), table_rows(data)),
