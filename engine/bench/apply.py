@@ -101,21 +101,32 @@ def run_cases(engine: Engine, cases: Sequence[ApplyCase], arms: Sequence[str], t
                    "unplaced": len(result.unplaced)}
             if arm in TEXT_ARMS:
                 row.update(drafted=int(result.breakdown.get("drafted_tokens", 0)), accepted=result.tokens.copied,
-                           output=result.output_text)
+                           output=result.output_text, raw=result.raw_output)
             rows.append(row)
             progress(f"{case.name:40s} {arm:18s} exact={row['exact']!s:5s} {wall:7.2f}s "
                      f"{row['throughput']:9.1f} tok/s")
     comparison = rewrites(rows)
     for row in rows:
         row.pop("output", None)
+        row.pop("raw", None)
     return {"plain_rate": round(rate, 2), "rows": rows, "summary": summarize(rows, rate),
             "rewrites": comparison}
 
 
+def same_rewrite(arm: dict[str, Any], ar: dict[str, Any]) -> bool:
+    """Did the drafted arm write what ar wrote? Its raw reply equals ar's, or, where a decode was
+    cut short (a loop stopped, the token limit), one reply is the start of the other: a decode
+    stopped as a loop is checked every few chunks, and a drafted chunk is longer than a step's."""
+    if arm["stop_reason"] == ar["stop_reason"] == "done":
+        return arm["raw"] == ar["raw"]
+    return arm["raw"].startswith(ar["raw"]) or ar["raw"].startswith(arm["raw"])
+
+
 def rewrites(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Each drafted rewrite arm against ar on the cases both ran: how many texts equal ar's (all,
-    under an exact verify), the drafts' acceptance (accepted / drafted tokens), decode steps (one
-    forward each) against ar's, and ar's wall time over the arm's (median and total)."""
+    """Each drafted rewrite arm against ar on the cases both ran: how many merged files equal ar's
+    and how many replies are ar's (:func:`same_rewrite`; all, under an exact verify), the drafts'
+    acceptance (accepted / drafted tokens), decode steps (one forward each) against ar's, and ar's
+    wall time over the arm's (median and total)."""
     ar = {r["case"]: r for r in rows if r["arm"] == "ar" and r["stop_reason"] != "refused"}
     out: dict[str, Any] = {}
     for arm in DRAFTED_ARMS:
@@ -126,6 +137,8 @@ def rewrites(rows: list[dict[str, Any]]) -> dict[str, Any]:
         drafted = sum(r["drafted"] for r, _ in pairs)
         ratios = [a["seconds"] / max(r["seconds"], 1e-9) for r, a in pairs]
         out[arm] = {"cases": len(pairs), "same_as_ar": sum(r["output"] == a["output"] for r, a in pairs),
+                    "same_reply_as_ar": sum(same_rewrite(r, a) for r, a in pairs),
+                    "finished": sum(r["stop_reason"] == "done" for r, _ in pairs),
                     "exact_vs_gold": sum(r["exact"] for r, _ in pairs), "drafted_tokens": drafted,
                     "accepted_tokens": sum(r["accepted"] for r, _ in pairs),
                     "acceptance": round(sum(r["accepted"] for r, _ in pairs) / drafted, 3) if drafted else None,
@@ -133,7 +146,8 @@ def rewrites(rows: list[dict[str, Any]]) -> dict[str, Any]:
                     "x_ar_median": round(median(ratios) or 0.0, 2),
                     "x_ar_total": round(sum(a["seconds"] for _, a in pairs)
                                         / max(sum(r["seconds"] for r, _ in pairs), 1e-9), 2),
-                    "different_cases": [r["case"] for r, a in pairs if r["output"] != a["output"]]}
+                    "different_cases": [r["case"] for r, a in pairs
+                                        if r["output"] != a["output"] or not same_rewrite(r, a)]}
     return out
 
 

@@ -80,7 +80,8 @@ def run_apply(args: argparse.Namespace) -> int:
                              ("arm", "runs", "exact", "damaged lines", "median tok/s", "x plain"), table_rows(data)),
            data, args.json)
     for arm, scored in data["rewrites"].items():
-        console.print(f"{arm} vs ar: {scored['same_as_ar']}/{scored['cases']} the same text, acceptance "
+        console.print(f"{arm} vs ar: {scored['same_as_ar']}/{scored['cases']} the same file, "
+                      f"{scored['same_reply_as_ar']} the same reply ({scored['finished']} finished), acceptance "
                       f"{scored['acceptance']}, {scored['x_ar_median']}x ar's speed (median)")
     _plot(args, console, lambda path: plot_apply(data, path))
     return 0
