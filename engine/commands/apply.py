@@ -35,7 +35,10 @@ whose copies come from the file and from the update, so it takes about as long
 as the changes, not the file.
 
 By default (mode auto) the aligner writes that program without running the model;
---mode program has the model write it, with the aligner's program as its draft.
+--mode program has the model write it, with the aligner's program as its draft;
+--mode speculative has the model rewrite the file, drafted from that merge (the
+output is the model's own rewrite, ar's, at copy speed where it agrees; --json's
+warnings say how many drafted tokens it accepted).
 
 It never writes a merge whose update could not all be placed (unless --partial:
 then the rest is written and the unplaced chunks are listed), that did not
