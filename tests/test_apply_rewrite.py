@@ -8,6 +8,8 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from engine.api import EditRequest
 from engine.apply.job import merge_draft
 from engine.cli import main
@@ -42,6 +44,7 @@ def test_speculative_rewrite_is_ars_drafted_from_the_merge(default_engine) -> No
     assert not any("the model rewrote" in w for w in ar.warnings)
 
 
+@pytest.mark.model  # the CLI loads the embedded model itself
 def test_cli_speculative_apply_writes_the_models_rewrite(capsys, tmp_path: Path) -> None:
     """``apply --mode speculative``: the file written is ar's rewrite, and ``--json`` names the
     model's rewrite with its drafts (the verdict runs on it as on any apply)."""
