@@ -3,7 +3,7 @@ repository's sources, each case's gold differs from its file, and the scores add
 
 from __future__ import annotations
 
-from engine.bench.apply import damaged_lines, summarize
+from engine.bench.apply import arm_request, damaged_lines, rewrites, summarize
 from engine.bench.apply_cases import LANGUAGES, STYLES, held_out, make_case
 from engine.cli import main
 
@@ -38,3 +38,37 @@ def test_summary_by_style_size_and_language() -> None:
 def test_bench_apply_refuses_an_unknown_arm(capsys) -> None:
     assert main(["bench", "apply", "--arms", "nope"]) == 2
     assert "unknown arm" in capsys.readouterr().err
+
+
+def test_rewrites_score_each_drafted_arm_against_ar() -> None:
+    def row(case, arm, output, seconds, drafted=0, accepted=0, exact=False, raw=None, stop="done"):
+        return {"case": case, "arm": arm, "output": output, "seconds": seconds, "drafted": drafted,
+                "accepted": accepted, "generated": 10 if arm == "ar" else 4, "exact": exact, "stop_reason": stop,
+                "raw": output if raw is None else raw}
+
+    rows = [row("c1", "ar", "x", 4.0), row("c1", "speculative", "x", 1.0, 40, 30, exact=True),
+            row("c2", "ar", "y", 6.0), row("c2", "speculative", "z", 2.0, 10, 0),
+            row("c2", "speculative-file", "y", 3.0, 0, 0),
+            row("c3", "ar", "f", 1.0, raw="abab", stop="loop"),
+            row("c3", "speculative-file", "f", 1.0, raw="ababab", stop="loop"),
+            row("c3", "speculative", "f", 1.0, raw="abba", stop="loop")]
+    scored = rewrites(rows)
+    spec = scored["speculative"]
+    assert (spec["cases"], spec["same_as_ar"], spec["same_reply_as_ar"], spec["finished"]) == (3, 2, 1, 2)
+    assert spec["exact_vs_gold"] == 1 and spec["different_cases"] == ["c2", "c3"]
+    assert scored["speculative-file"]["same_reply_as_ar"] == 2  # a loop cut later: ar's reply and more
+    rows = rows[:5]
+    scored = rewrites(rows)
+    spec = scored["speculative"]
+    assert spec["acceptance"] == 0.6 and spec["x_ar_median"] == 3.5 and spec["x_ar_total"] == 3.33
+    assert (spec["steps"], spec["ar_steps"]) == (8, 20)
+    assert scored["speculative-file"]["acceptance"] is None and scored["speculative-file"]["same_as_ar"] == 1
+
+
+def test_the_file_drafted_arm_is_the_applys_own_prompt() -> None:
+    """``speculative-file`` runs the apply's rewrite as an edit, so it drafts from the file; its
+    request differs from ``speculative``'s only in carrying the update in its instruction."""
+    case = next(held_out(per_style=1))
+    merged, from_file = arm_request("speculative", case, 100), arm_request("speculative-file", case, 100)
+    assert merged.is_apply and not from_file.is_apply and merged.mode == from_file.mode == "speculative"
+    assert case.update in from_file.instruction and from_file.max_new_tokens == merged.max_new_tokens

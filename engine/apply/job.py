@@ -10,8 +10,10 @@ Who writes the merge, by the request's mode (engine.core.modes; the engine's pla
   the aligner at once (there is nothing to decide). The model's merge reads the logits of each
   drafted step, so on a server (vLLM) it is refused with the fix (:data:`APPLY_WRITERS`);
 * ``ar`` / ``speculative`` / ``pld``: the model rewrites the file with the update in its
-  instruction (speculative drafts from the file: the file as the prediction), in process or on a
-  server as the edit would.
+  instruction, in process or on a server as the edit would. In process, speculative drafts from
+  the rules' merge (the merge as the prediction of the rewrite, verified by the model): the output
+  is the model's greedy rewrite, at copy speed where the model agrees with the merge; on a server,
+  the server drafts as it is set up to.
 
 When some of the update's chunks cannot be placed, the result lists them (``EditResult.unplaced``)
 and, unless the request is ``partial``, stops as ``unplaced`` with the document unchanged; a merge
@@ -34,7 +36,7 @@ from engine.apply.structure import merged_alignment
 from engine.apply.windows import plan_windows
 from engine.core.errors import Cancelled, EditError
 from engine.core.lines import split_lines, to_lf
-from engine.core.modes import APPLY_AUTO_MODE, modes_where
+from engine.core.modes import APPLY_AUTO_MODE, modes_where, traits
 from engine.decoding.events import (EditFinished, EditResult, EditStarted, Event, OpResolved, StopReason,
                                     TokenCounts, UnplacedChunk)
 from engine.decoding.request import EditRequest
@@ -178,14 +180,40 @@ def modeled(loaded: LoadedModel, request: EditRequest, cancelled: Callable[[], b
 
 
 def rewritten(loaded: LoadedModel, request: EditRequest, cancelled: Callable[[], bool]) -> Iterator[Event]:
-    """A text mode's apply: the model rewrites the file with the update in its instruction."""
+    """A text mode's apply: the model rewrites the file with the update in its instruction. In
+    speculative mode in process, its drafts come from the rules' merge (:func:`merge_draft`): the
+    output is still the model's greedy rewrite, byte for byte, and it runs at copy speed wherever the
+    model agrees with the merge; the result says so, with the drafts' acceptance."""
     from engine.decoding.run import run_edit
 
     assert request.update is not None
     instruction = f"{request.instruction.strip()}\n" if request.instruction.strip() else ""
     edit = replace(request, update=None, instruction=TEXT_APPLY.format(instruction=instruction,
                                                                        update=to_lf(request.update)))
-    return run_edit(loaded, edit, cancelled)
+    if not (traits(request.mode).drafts_from_input and is_local(loaded.runtime)):
+        return run_edit(loaded, edit, cancelled)
+    draft = merge_draft(request)
+    return _noted(run_edit(loaded, edit, cancelled, draft_source=draft), draft)
+
+
+def merge_draft(request: EditRequest) -> str:
+    """The rules' merge of ``request``'s update into its region, as the draft of the model's rewrite:
+    every chunk the rules could place (one they could not is the model's to write)."""
+    merge = AlignedUpdate(request)
+    return merge.ending("".join(step.text for step in merge.steps))
+
+
+def _noted(events: Iterator[Event], draft: str) -> Iterator[Event]:
+    """``events`` with the result naming who wrote it: the model's rewrite, drafted from the merge."""
+    for event in events:
+        if isinstance(event, EditFinished) and event.result.stop_reason == "done":
+            result = event.result
+            drafted, accepted = int(result.breakdown.get("drafted_tokens", 0)), result.tokens.copied
+            same = "equals" if result.region_output == draft else "differs from"
+            note = (f"the model rewrote the file, drafted from the rules' merge ({accepted} of {drafted} drafted "
+                    f"tokens accepted); its rewrite {same} the merge")
+            event = EditFinished(replace(result, warnings=[*result.warnings, note]))
+        yield event
 
 
 def refused_on_a_server(loaded: LoadedModel, request: EditRequest, cancelled: Callable[[], bool]) -> Iterator[Event]:

@@ -41,9 +41,12 @@ unless its rules leave a choice (a definition of a new name: a rename of one
 alike, or a new one beside it) and --model names your own model: then it is
 loaded and the likelier merge is written. The result names who chose ("model"
 or "rule") and the alternative (--json: breakdown.choice); with the embedded
-model (no better than the rule there), or when no model loads, the rule decides. --mode
-program has the model write the merge, with the aligner's program as its draft
-(the model decides such a choice there too).
+model (no better than the rule there), or when no model loads, the rule decides.
+--mode program has the model write the merge, with the aligner's program as its
+draft (the model decides such a choice there too); --mode speculative has the
+model rewrite the file, drafted from that merge (the output is the model's own
+rewrite, ar's, at copy speed where it agrees; --json's warnings say how many
+drafted tokens it accepted).
 
 It never writes a merge whose update could not all be placed (unless --partial:
 then the rest is written and the unplaced chunks are listed), that did not
@@ -94,7 +97,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--instruction", "-i", default="", help="what the update is for (optional; the model reads it)")
     add_setting_flags(p, ["mode", "model", "device", "dtype", "max_new_tokens", "apply_window_lines",
                           "apply_max_lines"])
-    add_setting_flags(p, ENGINE_FLAGS[3:])
+    add_setting_flags(p, (*ENGINE_FLAGS[3:], "verify"))
     p.add_argument("--partial", action="store_true", help="when some of the update cannot be placed, write the "
                    "rest and list what was not placed (exit status 0)")
     p.add_argument("--force", action="store_true", help="write the merge even when it did not finish (exit status "

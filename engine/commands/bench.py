@@ -181,7 +181,7 @@ def add_parser(subparsers: Any) -> None:
     apply = sub.add_parser("apply", help="apply arms (the rules' merges: lines, structure; the model's: aligner, "
                            "program, program-undrafted, speculative, ar) on held-out synthetic apply cases "
                            "(engine/bench/apply.py, engine/bench/apply_rules.py)")
-    flags(apply, *MODEL_FLAGS, "selector", threads=threads)
+    flags(apply, *MODEL_FLAGS, "selector", "verify", threads=threads)
     apply.add_argument("--per-style", type=int, default=1, help="cases of each update style (default 1: 7 cases)")
     apply.add_argument("--seed", type=int, default=0, help="seed of the cases (default 0)")
     apply.add_argument("--arms", default=",".join(APPLY_ARMS), help=f"comma list of {', '.join(APPLY_ARMS)}, or "

@@ -71,14 +71,18 @@ def run_apply(args: argparse.Namespace) -> int:
         return 2
     cases = list(held_out(args.per_style, args.seed))
     data = run_cases(engine, cases, arms, args.text_max_lines, progress=lambda m: console.print(f"[dim]{m}[/dim]"),
-                     program_tokens=args.program_max_tokens)
+                     program_tokens=args.program_max_tokens, verify=args.verify)
     data = {"model": engine.name, "backend": engine.loaded.runtime.describe(), "selector": engine.selector,
             "apply_selector": str(engine.apply_selector) if engine.apply_selector else None,
-            "cases": len(cases), "per_style": args.per_style, "seed": args.seed, **data,
+            "cases": len(cases), "per_style": args.per_style, "seed": args.seed, "verify": args.verify, **data,
             "machine": machine_info(engine.loaded.device, engine.loaded.dtype), "command": command_line()}
     report(console, table_of(f"apply, {len(cases)} cases, plain decoding {data['plain_rate']} tok/s",
                              ("arm", "runs", "exact", "damaged lines", "median tok/s", "x plain"), table_rows(data)),
            data, args.json)
+    for arm, scored in data["rewrites"].items():
+        console.print(f"{arm} vs ar: {scored['same_as_ar']}/{scored['cases']} the same file, "
+                      f"{scored['same_reply_as_ar']} the same reply ({scored['finished']} finished), acceptance "
+                      f"{scored['acceptance']}, {scored['x_ar_median']}x ar's speed (median)")
     _plot(args, console, lambda path: plot_apply(data, path))
     return 0
 

@@ -32,11 +32,12 @@ def prompt_parts(request: EditRequest) -> PromptParts:
 
 
 def prepared(loaded: LoadedModel, request: EditRequest, cancelled: Callable[[], bool],
-             recorder: FeedRecorder | None = None) -> tuple[DecodeJob, Any]:
+             recorder: FeedRecorder | None = None, draft_source: str | None = None) -> tuple[DecodeJob, Any]:
     """An edit's job up to its prompt (planned: the localizer has run; ``job.prompt_ids`` set) and
     the strategy that decodes it: what :func:`run_edit` does before the first decode step."""
     parts = prompt_parts(request)
     job = DecodeJob.start(loaded, request, parts, cancelled, recorder)
+    job.draft_source = draft_source
     strategy = STRATEGIES[request.mode].on(loaded)
     strategy.prepare(job)
     strategy.prompt(job)
@@ -53,12 +54,14 @@ def focus_lines(plan: FocusPlan | None, start: int) -> FocusLines:
 
 
 def run_edit(loaded: LoadedModel, request: EditRequest, cancelled: Callable[[], bool],
-             recorder: FeedRecorder | None = None) -> Iterator[Event]:
+             recorder: FeedRecorder | None = None, draft_source: str | None = None) -> Iterator[Event]:
     """Events of one edit (``request`` is an :class:`engine.api.EditRequest`, already validated).
-    ``recorder`` (program and forced modes) sees every token fed to the model (training data)."""
+    ``recorder`` (program and forced modes) sees every token fed to the model (training data);
+    ``draft_source`` (speculative mode in process): the text its drafts come from instead of the
+    region (an apply's rewrite drafts from the rules' merge)."""
     started = time.perf_counter()
     a, _ = request.region_bounds()
-    job, strategy = prepared(loaded, request, cancelled, recorder)
+    job, strategy = prepared(loaded, request, cancelled, recorder, draft_source)
     region = job.region
     prompt_ids = job.prompt_ids
     yield EditStarted(mode=request.mode, model=loaded.name, input_lines=len(split_lines(region)),

@@ -60,6 +60,7 @@ class DecodeJob:
     token_copies: bool = False
     prompt_ids: list[int] = field(default_factory=list)
     marks: list[int] = field(default_factory=list)  # where the prompt's prefill cuts its chunks too
+    draft_source: str | None = None  # what speculative mode drafts from, when not the region (an apply's merge)
 
     @classmethod
     def start(cls, loaded: LoadedModel, request: EditRequest, parts: PromptParts, cancelled: Callable[[], bool],
@@ -336,7 +337,7 @@ class LocalText:
 
     def decode(self, job: DecodeJob) -> Decoded:
         return decode_text(job.loaded, job.tables, job.region, job.prompt_ids, job.request.max_new_tokens,
-                           job.cancelled, self.mode, job.request.verify)
+                           job.cancelled, self.mode, job.request.verify, job.draft_source)
 
 
 @dataclass(frozen=True)

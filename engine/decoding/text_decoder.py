@@ -88,9 +88,12 @@ class LineReporter:
 
 def decode_text(loaded: LoadedModel, tables: ModelTables, region: str, prompt_ids: Sequence[int],
                 max_new_tokens: int, cancelled: Callable[[], bool], mode: str, verify: str = "auto",
-                ) -> Iterator[OpResolved | DecodeOutcome]:
+                draft_source: str | None = None) -> Iterator[OpResolved | DecodeOutcome]:
     """Yield an :class:`OpResolved` per output line, then one :class:`DecodeOutcome` (``verify``:
-    how speculative mode's verifies accept a draft, engine.core.choices.Verify)."""
+    how speculative mode's verifies accept a draft, engine.core.choices.Verify). ``draft_source``:
+    the text speculative mode drafts from when it is not the region itself (an apply's rewrite
+    drafts from the rules' merge, the best prediction of its output); the output is the same greedy
+    output whatever the drafts, only the forwards change."""
     started = time.perf_counter()
     if traits(mode).backend_generates:
         yield from _decode_pld(loaded, tables, region, prompt_ids, max_new_tokens, started)
@@ -99,19 +102,21 @@ def decode_text(loaded: LoadedModel, tables: ModelTables, region: str, prompt_id
     session.cancelled = cancelled  # the prompt's prefill stops between chunks (Cancelled)
     try:
         yield from _decode_drafted(loaded, tables, session, region, prompt_ids, max_new_tokens, cancelled, mode,
-                                   started, verify)
+                                   started, verify, region if draft_source is None else draft_source)
     finally:
         session.close()
 
 
 def _decode_drafted(loaded: LoadedModel, tables: ModelTables, session: Session, region: str,
                     prompt_ids: Sequence[int], max_new_tokens: int, cancelled: Callable[[], bool], mode: str,
-                    started: float, verify: str = "auto") -> Iterator[OpResolved | DecodeOutcome]:
-    """ar (no drafts) and speculative (drafts from the input, verified in one forward each)."""
+                    started: float, verify: str = "auto", draft_source: str = "",
+                    ) -> Iterator[OpResolved | DecodeOutcome]:
+    """ar (no drafts) and speculative (drafts from ``draft_source``, verified in one forward each)."""
     tokenizer = loaded.tokenizer
     detok = IncrementalDetokenizer(tokenizer)
     reporter = LineReporter(region, started)
-    drafter = InputDrafter(encode(tokenizer, region), cost=session.cost) if traits(mode).drafts_from_input else None
+    drafts = traits(mode).drafts_from_input
+    drafter = InputDrafter(encode(tokenizer, draft_source), cost=session.cost) if drafts else None
     decode = DraftedDecode(session, prompt_ids, tables.stop_ids, max_new_tokens, drafter, cancelled=cancelled,
                            blocked=tables.text_blocked_ids(), verify=verify)
     guard, loop_warning = LoopGuard(region), None
@@ -132,6 +137,8 @@ def _decode_drafted(loaded: LoadedModel, tables: ModelTables, session: Session, 
     breakdown = session.breakdown()
     breakdown["decode_steps"] = generated
     breakdown["output_tokens"] = len(out)
+    if drafts:
+        breakdown["drafted_tokens"] = decode.accepted + decode.rejected
     yield DecodeOutcome(program=Program(merge_adjacent(reporter.ops)), region_output=text, raw_output=raw.text,
                         tokens=TokenCounts(generated, copied, 0), stop_reason=stop_reason,
                         breakdown=breakdown, warnings=[loop_warning] if loop_warning else [])
