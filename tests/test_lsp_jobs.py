@@ -215,7 +215,7 @@ async def test_a_cancelled_request_stops_decoding():
     store, editor = setup("a\nb\nc\n")
     edit = make_edit(editor, store, "utf-16")
     task = asyncio.ensure_future(edit.run(FakeEngine([("A\n", 1), ("A\nB\n", 2), ("A\nB\nC\n", 3)], "A\nB\nC\n",
-                                                     delay=0.3)))
+                                                     delay=1.0)))  # the cancel lands mid-decode even on a loaded machine
     while not editor.edits:
         await asyncio.sleep(0.01)
     task.cancel()
