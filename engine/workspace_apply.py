@@ -17,7 +17,6 @@ guess), a diff that deletes a file, a binary (or not UTF-8) file, and a file lon
 from __future__ import annotations
 
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any, Callable, Literal, Protocol
@@ -28,6 +27,7 @@ from engine.apply.markers import is_marker
 from engine.apply.patch import apply_hunks
 from engine.checks.syntax import SyntaxVerdict, check_edit
 from engine.core.lines import split_lines
+from engine.core.staged import staged
 from engine.decoding.events import EditResult
 from engine.settings import Settings
 from engine.verdict import EXIT_BAD_REQUEST, EXIT_SYNTAX, EXIT_UNPLACED, judge
@@ -317,45 +317,31 @@ def write_all(plan: AnswerPlan) -> list[Path]:
     then each renamed over its target; if a rename fails, the files already renamed get their
     text back (a created one is removed) and :class:`EditError` says which file failed."""
     changes = plan.to_write()
-    staged: list[tuple[FileChange, str]] = []
+    ready: list[tuple[FileChange, str]] = []
     try:
         for change in changes:
             assert change.target is not None and change.after is not None
             change.target.parent.mkdir(parents=True, exist_ok=True)
-            staged.append((change, _staged(change.target, change.after)))
+            ready.append((change, staged(change.target, change.after)))
     except OSError as exc:
-        for _, tmp in staged:
+        for _, tmp in ready:
             Path(tmp).unlink(missing_ok=True)
-        raise EditError(f"could not write {changes[len(staged)].path}: {exc.strerror or exc}; nothing was "
+        raise EditError(f"could not write {changes[len(ready)].path}: {exc.strerror or exc}; nothing was "
                         "written") from None
     done: list[FileChange] = []
     try:
-        for change, tmp in staged:
+        for change, tmp in ready:
             assert change.target is not None
             os.replace(tmp, change.target)
             done.append(change)
     except OSError as exc:
-        failed = staged[len(done)][0].path
-        for _, tmp in staged[len(done):]:
+        failed = ready[len(done)][0].path
+        for _, tmp in ready[len(done):]:
             Path(tmp).unlink(missing_ok=True)
         _restore(done)
         raise EditError(f"could not write {failed}: {exc.strerror or exc}; the files written before it were "
                         "restored, nothing was changed") from None
     return [c.target for c in done if c.target is not None]
-
-
-def _staged(target: Path, text: str) -> str:
-    """``text`` in a temporary file beside ``target`` (its mode copied), ready to rename over it."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=str(target.parent))
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
-        if target.exists():
-            os.chmod(tmp, target.stat().st_mode & 0o7777)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return tmp
 
 
 def _restore(done: list[FileChange]) -> None:

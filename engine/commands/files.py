@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 from pathlib import Path
 
 from engine.core.errors import EditError
+from engine.core.staged import staged
 from engine.settings import Settings, load_workspace_settings
 
 # The settings that choose and load the model, as flags of every command that loads one.
@@ -29,12 +29,8 @@ def read_text(path: Path) -> str:
 
 def write_atomic(path: Path, text: str) -> None:
     """Write via a temporary file in the same folder and rename, so a failure leaves the original."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=str(path.parent))
+    tmp = staged(path, text)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
-        if path.exists():
-            os.chmod(tmp, path.stat().st_mode & 0o7777)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
