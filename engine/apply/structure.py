@@ -376,18 +376,22 @@ class _Merge:
         self.sub(fa, fb, [j for j in range(ua, ub) if j not in doubtful], left_open, right_open, has_markers)
         self.separation(start, fa, fb, ua, ub)
 
+    def content_bounds(self, fa: int, fb: int) -> tuple[int, int]:
+        """File lines ``fa``-``fb`` without their leading and trailing blank lines: (first, end)."""
+        first, end = fa, fb
+        while first < fb and not self.file[first].strip():
+            first += 1
+        while end > first and not self.file[end - 1].strip():
+            end -= 1
+        return first, end
+
     def insert_new(self, fa: int, fb: int, ua: int, ub: int, content: list[int], after: bool) -> None:
         """New definitions (and their comments) where the update puts them: right before the next
         matched definition, the file's lines there kept (``after``: right after the previous one,
         at the file's end of a range); spaced from their neighbours as the file spaces its own."""
         first, last = content[0], content[-1]
         body: list[tuple[Source, int]] = [("update", j) for j in range(first, last + 1) if j not in self.markers]
-        f_lead = fa
-        while f_lead < fb and not self.file[f_lead].strip():
-            f_lead += 1
-        f_trail = fb
-        while f_trail > f_lead and not self.file[f_trail - 1].strip():
-            f_trail -= 1
+        f_lead, f_trail = self.content_bounds(fa, fb)
         blanks = [j for j in range(ua, ub) if not self.update[j].strip() and j not in self.markers]
         if after:
             own = [j for j in blanks if j < first]
@@ -442,12 +446,7 @@ class _Merge:
         if lead == len(part):
             return
         trail = next(k for k, item in enumerate(reversed(part)) if self.text(item).strip())
-        f_lead = fa
-        while f_lead < fb and not self.file[f_lead].strip():
-            f_lead += 1
-        f_trail = fb
-        while f_trail > f_lead and not self.file[f_trail - 1].strip():
-            f_trail -= 1
+        f_lead, f_trail = self.content_bounds(fa, fb)
         head: list[tuple[Source, int]] = [("file", i) for i in range(fa, f_lead)]
         tail: list[tuple[Source, int]] = [("file", i) for i in range(f_trail, fb)]
         if f_lead == fb:  # the file's neighbours were adjacent: their separation on both sides
