@@ -37,7 +37,7 @@ import asyncio
 import functools
 import threading
 import time
-from contextlib import suppress
+from contextlib import aclosing, suppress
 from typing import TYPE_CHECKING
 
 from lsprotocol import types
@@ -186,17 +186,18 @@ class LiveEdit:
         events = BlockingStream(lambda: engine.stream(request, cancelled=self.cancelled), stop=self.cancel.set)
         result: EditResult | None = None
         ops = 0
-        async for batch in events.batches():
-            for index, event in enumerate(batch):
-                if isinstance(event, EditStarted):
-                    self.progress.report(f"prompt {event.prompt_tokens} tokens; decoding…", 0)
-                elif isinstance(event, EditFinished):
-                    result = event.result
-                elif isinstance(event, OpResolved):
-                    ops += 1
-                    if index + 1 < len(batch) and isinstance(batch[index + 1], OpResolved):
-                        continue  # a later op is already here (the client may be slower than the engine)
-                    await self._show(live, event, ops)
+        async with aclosing(events.batches()) as batches:
+            async for batch in batches:
+                for index, event in enumerate(batch):
+                    if isinstance(event, EditStarted):
+                        self.progress.report(f"prompt {event.prompt_tokens} tokens; decoding…", 0)
+                    elif isinstance(event, EditFinished):
+                        result = event.result
+                    elif isinstance(event, OpResolved):
+                        ops += 1
+                        if index + 1 < len(batch) and isinstance(batch[index + 1], OpResolved):
+                            continue  # a later op is already here (the client may be slower than the engine)
+                        await self._show(live, event, ops)
         return result, events.error
 
     async def _show(self, live: LiveRegion, op: OpResolved, ops: int) -> None:

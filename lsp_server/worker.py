@@ -48,7 +48,9 @@ class BlockingStream(Generic[T]):
 
     ``error`` is what the iterator raised, once :meth:`batches` has ended (None when it finished):
     the consumer reports it after the items that came before it. When the consuming task is
-    cancelled (the server exits), ``stop()`` tells the iterator to end early."""
+    cancelled (the server exits) or stops reading, ``stop()`` tells the iterator to end early: iterate
+    it under ``contextlib.aclosing`` so that a cancel landing in the consumer's own awaits closes
+    it at once rather than when the generator is collected."""
 
     def __init__(self, produce: Callable[[], Iterable[T]], stop: Callable[[], None]):
         self._produce = produce
@@ -81,6 +83,7 @@ class BlockingStream(Generic[T]):
                 wake()
 
         loop.run_in_executor(None, run)
+        ended = False
         try:
             while True:
                 arrived.clear()
@@ -91,6 +94,7 @@ class BlockingStream(Generic[T]):
                     except queue.Empty:
                         break
                     if item is _END:
+                        ended = True
                         if batch:
                             yield batch
                         return
@@ -99,6 +103,6 @@ class BlockingStream(Generic[T]):
                     yield batch
                 else:
                     await arrived.wait()
-        except asyncio.CancelledError:
-            self._stop()
-            raise
+        finally:
+            if not ended:  # cancelled while waiting, or closed by a consumer that stopped early
+                self._stop()

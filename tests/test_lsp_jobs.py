@@ -215,8 +215,23 @@ async def test_a_cancelled_request_stops_decoding():
     store, editor = setup("a\nb\nc\n")
     edit = make_edit(editor, store, "utf-16")
     task = asyncio.ensure_future(edit.run(FakeEngine([("A\n", 1), ("A\nB\n", 2), ("A\nB\nC\n", 3)], "A\nB\nC\n",
-                                                     delay=1.0)))  # the cancel lands mid-decode even on a loaded machine
+                                                     delay=0.3)))
     while not editor.edits:
+        await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert edit.cancelled()
+
+
+async def test_a_request_cancelled_while_its_edit_awaits_the_echo_stops_decoding():
+    """The cancel lands in the consumer's own await (the writer waiting for the editor's echo),
+    not in the stream's wait: the stream is closed at once and the engine told to stop."""
+    store, editor = setup("a\nb\nc\n", echo_delay=0.5)
+    engine = FakeEngine([("A\n", 1), ("A\nB\n", 2), ("A\nB\nC\n", 3)], "A\nB\nC\n", delay=0.05)
+    edit = make_edit(editor, store, "utf-16")
+    task = asyncio.ensure_future(edit.run(engine))
+    while not editor.edits:  # the first edit is applied; its echo is 0.5 s away
         await asyncio.sleep(0.01)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
