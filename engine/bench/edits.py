@@ -38,6 +38,7 @@ from case to case, after a warm-up of every arm.
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -165,7 +166,10 @@ def engine_arm(engine: Any, request: Any) -> tuple[ArmRun, Any]:
     run = ArmRun(decode_s=decode, wall_s=wall, forward_sizes=meter.sizes(before),
                  output_tokens=len(encode(loaded.tokenizer, result.region_output)), tokens=tokens,
                  breakdown=breakdown, stop_reason=result.stop_reason, output=result.output_text, result=result,
-                 extra={"raw_output_head": result.raw_output[:RAW_HEAD_CHARS]}, edit_s=result.timings["total_s"])
+                 extra={"raw_output_head": result.raw_output[:RAW_HEAD_CHARS],
+                        # compares outputs across runs (a run-to-run noise measurement) without storing them
+                        "output_sha256": hashlib.sha256(result.output_text.encode("utf-8")).hexdigest()[:16]},
+                 edit_s=result.timings["total_s"])
     return run, result
 
 
@@ -624,7 +628,7 @@ def run_corpus(engine: Any, corpus: str, family: str, arms: Sequence[str] | None
     settings = {"arms": bench.arms, "limit": limit, "offset": offset, "max_new_tokens": max_new_tokens,
                 "max_new_tokens_rule": None if max_new_tokens else "min(4096, 1.5 x input tokens + 64)",
                 "test_timeout_s": test_timeout, "warmup": warmup, "selector": engine.selector,
-                "corpus_cases": len(all_cases), "verify": verify}
+                "corpus_cases": len(all_cases), "verify": verify, "runtime": engine.loaded.runtime.describe()}
     machine = machine_info(engine.loaded.device, engine.loaded.dtype)
 
     def record_of(records: list[dict[str, Any]], complete: bool) -> dict[str, Any]:

@@ -76,7 +76,8 @@ OWN_FLAGS: dict[str, dict[str, Any]] = {
     "kernel_trials": {"type": int, "help": "trials per N of a kernel measured here"},
     "ns": {"default": None, "help": "comma list of kernel sizes N"},
 }
-MODEL_FLAGS = ("model", "device", "dtype", "threads", "backend", "server_url", "flash_attention", "json", "plot")
+MODEL_FLAGS = ("model", "device", "dtype", "threads", "backend", "server_url", "flash_attention", "padded_steps",
+               "json", "plot")
 
 
 def flags(parser: argparse.ArgumentParser, *names: str, **own: dict[str, Any]) -> None:
@@ -92,6 +93,8 @@ def flags(parser: argparse.ArgumentParser, *names: str, **own: dict[str, Any]) -
                 why = f"The bench's default is {kwargs['default']}, not the product's {spec.default}."
             if spec.choices:
                 kwargs["choices"] = spec.choices
+            elif spec.kind == "boolean":
+                kwargs["action"] = "store_true"
             elif spec.kind == "integer":
                 kwargs["type"] = int
         else:

@@ -40,7 +40,8 @@ def _load(args: argparse.Namespace, console: Any, reuse_prompts: bool = False) -
     # edit a first edit. Elsewhere (kernel, localize) every forward is measured from scratch.
     extra = {} if reuse_prompts else {"prefix_cache_tokens": 0}
     options = BackendOptions(threads=args.threads, server_url=args.server_url,
-                             flash_attention=args.flash_attention, **extra)
+                             flash_attention=args.flash_attention,
+                             padded_steps=getattr(args, "padded_steps", False), **extra)
     return get_engine(args.model, args.device, args.dtype, progress=lambda m: console.print(f"[dim]{m}[/dim]"),
                       selector=getattr(args, "selector", "auto"), backend=args.backend, options=options)
 
