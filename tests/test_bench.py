@@ -575,3 +575,7 @@ def test_bench_setting_flags_are_the_schemas() -> None:
             assert set(action.choices or ()) <= set(allowed or ()), (name, action.dest)
     backend = next(a for a in commands["edits"]._actions if a.dest == "backend")
     assert backend.default == BENCH_DEFAULTS["backend"] == "transformers" and "not the product's auto" in backend.help
+    # a boolean setting is a switch: given, it is on; not given, the schema's default (off)
+    padded = commands["edits"].parse_args(["--corpus", "c", "--family", "free", "--padded-steps"])
+    assert padded.padded_steps is True
+    assert commands["edits"].parse_args(["--corpus", "c", "--family", "free"]).padded_steps is False
