@@ -44,6 +44,11 @@ from lsp_server.writer import apply_edit
 LABEL = "AI apply"
 NO_FOLDER = "{uri} is not a file on disk: an answer that names files applies to the files of its workspace folder"
 CHANGED = "{uri} changed while the answer was merged: nothing was applied; apply the answer again"
+# A created file's text replaces its first line, line break included: VS Code clamps the end to
+# the empty document's end; Neovim's empty buffer is one empty line (with 'eol', "\n" to the
+# server), and an edit that ends past its last line drops the empty line left after the text,
+# where an insert at 0:0 would leave the file a blank line longer.
+NEW_FILE_RANGE = types.Range(start=types.Position(line=0, character=0), end=types.Position(line=1, character=0))
 NOT_CREATED = ("this editor cannot create it: its language client does not list \"create\" in "
                "workspace.workspaceEdit.resourceOperations (create the file, or run copy-as-decode apply "
                "--update ANSWER --create)")
@@ -144,9 +149,8 @@ def workspace_edit(changes: list[FileChange], buffers: dict[Path, Buffer],
             uri = change.target.as_uri()
             creates.append(types.CreateFile(uri=uri, options=types.CreateFileOptions(
                 overwrite=False, ignore_if_exists=False), annotation_id=annotation))
-            text = minimal_replacement("", change.after)
-            if text is not None:  # an empty new file is the CreateFile alone
-                edits.append((uri, None, text_edit("", text, services.encoding)))
+            if change.after:  # an empty new file is the CreateFile alone
+                edits.append((uri, None, types.TextEdit(range=NEW_FILE_RANGE, new_text=change.after)))
             continue
         before = doc.text if doc is not None else change.before
         replacement = minimal_replacement(before, change.after)
