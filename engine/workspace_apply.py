@@ -8,10 +8,11 @@ via a temporary file and a rename, the ones already written restored if a later 
 language server sends the same changes as one ``WorkspaceEdit`` instead.
 
 Refused before any merge, with every file unchanged (exit status 2): a path outside the root
-(absolute, ``..``, or a symbolic link that leads out) or inside ``.git`` (``.hg``, ``.svn``), a file that does not exist (unless
-``create``; nor in a folder that does not exist, unless ``create_folders``), two blocks for the same file (they are not merged in order: which one wins is a
-guess), a diff that deletes a file, a binary (or not UTF-8) file, and a file longer than
-``applyMaxLines``.
+(absolute, ``..``, or a symbolic link that leads out) or inside ``.git`` (``.hg``, ``.svn``), a
+file that does not exist (unless ``create``; in a folder that does not exist either, unless
+``create_folders`` too), two blocks for the same file (they are not merged in order: which one
+wins is a guess), a diff that deletes a file, a binary (or not UTF-8) file, and a file longer
+than ``applyMaxLines``.
 """
 
 from __future__ import annotations
