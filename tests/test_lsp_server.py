@@ -50,7 +50,8 @@ FOLDER_SETTINGS = {
     "preview": 'apply_mode = "preview"\n',
     "cold": 'mode = "program"\nmax_new_tokens = 48\nwarm_up = "off"\n',
     "apply": 'mode = "auto"\nmax_new_tokens = 1024\n',
-    # transformers: llama.cpp's cost model on a CPU sizes every draft to nothing, so no draft would be verified
+    # transformers: on llama.cpp an exact verify carries no draft (Session.draft_room: its batched
+    # forward's choices may differ from a step's), so the rewrite there would run undrafted
     "specapply": 'mode = "speculative"\nmax_new_tokens = 400\nbackend = "transformers"\n',
 }
 # The model rewrites the first line at once ("def f0(x) -> int:") and goes on for ~50 lines.
