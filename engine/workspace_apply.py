@@ -8,10 +8,11 @@ via a temporary file and a rename, the ones already written restored if a later 
 language server sends the same changes as one ``WorkspaceEdit`` instead.
 
 Refused before any merge, with every file unchanged (exit status 2): a path outside the root
-(absolute, ``..``, or a symbolic link that leads out) or inside ``.git`` (``.hg``, ``.svn``), a file that does not exist (unless
-``create``), two blocks for the same file (they are not merged in order: which one wins is a
-guess), a diff that deletes a file, a binary (or not UTF-8) file, and a file longer than
-``applyMaxLines``.
+(absolute, ``..``, or a symbolic link that leads out) or inside ``.git`` (``.hg``, ``.svn``), a
+file that does not exist (unless ``create``; in a folder that does not exist either, unless
+``create_folders`` too), two blocks for the same file (they are not merged in order: which one
+wins is a guess), a diff that deletes a file, a binary (or not UTF-8) file, and a file longer
+than ``applyMaxLines``.
 """
 
 from __future__ import annotations
@@ -190,12 +191,15 @@ def read_source(path: Path) -> str:
 class AnswerOptions:
     """What the front door asks: the ``instruction`` the model reads, the request's ``mode`` (None:
     the settings'), ``partial`` (write what was placed), ``create`` (a named file that does not
-    exist is created)."""
+    exist is created), ``create_folders`` (... in a folder that does not exist either) and
+    ``not_created``: why a file that does not exist is refused, in the front door's words."""
 
     instruction: str = ""
     mode: str | None = None
     partial: bool = False
     create: bool = False
+    create_folders: bool = True
+    not_created: str = "--create creates the files an answer names"
 
 
 def plan_answer(answer: str | Answer, root: Path, merger: Merger, settings_for: Callable[[Path], Settings],
@@ -237,7 +241,10 @@ def _change(block: FileBlock, root: Path, merger: Merger, settings_for: Callable
         return _bad(block, target, "the diff deletes this file: deleting is not applied (delete it yourself)")
     exists = target.is_file()
     if not exists and not options.create:
-        return _bad(block, target, f"no such file under {root} (--create creates the files an answer names)")
+        return _bad(block, target, f"no such file under {root} ({options.not_created})")
+    if not exists and not options.create_folders and not target.parent.is_dir():
+        return _bad(block, target, f"its folder {target.parent} does not exist, and this client creates a file only in a "
+                                   "folder that does (create the folder first)")
     try:
         before = read(target) if exists else ""
     except EditError as exc:

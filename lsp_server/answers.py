@@ -11,6 +11,13 @@ carries every file's change: a versioned ``TextDocumentEdit`` per file (the buff
 none for a file that is not open), each annotated with a change annotation that needs
 confirmation when the client can show one (VS Code: one refactor preview for all files, one undo
 per file). A client without annotations applies it at once.
+
+A file the answer names that does not exist is created, as ``copy-as-decode apply --create``
+creates it (from a block without markers, inside the folder only), when the client takes
+``CreateFile`` operations (``workspace.workspaceEdit.resourceOperations`` lists "create"): the
+edit opens with a ``CreateFile`` (neither overwriting nor ignoring a file that appeared since)
+under the same annotation, followed by the new file's text. A client that lists no "create" gets
+the refusal, naming the file and why.
 """
 
 from __future__ import annotations
@@ -37,6 +44,14 @@ from lsp_server.writer import apply_edit
 LABEL = "AI apply"
 NO_FOLDER = "{uri} is not a file on disk: an answer that names files applies to the files of its workspace folder"
 CHANGED = "{uri} changed while the answer was merged: nothing was applied; apply the answer again"
+# A created file's text replaces its first line, line break included: VS Code clamps the end to
+# the empty document's end; Neovim's empty buffer is one empty line (with 'eol', "\n" to the
+# server), and an edit that ends past its last line drops the empty line left after the text,
+# where an insert at 0:0 would leave the file a blank line longer.
+NEW_FILE_RANGE = types.Range(start=types.Position(line=0, character=0), end=types.Position(line=1, character=0))
+NOT_CREATED = ("this editor cannot create it: its language client does not list \"create\" in "
+               "workspace.workspaceEdit.resourceOperations (create the file, or run copy-as-decode apply "
+               "--update ANSWER --create)")
 
 
 @dataclass(frozen=True)
@@ -88,7 +103,9 @@ async def run_answer(services: EditServices, args: EditArgs) -> dict:
         except ModelLoadError as exc:  # engine_for has shown it
             return report(client, Outcome("error", str(exc)))
     client.status("editing", f"apply: an answer naming files under {root}")
-    options = AnswerOptions(args.instruction or "", None, args.partial, create=False)
+    features = client.features
+    options = AnswerOptions(args.instruction or "", None, args.partial, create=features.create_files,
+                            create_folders=features.creates_folders, not_created=NOT_CREATED)
     try:
         plan = await asyncio.to_thread(plan_answer, args.update or "", root, merger, lambda _path: settings, options,
                                        read)
@@ -105,7 +122,7 @@ async def run_answer(services: EditServices, args: EditArgs) -> dict:
     if stale is not None:
         return report(client, Outcome("conflict", CHANGED.format(uri=stale), summary=plan.json([])))
     edit = workspace_edit(changes, buffers, services)
-    names = ", ".join(c.path for c in changes)
+    names = ", ".join(c.path + (" (new)" if c.before is None else "") for c in changes)
     answer = await apply_edit(client, edit, LABEL)
     if not answer.applied:
         return report(client, Outcome("rejected", answer.problem, summary=plan.json([])))
@@ -117,22 +134,33 @@ async def run_answer(services: EditServices, args: EditArgs) -> dict:
 def workspace_edit(changes: list[FileChange], buffers: dict[Path, Buffer],
                    services: EditServices) -> types.WorkspaceEdit:
     """One edit for every file: versioned document edits (annotated for review when the client
-    shows annotations), or the plain ``changes`` map for a client without ``documentChanges``."""
+    shows annotations), the files to create first; or the plain ``changes`` map for a client
+    without ``documentChanges`` when nothing is created (a ``CreateFile`` travels in
+    ``documentChanges`` only, which a client that lists "create" takes)."""
     features = services.client.features
+    review = features.review
+    annotation = CONFIRM_ANNOTATION if review else None
+    creates: list[types.CreateFile] = []
     edits: list[tuple[str, int | None, types.TextEdit]] = []
     for change in changes:
         assert change.target is not None and change.after is not None
         doc = buffers.get(change.target.resolve())
-        before = doc.text if doc is not None else (change.before or "")
+        if change.before is None:
+            uri = change.target.as_uri()
+            creates.append(types.CreateFile(uri=uri, options=types.CreateFileOptions(
+                overwrite=False, ignore_if_exists=False), annotation_id=annotation))
+            if change.after:  # an empty new file is the CreateFile alone
+                edits.append((uri, None, types.TextEdit(range=NEW_FILE_RANGE, new_text=change.after)))
+            continue
+        before = doc.text if doc is not None else change.before
         replacement = minimal_replacement(before, change.after)
         if replacement is None:
             continue
         uri = doc.uri if doc is not None else change.target.as_uri()
         edits.append((uri, doc.version if doc is not None else None,
                       text_edit(before, replacement, services.encoding)))
-    if not features.document_changes:
+    if not features.document_changes and not creates:
         return types.WorkspaceEdit(changes={uri: [edit] for uri, _, edit in edits})
-    review = features.review
 
     def document_edit(uri: str, version: int | None, edit: types.TextEdit) -> types.TextDocumentEdit:
         one: types.TextEdit = (types.AnnotatedTextEdit(range=edit.range, new_text=edit.new_text,
@@ -142,7 +170,9 @@ def workspace_edit(changes: list[FileChange], buffers: dict[Path, Buffer],
 
     annotations = None
     if review:
+        created = f", {len(creates)} of them new" if creates else ""
         annotations = {CONFIRM_ANNOTATION: types.ChangeAnnotation(
-            label=LABEL, needs_confirmation=True, description=f"the answer's changes to {len(edits)} file(s)")}
-    return types.WorkspaceEdit(document_changes=[document_edit(*item) for item in edits],
-                               change_annotations=annotations)
+            label=LABEL, needs_confirmation=True,
+            description=f"the answer's changes to {len(changes)} file(s){created}")}
+    operations: list = [*creates, *(document_edit(*item) for item in edits)]
+    return types.WorkspaceEdit(document_changes=operations, change_annotations=annotations)

@@ -36,18 +36,39 @@ class ClientFeatures:
     review: bool = False               # shows an edit annotated needsConfirmation (VS Code's refactor preview)
     configuration: bool = False        # answers workspace/configuration (settings pulls)
     configuration_registration: bool = False  # dynamic registration of didChangeConfiguration
+    create_files: bool = False         # a CreateFile operation in a WorkspaceEdit's documentChanges
+    creates_folders: bool = True       # ... whose folder does not exist yet (its parents made on the way)
 
     @classmethod
-    def of(cls, capabilities: types.ClientCapabilities | None) -> "ClientFeatures":
+    def of(cls, capabilities: types.ClientCapabilities | None,
+           client: types.ClientInfo | None = None) -> "ClientFeatures":
         def supports(field: str) -> bool:
             return bool(get_capability(capabilities, field)) if capabilities is not None else False
 
         document_changes = supports("workspace.workspace_edit.document_changes")
+        operations = get_capability(capabilities, "workspace.workspace_edit.resource_operations") \
+            if capabilities is not None else None
+        # Resource operations travel in documentChanges only, so a client that lists "create" takes
+        # them (Neovim lists it without documentChanges, and applies documentChanges all the same).
+        create = types.ResourceOperationKind.Create in (operations or [])
         return cls(work_done_progress=supports("window.work_done_progress"), document_changes=document_changes,
                    # annotated edits need documentChanges too
                    review=supports("workspace.workspace_edit.change_annotation_support") and document_changes,
                    configuration=supports("workspace.configuration"),
-                   configuration_registration=supports("workspace.did_change_configuration.dynamic_registration"))
+                   configuration_registration=supports("workspace.did_change_configuration.dynamic_registration"),
+                   create_files=create, creates_folders=not _neovim_before(client, (0, 8)))
+
+
+def _neovim_before(client: types.ClientInfo | None, version: tuple[int, int]) -> bool:
+    """Is ``client`` a Neovim older than ``version``? Neovim 0.7's CreateFile opens the file
+    without making its folder (neovim/neovim#19835, in 0.8), so a file in a new folder fails there."""
+    if client is None or client.name.lower() != "neovim" or not client.version:
+        return False
+    try:
+        major, minor = (int(part) for part in client.version.lstrip("v").split(".")[:2])
+    except ValueError:
+        return False
+    return (major, minor) < version
 
 
 class ProgressTracker(Protocol):
@@ -102,7 +123,7 @@ class PyglsClient:
 
     def __init__(self, server: LanguageServer):
         self._server = server
-        self._features = ClientFeatures.of(server.client_capabilities)
+        self._features = ClientFeatures.of(server.client_capabilities, getattr(server, "client_info", None))
 
     @property
     def features(self) -> ClientFeatures:

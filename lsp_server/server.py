@@ -56,6 +56,7 @@ class CopyAsDecodeServer(LanguageServer):
         self.config = WorkspaceConfig()
         self.encoding: Encoding = "utf-16"
         self.init_warnings: list[str] = []  # the initializationOptions' problems, shown once initialized
+        self.client_info: types.ClientInfo | None = None  # the client's name and version, as it said
         self._services: EditServices | None = None
         self.startup: asyncio.Future[None] | None = None  # the registration and first pull after initialized
 
@@ -87,6 +88,7 @@ def create_server(pool: ModelPool | None = None) -> CopyAsDecodeServer:
     @server.feature(types.INITIALIZE)
     def initialize(ls: CopyAsDecodeServer, params: types.InitializeParams) -> None:
         ls.encoding = negotiate(params.capabilities)
+        ls.client_info = params.client_info
         ls.documents.encoding = ls.encoding
         roots = [p for p in (path_of(f.uri) for f in params.workspace_folders or []) if p]
         if not roots and params.root_uri and (root := path_of(params.root_uri)):

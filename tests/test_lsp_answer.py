@@ -42,8 +42,10 @@ SERVER = ClientServerConfig(
 
 class Editor:
     """Documents as VS Code holds them: a workspace edit applies to every document it names or,
-    when any version is stale, to none; a file that is not open is opened from disk (and left
-    unsaved, as VS Code leaves it); each changed open document is reported back with didChange."""
+    when any version is stale or a file to create exists, to none; a ``CreateFile`` makes the
+    file (empty, its folders too) on disk, as VS Code does; a file that is not open is opened
+    from disk (and left unsaved, as VS Code leaves it); each changed open document is reported
+    back with didChange."""
 
     def __init__(self, client: LanguageClient):
         self.client = client
@@ -57,11 +59,22 @@ class Editor:
 
     def apply(self, params: types.ApplyWorkspaceEditParams) -> types.ApplyWorkspaceEditResult:
         self.sent.append(params.edit)
-        changes = list(params.edit.document_changes or [])
+        operations = list(params.edit.document_changes or [])
+        creates = [op for op in operations if isinstance(op, types.CreateFile)]
+        changes = [op for op in operations if isinstance(op, types.TextDocumentEdit)]
+        assert len(creates) + len(changes) == len(operations), "only CreateFile and TextDocumentEdit are sent"
+        for create in creates:
+            path = Path(create.uri.removeprefix("file://"))
+            if path.exists() and not (create.options and (create.options.overwrite or create.options.ignore_if_exists)):
+                return types.ApplyWorkspaceEditResult(applied=False, failure_reason=f"{path} exists")
         for change in changes:
             uri, version = change.text_document.uri, change.text_document.version
             if version is not None and (uri not in self.docs or version != self.docs[uri][1]):
                 return types.ApplyWorkspaceEditResult(applied=False, failure_reason=f"{uri} is not at {version}")
+        for create in creates:
+            path = Path(create.uri.removeprefix("file://"))
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("")
         for change in changes:
             uri = change.text_document.uri
             if uri not in self.docs:
@@ -88,8 +101,8 @@ def workspace(tmp_path_factory) -> Path:
     return root
 
 
-@pytest_lsp.fixture(config=SERVER, scope="module")
-async def client(lsp_client: LanguageClient, workspace: Path):
+def attach(lsp_client: LanguageClient) -> Editor:
+    """The client-side handlers VS Code has (pytest-lsp has no default for these)."""
     editor = Editor(lsp_client)
     lsp_client.editor = editor  # type: ignore[attr-defined]
 
@@ -106,11 +119,44 @@ async def client(lsp_client: LanguageClient, workspace: Path):
         """The status bar item; not what this test looks at."""
 
     lsp_client.set_configuration({"copyAsDecode": {}})
-    await lsp_client.initialize_session(types.InitializeParams(
-        capabilities=client_capabilities("visual-studio-code"),
-        root_uri=workspace.as_uri(),
-        workspace_folders=[types.WorkspaceFolder(uri=workspace.as_uri(), name="ws")],
-    ))
+    return editor
+
+
+def initialize(workspace: Path, capabilities: types.ClientCapabilities,
+               client: types.ClientInfo | None = None) -> types.InitializeParams:
+    return types.InitializeParams(capabilities=capabilities, root_uri=workspace.as_uri(), client_info=client,
+                                  workspace_folders=[types.WorkspaceFolder(uri=workspace.as_uri(), name="ws")])
+
+
+@pytest_lsp.fixture(config=SERVER, scope="module")
+async def client(lsp_client: LanguageClient, workspace: Path):
+    attach(lsp_client)
+    await lsp_client.initialize_session(initialize(workspace, client_capabilities("visual-studio-code")))
+    yield
+    await lsp_client.shutdown_session()
+
+
+def without_create() -> types.ClientCapabilities:
+    """VS Code's capabilities, less its resource operations (a client that cannot create files)."""
+    capabilities = client_capabilities("visual-studio-code")
+    capabilities.workspace.workspace_edit.resource_operations = None
+    return capabilities
+
+
+@pytest_lsp.fixture(config=SERVER, scope="module")
+async def plain_client(lsp_client: LanguageClient, workspace: Path):
+    attach(lsp_client)
+    await lsp_client.initialize_session(initialize(workspace, without_create()))
+    yield
+    await lsp_client.shutdown_session()
+
+
+@pytest_lsp.fixture(config=SERVER, scope="module")
+async def old_neovim(lsp_client: LanguageClient, workspace: Path):
+    """Neovim 0.7 as it introduces itself: "create" listed, but no folder made for a new file."""
+    attach(lsp_client)
+    await lsp_client.initialize_session(initialize(workspace, client_capabilities("neovim@v0.7"),
+                                                   types.ClientInfo(name="Neovim", version="0.7.2")))
     yield
     await lsp_client.shutdown_session()
 
@@ -193,3 +239,82 @@ async def test_an_answers_one_block_for_the_document_streams_in_as_its_update(cl
     assert outcome["status"] == "done", outcome
     assert editor.docs[uris["src/app.py"]][0] == MERGED["src/app.py"]
     assert editor.sent and not any(edit.change_annotations for edit in editor.sent)  # the streamed apply's edits
+
+
+NEW_MODULE = "def double(x):\n    return 2 * x\n"
+
+
+def with_new_file(name: str, new: str) -> str:
+    """An answer for project ``name``: app.py's change, and a whole new file ``new`` (no markers)."""
+    return APP_BLOCK.replace("src/app.py", f"{name}/src/app.py") + f"\n{F}python {name}/{new}\n{NEW_MODULE}{F}\n"
+
+
+async def test_a_new_file_is_created_in_the_same_edit_for_review(client: LanguageClient, workspace: Path):
+    """A client that lists "create" gets one edit: the CreateFile (its folder made as VS Code makes
+    it), then every file's text, all under the one annotation that needs confirmation."""
+    editor: Editor = client.editor  # type: ignore[attr-defined]
+    editor.sent.clear()
+    uris = project(workspace, "five", editor)
+    new = workspace / "five" / "src" / "lib" / "helpers.py"
+    outcome = await apply_update(client, {"uri": uris["src/app.py"], "update": with_new_file("five", "src/lib/helpers.py")})
+    assert outcome["status"] == "done", outcome
+    assert outcome["editsApplied"] == 2 and "five/src/lib/helpers.py (new)" in outcome["message"]
+    (edit,) = editor.sent
+    create, *changes = edit.document_changes
+    assert isinstance(create, types.CreateFile) and create.uri == new.as_uri()
+    assert create.options.overwrite is False and create.options.ignore_if_exists is False
+    (annotation,) = edit.change_annotations
+    assert create.annotation_id == annotation and edit.change_annotations[annotation].needs_confirmation
+    assert all(isinstance(c, types.TextDocumentEdit) for c in changes) and len(changes) == 2
+    assert all(e.annotation_id == annotation for c in changes for e in c.edits)
+    assert {c.text_document.uri: c.text_document.version for c in changes} == {uris["src/app.py"]: 1,
+                                                                              new.as_uri(): None}
+    assert editor.docs[new.as_uri()][0] == NEW_MODULE and new.read_text() == ""  # the buffer, unsaved
+    assert editor.docs[uris["src/app.py"]][0] == MERGED["src/app.py"]
+    assert [(f["path"], f["created"]) for f in outcome["summary"]["files"]] == [
+        ("five/src/app.py", False), ("five/src/lib/helpers.py", True)]
+
+
+async def test_a_client_that_cannot_create_files_is_told_which_and_why(plain_client: LanguageClient,
+                                                                       workspace: Path):
+    editor: Editor = plain_client.editor  # type: ignore[attr-defined]
+    uris = project(workspace, "six", editor)
+    outcome = await apply_update(plain_client, {"uri": uris["src/app.py"], "update": with_new_file("six", "src/new.py")})
+    assert outcome["status"] == "error", outcome
+    assert "six/src/new.py: no such file under" in outcome["message"]
+    assert "cannot create it" in outcome["message"] and "resourceOperations" in outcome["message"]
+    assert editor.sent == [] and not (workspace / "six" / "src" / "new.py").exists()
+    assert editor.docs[uris["src/app.py"]] == [APP, 1]
+
+
+async def test_a_new_file_outside_the_workspace_is_refused(client: LanguageClient, workspace: Path,
+                                                           tmp_path_factory):
+    """Created files stay inside the folder: a path that climbs out, or a folder that is a
+    symbolic link to elsewhere, is refused and nothing is created nor changed."""
+    editor: Editor = client.editor  # type: ignore[attr-defined]
+    editor.sent.clear()
+    uris = project(workspace, "seven", editor)
+    outside = tmp_path_factory.mktemp("outside")
+    (workspace / "seven" / "out").symlink_to(outside, target_is_directory=True)
+    linked = await apply_update(client, {"uri": uris["src/app.py"], "update": with_new_file("seven", "out/new.py")})
+    assert linked["status"] == "error" and "seven/out/new.py leads outside the root" in linked["message"], linked
+    climbing = await apply_update(client, {"uri": uris["src/app.py"], "update": with_new_file("seven", "../new.py")})
+    assert climbing["status"] == "error" and "climbs out of the root" in climbing["message"], climbing
+    assert editor.sent == [] and list(outside.iterdir()) == [] and not (workspace / "new.py").exists()
+    assert editor.docs[uris["src/app.py"]] == [APP, 1]
+
+
+async def test_neovim_0_7_creates_a_file_only_in_a_folder_that_exists(old_neovim: LanguageClient, workspace: Path):
+    """Neovim 0.7 lists "create" but opens the new file without making its folder (an error
+    there), so a new file in a new folder is refused; one beside existing files is created."""
+    editor: Editor = old_neovim.editor  # type: ignore[attr-defined]
+    uris = project(workspace, "eight", editor)
+    refused = await apply_update(old_neovim, {"uri": uris["src/app.py"],
+                                              "update": with_new_file("eight", "src/lib/helpers.py")})
+    assert refused["status"] == "error" and "create the folder first" in refused["message"], refused
+    assert editor.sent == [] and not (workspace / "eight" / "src" / "lib").exists()
+    done = await apply_update(old_neovim, {"uri": uris["src/app.py"], "update": with_new_file("eight", "src/helpers.py")})
+    assert done["status"] == "done", done
+    (edit,) = editor.sent
+    assert isinstance(edit.document_changes[0], types.CreateFile) and not edit.change_annotations  # no review there
+    assert editor.docs[(workspace / "eight" / "src" / "helpers.py").as_uri()][0] == NEW_MODULE

@@ -9,7 +9,7 @@ didChange debounced after the answer); the reliability cases run once, under VS 
 
 One server per profile serves the whole module (the model loads once per server); each test uses
 its own document, and the workspace's config files pick its settings (root: ``ar``; folders
-``program/``, ``final/``, ``spec/``, ``badmodel/``, ``reload/`` override).
+``program/``, ``final/``, ``spec/``, ``specapply/``, ``badmodel/``, ``reload/`` override).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from support import ADD as BUGGY
 from support import wait_until
 
 from engine.api import EditRequest
+from engine.apply.job import merge_draft
 from lsp_server.edits import match_eol, uses_crlf
 
 pytestmark = [pytest.mark.model, pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(300)]
@@ -49,6 +50,9 @@ FOLDER_SETTINGS = {
     "preview": 'apply_mode = "preview"\n',
     "cold": 'mode = "program"\nmax_new_tokens = 48\nwarm_up = "off"\n',
     "apply": 'mode = "auto"\nmax_new_tokens = 1024\n',
+    # transformers: on llama.cpp an exact verify carries no draft (Session.draft_room: its batched
+    # forward's choices may differ from a step's), so the rewrite there would run undrafted
+    "specapply": 'mode = "speculative"\nmax_new_tokens = 400\nbackend = "transformers"\n',
 }
 # The model rewrites the first line at once ("def f0(x) -> int:") and goes on for ~50 lines.
 LONG = "".join(f"def f{i}(x)\n    return x * {i}\n\n" for i in range(8))
@@ -239,6 +243,19 @@ def engine():
     torch.set_num_threads(threads)
 
 
+@pytest.fixture(scope="module")
+def transformers_engine():
+    """The reference engine on transformers (the ``specapply/`` folder's backend), one thread."""
+    import torch
+
+    from engine.api import Engine
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield Engine.load("default", backend="transformers")
+    torch.set_num_threads(threads)
+
+
 # --- helpers ----------------------------------------------------------------------------------
 
 def uri_of(workspace: Path, name: str, text: str | None = None) -> str:
@@ -412,6 +429,45 @@ async def test_apply_update_that_cannot_be_placed_writes_nothing(client: Languag
     assert want == APPLY_FILE[:APPLY_FILE.index("def sub")] + "def sub(a, b):\n    return b - a\n"
     assert partial["status"] == "done" and editor.text(uri) == want, partial
     assert "2-3" in partial["message"] and [c["lines"] for c in partial["summary"]["unplaced"]] == [[2, 3]]
+
+
+# A docstring added to one function between elisions: the embedded model rewrites the whole file.
+REWRITE_FILE = ("def area(w, h):\n    return w * h\n\n\ndef perimeter(w, h):\n    return 2 * (w + h)\n\n\n"
+                "def describe(w, h):\n    return f\"{w}x{h}\"\n")
+REWRITE_UPDATE = ("# ... existing code ...\n\ndef perimeter(w, h):\n    \"\"\"The rectangle's perimeter.\"\"\"\n"
+                  "    return 2 * w + 2 * h\n\n# ... existing code ...\n")
+REWROTE = "the model rewrote the file, drafted from the rules' merge"
+
+
+async def test_speculative_apply_streams_the_models_rewrite(client: LanguageClient, workspace: Path,
+                                                             transformers_engine):
+    """``mode = "speculative"``: the model rewrites the file, drafted from the rules' merge; the
+    buffer ends as the engine's apply in that mode writes it (``Engine.edit``, what ``copy-as-decode
+    apply --mode speculative --backend transformers`` runs), and the answer names the rewrite with
+    its drafts. One client profile: the streaming is the other tests'."""
+    engine = transformers_engine
+    if client.profile != "visual-studio-code":
+        pytest.skip("one case, under VS Code's capabilities")
+    editor: Editor = client.editor
+    uri = uri_of(workspace, "specapply/shapes.py")
+    editor.open(uri, REWRITE_FILE)
+    outcome = await apply_update(client, {"uri": uri, "update": REWRITE_UPDATE})
+    engine.forget_prompts()
+    want = engine.edit(EditRequest(text=REWRITE_FILE, instruction="", update=REWRITE_UPDATE, mode="speculative",
+                                   max_new_tokens=400, context_lines=3, language="python"))
+    assert want.stop_reason == "done" and want.changed and want.breakdown["drafted_tokens"] > 0
+    assert outcome["status"] == "done", outcome
+    assert editor.text(uri) == want.output_text and editor.history[uri][-1] == want.output_text
+    summary = outcome["summary"]
+    assert summary["mode"] == "speculative" and summary["breakdown"]["drafted_tokens"] > 0
+    assert 0 < summary["tokens"]["copied"] <= summary["breakdown"]["drafted_tokens"]
+    note = next(w for w in summary["warnings"] if w.startswith(REWROTE))
+    assert (f"({summary['tokens']['copied']} of {summary['breakdown']['drafted_tokens']} drafted tokens "
+            "accepted)") in note
+    merged = merge_draft(EditRequest(text=REWRITE_FILE, instruction="", update=REWRITE_UPDATE, language="python"))
+    assert note.endswith(f"its rewrite {'equals' if want.output_text == merged else 'differs from'} the merge")
+    editing = [s["message"] for s in editor.status if s["state"] == "editing"]
+    assert editing[-1].startswith("apply: speculative"), editing
 
 
 async def test_apply_update_arguments_are_checked(client: LanguageClient, workspace: Path):

@@ -338,6 +338,25 @@ def test_client_capabilities_through_pygls():
     assert ClientFeatures.of(None) == ClientFeatures()
 
 
+def test_which_clients_create_files():
+    """A client creates files when it lists "create" among its resource operations (Neovim lists
+    it without documentChanges); Neovim before 0.8 makes no folder for a new file."""
+    from pytest_lsp import client_capabilities
+
+    from lsp_server.client import ClientFeatures
+
+    vscode = ClientFeatures.of(client_capabilities("visual-studio-code"))
+    assert vscode.create_files and vscode.creates_folders
+    for version, folders in (("0.7.2", False), ("0.8.0", True), ("0.11.0", True), ("v0.7.0", False), ("nightly", True)):
+        neovim = ClientFeatures.of(client_capabilities("neovim@v0.7"), types.ClientInfo(name="Neovim", version=version))
+        assert neovim.create_files and not neovim.document_changes and neovim.creates_folders == folders, version
+    renames_only = types.ClientCapabilities(workspace=types.WorkspaceClientCapabilities(
+        workspace_edit=types.WorkspaceEditClientCapabilities(document_changes=True, resource_operations=[
+            types.ResourceOperationKind.Rename])))
+    assert not ClientFeatures.of(renames_only).create_files
+    assert not ClientFeatures.of(client_capabilities("emacs")).create_files
+
+
 def test_document_language_maps_editor_ids_to_the_engines_fence_names():
     from engine.core.languages import LANGUAGE_BY_SUFFIX
     from lsp_server.request import EDITOR_LANGUAGES, document_language

@@ -257,3 +257,36 @@ def test_neovim_applies_an_answer_that_names_three_files(tmp_path: Path):
     assert (tmp_path / "mul.txt").read_text() == ANSWER_FILES["calc/mul.go"].replace("a + b", "a * b")
     assert (tmp_path / "conf.txt").read_text() == ANSWER_FILES["conf.py"].replace("version = 1", "version = 2")
     assert all((project / name).read_text() == text for name, text in ANSWER_FILES.items())
+
+
+NEW_FILE = "def double(x):\n    return 2 * x\n"
+
+
+@pytest.mark.skipif(NVIM is None, reason=NO_NVIM)
+@pytest.mark.parametrize("new", ["helpers.py", "lib/helpers.py"])
+def test_neovim_creates_the_file_an_answer_adds(tmp_path: Path, new: str):
+    """Neovim lists "create" among its resource operations: an answer that changes app.py and adds
+    a file gets one workspace edit whose CreateFile Neovim runs (an empty file on disk, the text in
+    its buffer). Neovim 0.7 makes no folder for a new file, so one in a new folder is refused with
+    the reason and nothing changes (Neovim 0.8 and later make the folder)."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "app.py").write_text(ANSWER_FILES["app.py"])
+    snippet = tmp_path / "apply_command.lua"
+    snippet.write_text(readme_apply_command())
+    env = neovim_env(tmp_path, project / "app.py", {"warmUp": "off"})
+    answer = ANSWER.split(f"\n\n{F}go")[0] + f"\n\n{F}python {new}\n{NEW_FILE}{F}\n"
+    env.update({"CAD_SNIPPET": str(snippet), "CAD_REGISTER": "a", "CAD_UPDATE": answer,
+                "CAD_OTHERS": json.dumps([[str(project / new), str(tmp_path / "new.txt")]])})
+    log = run_script(APPLY_SCRIPT, env, tmp_path)
+    version = subprocess.run([NVIM, "--version"], capture_output=True, text=True).stdout.split()[1]
+    if "/" in new and version.startswith("v0.7."):
+        assert log["statuses"][-1]["state"] == "error", log
+        assert any(f"{new}: its folder" in m and "create the folder first" in m for m in log["messages"]), log
+        assert (tmp_path / "buffer.txt").read_text() == ANSWER_FILES["app.py"]
+        assert not (project / "lib").exists()
+        return
+    assert log["statuses"][-1]["state"] == "ready" and f"{new} (new)" in log["statuses"][-1]["message"], log
+    assert (tmp_path / "buffer.txt").read_text() == ANSWER_FILES["app.py"].replace("a - b", "a + b", 1)
+    assert (tmp_path / "new.txt").read_text() == NEW_FILE
+    assert (project / new).read_text() == "" and (project / "app.py").read_text() == ANSWER_FILES["app.py"]
