@@ -45,3 +45,15 @@ def default_engine():
     from engine.api import Engine
 
     return Engine.load("default", backend="transformers")
+
+
+@pytest.fixture(scope="session")
+def vllm_server_url(pytestconfig: pytest.Config) -> str:
+    """The real vLLM server of tests/vllm_server.py, once it answers (a test is skipped where its
+    venv is missing, and fails there when the run requires vLLM)."""
+    if not vllm_server.available():
+        if vllm_server.required():
+            pytest.fail("the vLLM venv is missing: run scripts/vllm-venv.sh (make test does)")
+        pytest.skip("no vLLM venv (.venv-vllm); scripts/vllm-venv.sh installs it (about 5 minutes)")
+    vllm_server.start(pytestconfig.rootpath / ".pytest_cache" / "vllm")
+    return vllm_server.wait()

@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import vllm_server
 
 from engine.cli import main
 from engine.verdict import EXIT_BAD_REQUEST
@@ -83,27 +82,16 @@ def test_no_selector_on_transformers_drafts(capsys: pytest.CaptureFixture[str], 
     assert answer["expectation"]["figure"]["source"] == "results/free/transformers_humanevalfix-python_40.json"
 
 
-@pytest.fixture(scope="module")
-def server_url() -> str:
-    """The real vLLM server of tests/vllm_server.py (skipped where its venv is missing)."""
-    if not vllm_server.available():
-        if vllm_server.required():
-            pytest.fail("the vLLM venv is missing: run scripts/vllm-venv.sh (make test does)")
-        pytest.skip("no vLLM venv (.venv-vllm); scripts/vllm-venv.sh installs it (about 5 minutes)")
-    vllm_server.start(Path(__file__).resolve().parents[1] / ".pytest_cache" / "vllm")
-    return vllm_server.wait()
-
-
 @pytest.mark.model
 @pytest.mark.slow
 @pytest.mark.vllm
 @pytest.mark.timeout(1200)
 def test_a_vllm_server_says_which_drafting_applies(capsys: pytest.CaptureFixture[str], tmp_path: Path,
-                                                    server_url: str):
-    code, answer = doctor(capsys, str(tmp_path), "--backend", "vllm", "--server-url", server_url,
+                                                    vllm_server_url: str):
+    code, answer = doctor(capsys, str(tmp_path), "--backend", "vllm", "--server-url", vllm_server_url,
                           "--mode", "speculative")
     said = answer["lines"]["expect"]["value"]
     assert code == 0 and answer["expectation"]["figure"] is None and answer["estimate"] is None
     assert "speculative mode sends what ar sends" in said and "--speculative-config" in said
-    code, answer = doctor(capsys, str(tmp_path), "--backend", "vllm", "--server-url", server_url)
+    code, answer = doctor(capsys, str(tmp_path), "--backend", "vllm", "--server-url", vllm_server_url)
     assert answer["lines"]["expect"]["value"].startswith("program mode with the span selector served as a LoRA module")

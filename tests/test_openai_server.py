@@ -379,20 +379,12 @@ def test_llamacpp_backend_prediction_is_lossless(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(1500)
-def test_vllm_backend_passes_requests_through(tmp_path: Path, client: openai.OpenAI) -> None:
+def test_vllm_backend_passes_requests_through(tmp_path: Path, client: openai.OpenAI, vllm_server_url: str) -> None:
     """On the vLLM backend the server decodes: the text is what the transformers server returns for
     the same greedy request (the same fp32 weights), 4 concurrent requests run at once (no queue),
     and a prediction is accepted but not drafted from (both counts 0)."""
-    import vllm_server
-
-    if not vllm_server.available():
-        if vllm_server.required():
-            pytest.fail("the vLLM venv is missing: run scripts/vllm-venv.sh (make test does)")
-        pytest.skip("no vLLM venv (.venv-vllm); scripts/vllm-venv.sh installs it (about 5 minutes)")
-    vllm_server.start(ROOT / ".pytest_cache" / "vllm")
-    server_url = vllm_server.wait()
     expected = client.chat.completions.create(model="default", messages=MESSAGES, max_tokens=24)
-    with _serve("vllm", tmp_path / "server.log", "--server-url", server_url) as url:
+    with _serve("vllm", tmp_path / "server.log", "--server-url", vllm_server_url) as url:
         assert _health(url)["concurrent"] is True
         remote = openai.OpenAI(base_url=url + "/v1", api_key=KEY, max_retries=0, timeout=600)
         got = remote.chat.completions.create(model="default", messages=MESSAGES, max_tokens=24,

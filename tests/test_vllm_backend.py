@@ -11,7 +11,6 @@ import threading
 from pathlib import Path
 
 import pytest
-import vllm_server
 
 from engine.api import EditRequest, Engine
 from engine.evaluation.corpora import load_corpus
@@ -23,18 +22,8 @@ BUGGY = 'def add(a, b):\n    """Return the sum of a and b."""\n    return a - b\
 
 
 @pytest.fixture(scope="module")
-def server_url() -> str:
-    if not vllm_server.available():
-        if vllm_server.required():
-            pytest.fail("the vLLM venv is missing: run scripts/vllm-venv.sh (make test does)")
-        pytest.skip("no vLLM venv (.venv-vllm); scripts/vllm-venv.sh installs it (about 5 minutes)")
-    vllm_server.start(Path(__file__).resolve().parents[1] / ".pytest_cache" / "vllm")
-    return vllm_server.wait()
-
-
-@pytest.fixture(scope="module")
-def remote(server_url: str) -> Engine:
-    engine = Engine.load("default", backend="vllm", options=BackendOptions(server_url=server_url))
+def remote(vllm_server_url: str) -> Engine:
+    engine = Engine.load("default", backend="vllm", options=BackendOptions(server_url=vllm_server_url))
     assert engine.model_for("program").runtime.request_model == "selector"  # the served LoRA module
     return engine
 
@@ -120,13 +109,13 @@ def test_concurrent_edits_run_side_by_side(remote: Engine):
     assert [results[i] for i in range(3)] == sequential
 
 
-def test_cli_edit_through_vllm(server_url: str, local: Engine, tmp_path: Path):
+def test_cli_edit_through_vllm(vllm_server_url: str, local: Engine, tmp_path: Path):
     import subprocess
 
     path = tmp_path / "buggy.py"
     path.write_text(BUGGY)
     run = subprocess.run([sys.executable, "-m", "engine.cli", "edit", str(path), "-i", "Fix the bug in add.",
-                          "--mode", "program", "--focus", "3", "--backend", "vllm", "--server-url", server_url,
+                          "--mode", "program", "--focus", "3", "--backend", "vllm", "--server-url", vllm_server_url,
                           "--max-new-tokens", "64", "--output", str(tmp_path / "out.py")],
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
@@ -144,7 +133,7 @@ from test_lsp_server import SERVER, _attach_editor, execute, expected, uri_of  #
 
 
 @pytest_lsp.fixture(config=SERVER)
-async def lsp_client_vllm(lsp_client: LanguageClient, server_url: str, tmp_path: Path):
+async def lsp_client_vllm(lsp_client: LanguageClient, vllm_server_url: str, tmp_path: Path):
     _attach_editor(lsp_client, "visual-studio-code")
     (tmp_path / ".copy-as-decode.toml").write_text('mode = "ar"\nmax_new_tokens = 64\nbackend = "vllm"\n'
                                                    'selector = "none"\n')
@@ -154,7 +143,7 @@ async def lsp_client_vllm(lsp_client: LanguageClient, server_url: str, tmp_path:
         capabilities=client_capabilities("visual-studio-code"), root_uri=tmp_path.as_uri(),
         workspace_folders=[types.WorkspaceFolder(uri=tmp_path.as_uri(), name="ws")],
         # the server URL is a user-level setting (initializationOptions), never a workspace file's
-        initialization_options={"copyAsDecode": {"serverUrl": server_url}},
+        initialization_options={"copyAsDecode": {"serverUrl": vllm_server_url}},
     ))
     yield
     await lsp_client.shutdown_session()
