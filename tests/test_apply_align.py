@@ -177,3 +177,12 @@ def test_code_that_appears_twice_is_changed_where_the_changed_line_stands() -> N
     text = "def a():\n" + body.format(name="a") + "\n\ndef b():\n" + body.format(name="b")
     update = "# ...\n" + body.format(name="b").replace("b: bad", "b: worse") + "# ...\n"
     assert merged(text, update).output_text == text.replace("b: bad", "b: worse")
+
+
+def test_recurring_lines_next_to_a_changed_line_are_anchored_at_its_copy() -> None:
+    """A chunk between markers whose every line but the changed one recurs in the file: the copy
+    whose neighbouring line the changed line is a variant of is the one it rewrites."""
+    fail = "    {\n      fail ();\n      return 0;\n    }\n"
+    text = f"int f (int x)\n{{\n  if (x < 0)\n{fail}  step (x);\n  if (x != end)\n{fail}  return 1;\n}}\n"
+    update = f"// ... existing code ...\n  if (x != endRenamed)\n{fail}// ... existing code ...\n"
+    assert merged(text, update, language="c").output_text == text.replace("x != end)", "x != endRenamed)")

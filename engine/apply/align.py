@@ -41,6 +41,7 @@ Source = Literal["file", "update", "again"]
 PAIR_RATIO = 0.5  # how alike an update line and a file line must be for the one to replace the other
 WHOLE_FILE_RATIO = 0.7  # an update this close in length to the file (either way) may be the whole file
 STRONG_BLOCK = 3  # a matched block this long anchors even when its lines recur in the file
+NEIGHBOUR_LINES = 3  # the update lines on each side of recurring code that say which copy it is
 
 
 _HEADER = re.compile(r"^\s*(?:(?:export|default|async|pub|public|private|protected|static|final|abstract)\s+)*"
@@ -145,8 +146,19 @@ def _place_score(runs: list[list[tuple[int, int, int]]], i: int, at: int, inside
     if i + 1 < len(runs):
         na, nb, _ = runs[i + 1][0]
         mismatch += abs((nb - at - span) - (na - a0 - span))
+    offsets = [o for o in range(span) if o not in inside]
+    # (and the update's unmatched lines right around the run: a changed line next to recurring
+    # code tells its copies apart; up to the neighbouring run or a marker, a few lines each way)
+    low = runs[i - 1][-1][0] + runs[i - 1][-1][2] if i > 0 else 0
+    high = runs[i + 1][0][0] if i + 1 < len(runs) else len(ukeys)
+    for step, start in ((-1, a0 - 1), (1, a0 + span)):
+        for k in range(NEIGHBOUR_LINES):
+            o = start + step * k
+            if not low <= o < high or ukeys[o].startswith("\0marker") or not 0 <= at + o - a0 < len(fkeys):
+                break
+            offsets.append(o - a0)
     alike = sum(difflib.SequenceMatcher(None, ukeys[a0 + o], fkeys[at + o], autojunk=False).ratio()
-                for o in range(span) if o not in inside)
+                for o in offsets)
     return -mismatch, alike
 
 
