@@ -45,6 +45,7 @@ from engine.core.lines import near_copy
 
 RENAME_BODY = 0.6  # how alike two bodies must be for a definition of another name to be the old one
 RENAME_HINTED = 0.25  # as alike, when the signature or the position says so too
+START_RATIO = 0.85  # how alike a line must be to the old one's to be it, edited (a name or a number)
 TOP, BOTTOM = "\0structure-top\n", "\0structure-bottom\n"  # sentinels that anchor a gap's ends
 COMMENTS = ("#", "//", "/*", "*", "--", ";")  # a line that starts so is a comment (a new definition's)
 TRIVIAL_SIGNATURES = {"", "()", "(self)", "(&self)", "(&mut self)", "(this)", "(cls)"}
@@ -336,12 +337,13 @@ class _Merge:
         return j
 
     def shows_start(self, u: Definition, f: Definition) -> bool:
-        """The update shows only the start of the file's definition: each of its lines a variant
-        of the file definition's line in the same place, and the file's goes on after them."""
+        """The update shows only the start of the file's definition: each of its lines the file
+        definition's line in the same place but for a small edit (:data:`START_RATIO`), and the
+        file's goes on after them."""
         shown = [j for j in range(u.start, u.end) if self.update[j].strip()]
         own = [i for i in range(f.start, f.end) if self.file[i].strip()]
         return 2 <= len(shown) < len(own) and all(
-            self.update[j].strip() == self.file[i].strip() or near_copy(self.update[j], self.file[i], PAIR_RATIO)
+            self.update[j].strip() == self.file[i].strip() or near_copy(self.update[j], self.file[i], START_RATIO)
             for j, i in zip(shown, own))
 
     def start_shown(self, u: Definition, f: Definition) -> int:
