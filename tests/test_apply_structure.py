@@ -474,6 +474,12 @@ def test_module_lines_shown_right_above_a_definition_delete_the_statements_betwe
     assert result.output_text == "import json\nfrom pathlib import Path\n\n@dataclass\nclass Example:\n    ids: list\n"
 
 
+def test_file_lines_shown_right_below_a_definition_delete_the_statements_between() -> None:
+    text = "def a():\n    return 1\n\n\nY = 2\n\n\nX = 1\n\n\ndef b():\n    return 2\n"
+    update = "def a():\n    return 1\n\n\nX = 1\n# ... existing code ...\n"
+    assert merged(text, update, "python").output_text == text.replace("Y = 2\n\n\n", "")
+
+
 def test_a_deletion_whose_shown_lines_recur_with_no_copy_adjacent_is_refused() -> None:
     text = "def a():\n    return 1\n\n\ndef b():\n    return 1\n\n\nX = 2\n\n\ndef c():\n    pass\n"
     update = "# ... existing code ...\n    return 1\n\ndef c():\n# ... existing code ...\n"
