@@ -145,13 +145,27 @@ def _signature(line: str, name: str) -> str:
     return ""
 
 
-def body_likeness(a_lines: Sequence[str], a: Definition, b_lines: Sequence[str], b: Definition) -> float:
-    """How alike two definitions' bodies are (0..1), the header lines left out, names unified."""
-    left = [re.sub(rf"\b{re.escape(a.name)}\b", "\0", line) for line in _body(a_lines, a)]
-    right = [re.sub(rf"\b{re.escape(b.name)}\b", "\0", line) for line in _body(b_lines, b)]
+def _named_body(lines: Sequence[str], d: Definition) -> list[str]:
+    """``d``'s body lines (:func:`_body`) with its own name unified."""
+    name = re.compile(rf"\b{re.escape(d.name)}\b")
+    return [name.sub("\0", line) for line in _body(lines, d)]
+
+
+def body_likeness(a_lines: Sequence[str], a: Definition, b_lines: Sequence[str], b: Definition,
+                  at_least: float = 0.0) -> float:
+    """How alike two definitions' bodies are (0..1), the header lines left out, names unified;
+    0.0 wherever a cheap upper bound shows it is below ``at_least``."""
+    return likeness(_named_body(a_lines, a), _named_body(b_lines, b), at_least)
+
+
+def likeness(left: list[str], right: list[str], at_least: float = 0.0) -> float:
+    """:func:`body_likeness` of two bodies already read (:func:`_named_body`)."""
     if not left or not right:
         return 0.0
-    return difflib.SequenceMatcher(None, left, right, autojunk=False).ratio()
+    matcher = difflib.SequenceMatcher(None, left, right, autojunk=False)
+    if at_least > 0.0 and (matcher.real_quick_ratio() < at_least or matcher.quick_ratio() < at_least):
+        return 0.0
+    return matcher.ratio()
 
 
 def same_signature(a_lines: Sequence[str], a: Definition, b_lines: Sequence[str], b: Definition) -> bool:
@@ -244,15 +258,18 @@ class _Merge:
                        and (not after or v.end <= after[0].update.start)]
             enclosed = (bool(before) or bounded) and (bool(after) or bounded) and len(window) == 1 and len(between) == 1
             scored = []
+            shown = _named_body(self.update, u)
             for f in window:
                 if any(v.name == f.name for v in udefs):
                     continue
-                likeness = body_likeness(self.update, u, self.file, f)
-                hinted = same_signature(self.update, u, self.file, f) or enclosed
                 signature = same_signature(self.update, u, self.file, f)
-                if likeness >= RENAME_BODY or (hinted and likeness >= RENAME_HINTED) or (signature and enclosed):
+                hinted = signature or enclosed
+                # (below what makes it a rename, the likeness is not needed exactly: skipped cheaply)
+                floor = 0.0 if signature and enclosed else RENAME_HINTED if hinted else RENAME_BODY
+                alike = likeness(shown, _named_body(self.file, f), at_least=floor)
+                if alike >= RENAME_BODY or (hinted and alike >= RENAME_HINTED) or (signature and enclosed):
                     named = difflib.SequenceMatcher(None, u.name, f.name, autojunk=False).ratio()
-                    scored.append(((signature, round(likeness, 2), named), f))
+                    scored.append(((signature, round(alike, 2), named), f))
             scored.sort(key=lambda s: s[0], reverse=True)
             if not scored:
                 continue
