@@ -76,10 +76,14 @@ def _parser(grammar: str) -> Any:
     return get_parser(grammar)  # type: ignore[arg-type]
 
 
-@lru_cache(maxsize=PARSES_KEPT)
 def _parsed(grammar: str, source: str) -> Any:
-    """The tree of ``source`` (kept: a merge with a choice reads the same file and update once per
-    reading)."""
+    """The tree of ``source``: a copy of the one kept (a merge with a choice reads the same file
+    and update once per reading; a tree is used by one thread at a time, a copy costs nothing)."""
+    return _kept_tree(grammar, source).copy()
+
+
+@lru_cache(maxsize=PARSES_KEPT)
+def _kept_tree(grammar: str, source: str) -> Any:
     return _parser(grammar).parse(source.encode("utf-8"))
 
 
