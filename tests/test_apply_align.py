@@ -177,3 +177,38 @@ def test_code_that_appears_twice_is_changed_where_the_changed_line_stands() -> N
     text = "def a():\n" + body.format(name="a") + "\n\ndef b():\n" + body.format(name="b")
     update = "# ...\n" + body.format(name="b").replace("b: bad", "b: worse") + "# ...\n"
     assert merged(text, update).output_text == text.replace("b: bad", "b: worse")
+
+
+def test_recurring_lines_next_to_a_changed_line_are_anchored_at_its_copy() -> None:
+    """A chunk between markers whose every line but the changed one recurs in the file: the copy
+    whose neighbouring line the changed line is a variant of is the one it rewrites."""
+    fail = "    {\n      fail ();\n      return 0;\n    }\n"
+    text = f"int f (int x)\n{{\n  if (x < 0)\n{fail}  step (x);\n  if (x != end)\n{fail}  return 1;\n}}\n"
+    update = f"// ... existing code ...\n  if (x != endRenamed)\n{fail}// ... existing code ...\n"
+    assert merged(text, update, language="c").output_text == text.replace("x != end)", "x != endRenamed)")
+
+
+
+RECURRING = "def a():\n    x = 0\n    y = 1\n    return x\n\n\ndef b():\n    y = 1\n    x = 0\n    return x\n\n\n" \
+            "X = 1\n\n\ndef c():\n    return 3\n"
+ABOVE_C = "# ...\n    x = 0\n    return x\ndef c():\n    return 3\n# ...\n"
+
+
+def test_recurring_lines_shown_right_above_an_anchor_delete_what_stood_between() -> None:
+    """Each shown line recurs (no anchor), the two stand together once (ending b): b's end and c
+    stand adjacent, X and the blank lines (the update shows none) are deleted."""
+    assert merged(RECURRING, ABOVE_C).output_text == RECURRING.replace("\n\n\nX = 1\n\n\n", "\n")
+
+
+def test_recurring_lines_right_above_an_anchor_with_no_copy_adjacent_are_refused() -> None:
+    text = RECURRING.replace("    y = 1\n    return x", "    return x")
+    result = merged(text, ABOVE_C)  # b deleted with X, or X alone: the rules cannot tell
+    assert result.stop_reason == "unplaced" and result.output_text == text
+
+
+def test_a_new_block_above_the_first_anchor_keeps_the_closing_brace_before_it() -> None:
+    """The new function's closing brace is no anchor on the one before it (the diff extends the
+    match of the next function over a brace and a blank line)."""
+    text = "int f (void)\n{\n  return 1;\n}\n\nint g (void)\n{\n  return 2;\n}\n"
+    update = "int h (void)\n{\n  puts (\"hello\");\n}\n\nint g (void)\n{\n  return 2;\n}\n"
+    assert merged(text, update).output_text == text.replace("int g", "int h (void)\n{\n  puts (\"hello\");\n}\n\nint g")

@@ -1,10 +1,14 @@
 """The apply benchmark's cases and scoring (no model): every style gives cases from this
-repository's sources, each case's gold differs from its file, and the scores add up."""
+repository's sources at the pinned commit, each case's gold differs from its file, and the scores add up."""
 
 from __future__ import annotations
 
+import subprocess
+
 from engine.bench.apply import arm_request, damaged_lines, rewrites, summarize
-from engine.bench.apply_cases import LANGUAGES, STYLES, held_out, make_case
+from engine.bench import pinned
+from engine.bench.apply_cases import LANGUAGES, STYLES, held_out, make_case, source_files
+from engine.bench.pinned import PINNED_COMMIT, ROOT, PinnedFile
 from engine.cli import main
 
 
@@ -72,3 +76,24 @@ def test_the_file_drafted_arm_is_the_applys_own_prompt() -> None:
     merged, from_file = arm_request("speculative", case, 100), arm_request("speculative-file", case, 100)
     assert merged.is_apply and not from_file.is_apply and merged.mode == from_file.mode == "speculative"
     assert case.update in from_file.instruction and from_file.max_new_tokens == merged.max_new_tokens
+
+
+def test_python_and_typescript_cases_are_cut_from_the_pinned_commit() -> None:
+    """The cases do not follow the working tree: each file is its text at the pinned commit."""
+    files = source_files("python")
+    shown = subprocess.run(["git", "-C", str(ROOT), "show", f"{PINNED_COMMIT}:{files[0].path}"],
+                           capture_output=True, text=True, check=True).stdout
+    assert isinstance(files[0], PinnedFile) and files[0].read_text() == shown
+    assert all(str(f.path).startswith("engine/") for f in files)
+    assert [str(f.path.parent) for f in source_files("typescript")][:1] == ["vscode-client/src"]
+
+
+def test_bench_apply_says_when_the_pinned_commit_is_missing(monkeypatch, capsys) -> None:
+    monkeypatch.setattr(pinned, "PINNED_COMMIT", "0" * 40)
+    pinned.pinned_files.cache_clear()
+    try:
+        code = main(["bench", "apply", "--arms", "lines,structure", "--per-style", "1", "--cases", "styles"])
+    finally:
+        pinned.pinned_files.cache_clear()
+    err = " ".join(capsys.readouterr().err.split())
+    assert code == 2 and "cut from commit 000000000000" in err and "git fetch --unshallow" in err

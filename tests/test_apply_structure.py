@@ -428,3 +428,97 @@ def test_a_rename_with_a_new_body_between_markers_is_refused_naming_the_paramete
     result = merged(PY, update, "python")
     assert result.stop_reason == "unplaced" and result.output_text == PY
     assert "`def low_stock(items, limit):` at line 10 takes the same parameters: a rename?" in result.warnings[0]
+
+
+BUILT = '''import os
+
+
+def build():
+    app = make()
+    app.debug = False
+
+    @app.route("/")
+    def index():
+        return "hi"
+
+    return app
+
+
+def collect(queue):
+    items = list(queue)
+    return items
+'''
+
+
+def test_a_body_shown_ending_right_above_the_next_definition_deletes_what_stood_between() -> None:
+    update = "# ... existing code ...\n    app = make()\n    app.debug = False\n\ndef collect(queue):\n" \
+             "# ... existing code ...\n"
+    result = merged(BUILT, update, "python")
+    assert result.stop_reason == "done"
+    assert result.output_text == BUILT.replace('''
+    @app.route("/")
+    def index():
+        return "hi"
+
+    return app
+
+
+def collect''', "\ndef collect")
+
+
+def test_module_lines_shown_right_above_a_definition_delete_the_statements_between() -> None:
+    text = "import json\nfrom pathlib import Path\n\nfrom engine.api import EditRequest\n\nIGNORE = -100\n\n\n" \
+           "@dataclass\nclass Example:\n    ids: list\n"
+    update = "# ... existing code ...\nfrom pathlib import Path\n\n@dataclass\nclass Example:\n# ... existing code ...\n"
+    result = merged(text, update, "python")
+    assert result.output_text == "import json\nfrom pathlib import Path\n\n@dataclass\nclass Example:\n    ids: list\n"
+
+
+def test_file_lines_shown_right_below_a_definition_delete_the_statements_between() -> None:
+    text = "def a():\n    return 1\n\n\nY = 2\n\n\nX = 1\n\n\ndef b():\n    return 2\n"
+    update = "def a():\n    return 1\n\n\nX = 1\n# ... existing code ...\n"
+    assert merged(text, update, "python").output_text == text.replace("Y = 2\n\n\n", "")
+
+
+def test_a_deletion_whose_shown_lines_recur_with_no_copy_adjacent_is_refused() -> None:
+    text = "def a():\n    return 1\n\n\ndef b():\n    return 1\n\n\nX = 2\n\n\ndef c():\n    pass\n"
+    update = "# ... existing code ...\n    return 1\n\ndef c():\n# ... existing code ...\n"
+    result = merged(text, update, "python")  # delete b and X, or X alone: the rules cannot tell
+    assert result.stop_reason == "unplaced" and result.output_text == text
+
+
+def test_a_definition_shown_up_to_its_middle_without_markers_is_refused_not_cut() -> None:
+    text = "def plot(losses, path):\n    import matplotlib\n\n    matplotlib.use(\"Agg\")\n" \
+           "    plt = matplotlib.pyplot\n    plt.plot(losses)\n    plt.savefig(path)\n"
+    update = "def plot(losses, path):\n    import matplotlib_v2\n"
+    result = merged(text, update, "python")  # its whole new body, or its first line changed
+    assert result.stop_reason == "unplaced" and result.output_text == text
+    found = []
+    merged_alignment(text.splitlines(True), update.splitlines(True), "python", choices=found)
+    assert found[0].rule is None and found[0].readings == ("replace plot whole", "change the start of plot, keep the rest")
+    start = merged_alignment(text.splitlines(True), update.splitlines(True), "python", picks={found[0].key: 1})
+    assert not start.unplaced and "".join(text.splitlines(True)[i] if s == "file" else start.update_lines[i]
+                                          for s, i in start.lines) == text.replace("matplotlib\n", "matplotlib_v2\n", 1)
+
+
+C_MIXED = '''/* Sum the first BITS integers, counting
+   from zero.  */
+
+static int
+sum (int bits)
+{
+\tint i, total = 0;
+
+\tfor (i = 0; i < bits; i++)
+\t\ttotal += i;
+\treturn total;
+}
+'''
+
+
+def test_an_update_indented_as_the_file_already_indents_is_not_reindented() -> None:
+    """A file of tabs whose comment continues on a line aligned with spaces: the update's
+    space-indented line is that line's variant, not a line to re-indent with a tab."""
+    update = "/* Sum the first BITS integers, counting\n   from one.  */\n"
+    for result in (merged(C_MIXED, update, "c"), ModelFree().edit(EditRequest(C_MIXED, "", update=update, language="c"))):
+        assert result.output_text == C_MIXED.replace("from zero", "from one")

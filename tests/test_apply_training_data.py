@@ -7,6 +7,7 @@ from engine.apply.align import align
 from engine.apply.markers import is_marker
 from engine.apply.plan import plan
 from engine.bench.apply_cases import LANGUAGES, source_files
+from engine.bench.pinned import ROOT, PinnedFile
 from engine.core.lines import split_lines
 from engine.language.program import CopyUpdate
 from engine.training.apply.data import training_cases
@@ -17,7 +18,9 @@ from engine.training.apply.updates import STYLES, make_case
 
 def test_training_files_never_include_a_held_out_source() -> None:
     for language in LANGUAGES:
-        held_out = {path.resolve() for path in source_files(language)}
+        held_out = {(ROOT / f.path).resolve() if isinstance(f, PinnedFile) else f.resolve()
+                    for f in source_files(language)}
+        assert held_out, language
         assert not held_out & {path.resolve() for path in training_files(language)}, language
 
 

@@ -11,12 +11,17 @@ unless marker comments stand there (:mod:`engine.apply.markers`):
 * update lines next to a kept run replace the file's lines they are variants of
   (:func:`engine.core.lines.near_copy`) and are inserted otherwise;
 * before the first anchor and after the last the file is kept (an update is a fragment of its
-  file), unless a marker says where the update's lines go (the file's start or end);
+  file), unless a marker says where the update's lines go (the file's start or end); there the
+  update's lines next to the anchor replace the file's they are variants of, unless they are
+  only braces and blank lines (which end a new block as well as an old one);
 * an update without markers at all shows only what changed: a gap between two anchors where it
   has no code keeps the file's lines there;
 * code the update shows that recurs in the file (two functions alike) is anchored where it stands
   as close to the other anchors as in the update and where the lines it changes are most alike
   the update's, not at its first copy;
+* the file's own lines shown after a marker and right before an anchor, which recur (no anchor
+  of their own), stand adjacent to it: the file's lines between their one copy and the anchor
+  are deleted; with several copies, none adjacent, the chunk is reported, not guessed;
 * a chunk between two markers with no anchor goes where its lines rewrite as many consecutive file
   lines, each a variant of the one it replaces (the most alike such place); where none fits, or two
   fit as well, it cannot be placed: it is reported, not guessed.
@@ -41,6 +46,7 @@ Source = Literal["file", "update", "again"]
 PAIR_RATIO = 0.5  # how alike an update line and a file line must be for the one to replace the other
 WHOLE_FILE_RATIO = 0.7  # an update this close in length to the file (either way) may be the whole file
 STRONG_BLOCK = 3  # a matched block this long anchors even when its lines recur in the file
+NEIGHBOUR_LINES = 3  # the update lines on each side of recurring code that say which copy it is
 
 
 _HEADER = re.compile(r"^\s*(?:(?:export|default|async|pub|public|private|protected|static|final|abstract)\s+)*"
@@ -80,8 +86,11 @@ class Alignment:
 
 
 def _anchors(update: Sequence[str], file: Sequence[str], markers: set[int], strip: bool) -> list[tuple[int, int]]:
-    """Monotone (update index, file index) pairs of equal lines; marker lines never match, and a
-    short matched block whose lines all recur elsewhere in the file is dropped as chance."""
+    """Monotone (update index, file index) pairs of equal lines; marker lines never match, a
+    short matched block whose lines all recur elsewhere in the file is dropped as chance, and so
+    are a block's first lines up to a blank one when they are a brace and blank lines (the diff
+    extends a match over them: a new block's closing brace matched with the one that ends the
+    block before it in the file; a brace after the blank line opens the matched block)."""
     def key(line: str) -> str:
         return line.strip() if strip else _key(line)
 
@@ -93,6 +102,10 @@ def _anchors(update: Sequence[str], file: Sequence[str], markers: set[int], stri
     matcher = difflib.SequenceMatcher(lambda k: _trivial(k), ukeys, fkeys, autojunk=False)
     blocks: list[tuple[int, int, int]] = []
     for a, b, size in matcher.get_matching_blocks():
+        junk = next((k for k in range(size) if not _trivial(ukeys[a + k])), size)
+        cut = max((k + 1 for k in range(junk) if not ukeys[a + k]), default=0)
+        if any(ukeys[a + k] for k in range(cut)):  # (a brace before the blank: it ends another block)
+            a, b, size = a + cut, b + cut, size - cut
         if size == 0:
             continue
         strong = size >= STRONG_BLOCK or any(counts[fkeys[b + i]] == 1 and not _trivial(fkeys[b + i])
@@ -145,8 +158,19 @@ def _place_score(runs: list[list[tuple[int, int, int]]], i: int, at: int, inside
     if i + 1 < len(runs):
         na, nb, _ = runs[i + 1][0]
         mismatch += abs((nb - at - span) - (na - a0 - span))
+    offsets = [o for o in range(span) if o not in inside]
+    # (and the update's unmatched lines right around the run: a changed line next to recurring
+    # code tells its copies apart; up to the neighbouring run or a marker, a few lines each way)
+    low = runs[i - 1][-1][0] + runs[i - 1][-1][2] if i > 0 else 0
+    high = runs[i + 1][0][0] if i + 1 < len(runs) else len(ukeys)
+    for step, start in ((-1, a0 - 1), (1, a0 + span)):
+        for k in range(NEIGHBOUR_LINES):
+            o = start + step * k
+            if not low <= o < high or ukeys[o].startswith("\0marker") or not 0 <= at + o - a0 < len(fkeys):
+                break
+            offsets.append(o - a0)
     alike = sum(difflib.SequenceMatcher(None, ukeys[a0 + o], fkeys[at + o], autojunk=False).ratio()
-                for o in range(span) if o not in inside)
+                for o in offsets)
     return -mismatch, alike
 
 
@@ -190,6 +214,11 @@ class _AnchorWalk:
         if strict and (_header_name(written) or _header_name(line)) and _header_name(written) != _header_name(line):
             return False
         return near_copy(written, line, PAIR_RATIO)
+
+    def telling(self, seg: list[int]) -> bool:
+        """Whether update lines paired with the file's say that they replace them: one of them has
+        a word (a brace and blank lines alone end every block, a new one's as well)."""
+        return any(not _trivial(_key(self.update[j])) for j in seg)
 
     def pair_forward(self, seg: list[int], fs: list[int], strict: bool = False) -> int:
         """How many of ``seg``'s first lines replace ``fs``'s first lines. ``strict`` (no anchor
@@ -277,6 +306,7 @@ class _AnchorWalk:
         elif left_open:  # before the first anchor: the update's lines go right before it
             guard = bool(seg) and right is not None and len(leading(self.update[seg[-1]])) <= len(leading(right))
             q = self.pair_backward(seg, fs) if guard else 0
+            q = q if self.telling(seg[len(seg) - q:]) else 0
             self.emit_file(fs[:len(fs) - q])
             if q == 0 and seg:
                 self.separate(self.following_blanks(seg[-1]), seg[0])
@@ -284,6 +314,7 @@ class _AnchorWalk:
         elif right_open:  # after the last anchor: right after it
             guard = bool(seg) and left is not None and len(leading(self.update[seg[0]])) >= len(leading(left))
             p = self.pair_forward(seg, fs) if guard else 0
+            p = p if self.telling(seg[:p]) else 0
             self.emit_update(seg)
             if p == 0 and seg and fs and not _blank(self.file[fs[0]]):
                 blanks = self.preceding_blanks(seg[0])
@@ -322,6 +353,30 @@ class _AnchorWalk:
             end -= 1
         return end
 
+    def adjacent_run(self, seg: list[int], fs: list[int], pos: int) -> bool:
+        """The file's own lines shown after a marker and right before an anchor: they stand
+        adjacent to it, and the file's lines between their copy and the anchor are deleted (the
+        update's blank lines after them the separation). Where they recur with no copy adjacent,
+        the deletion cannot be told: the segment is reported and the file kept. False (nothing
+        written): the segment is not such a run, or its copy already stands adjacent."""
+        shown = [j for j in seg if not _blank(self.update[j])]
+        rows = [i for i in fs[pos:] if not _blank(self.file[i])]
+        keys = [_key(self.file[i]) for i in rows]
+        run = [_key(self.update[j]) for j in shown]
+        if not shown:
+            return False
+        found = [k for k in range(len(keys) - len(run) + 1) if keys[k:k + len(run)] == run]
+        if not found or found[-1] + len(run) == len(keys):
+            return False
+        if len(found) > 1:
+            self.report(seg)
+            self.emit_file(fs[pos:])
+            return True
+        last = rows[found[0] + len(run) - 1]
+        self.emit_file([i for i in fs[pos:] if i <= last])
+        self.emit_update([j for j in seg if j > shown[-1]])
+        return True
+
     def marked_gap(self, segments: list[list[int]], marks: list[int], fs: list[int], left_open: bool,
                    right_open: bool) -> None:
         first = segments[0]
@@ -348,6 +403,9 @@ class _AnchorWalk:
                 continue
             else:
                 end = len(fs)
+                if not right_open and self.adjacent_run(seg, fs, pos):
+                    pos = len(fs)
+                    continue
             body = seg[:len(seg) - closed]
             q = self.pair_backward(body, fs[pos:end], strict=indent > 0 or right_open)
             self.emit_file(fs[pos:end - q])

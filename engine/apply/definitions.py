@@ -40,6 +40,7 @@ ATTRIBUTES = {"attribute_item", "decorator"}
 PLACEHOLDER = {"python": "...", "ruby": "nil"}
 # Where members shown without their class (a method alone) parse only inside one: the wrapper
 # an update is parsed in when it does not parse alone.
+PARSES_KEPT = 8  # the trees of the latest texts parsed (a file and its update, a few times over)
 MEMBER_WRAPPER = {"javascript": "class __Shown {", "typescript": "class __Shown {", "tsx": "class __Shown {",
                   "java": "class __Shown {", "csharp": "class __Shown {", "php": "<?php class __Shown {"}
 
@@ -75,6 +76,17 @@ def _parser(grammar: str) -> Any:
     return get_parser(grammar)  # type: ignore[arg-type]
 
 
+def _parsed(grammar: str, source: str) -> Any:
+    """The tree of ``source``: a copy of the one kept (a merge with a choice reads the same file
+    and update once per reading; a tree is used by one thread at a time, a copy costs nothing)."""
+    return _kept_tree(grammar, source).copy()
+
+
+@lru_cache(maxsize=PARSES_KEPT)
+def _kept_tree(grammar: str, source: str) -> Any:
+    return _parser(grammar).parse(source.encode("utf-8"))
+
+
 def grammar_of(language: str) -> str | None:
     """The pack's grammar name for a fence language; None when the pack has none."""
     return GRAMMARS.get(language.lower()) if language else None
@@ -95,15 +107,15 @@ def parse_definitions(lines: Sequence[str], language: str, whole: bool = False,
     if grammar is None:
         return None
     try:
-        parser = _parser(grammar)
+        _parser(grammar)
     except Exception as exc:  # a missing or broken grammar: the line rules apply
         raise GrammarUnavailable(f"the {grammar} grammar failed to load ({exc})") from exc
     placeholder = PLACEHOLDER.get(grammar) if update else None
     source = "".join(_placeholder(line, placeholder) if placeholder and is_marker(line) else line for line in lines)
-    tree = parser.parse(source.encode("utf-8"))
+    tree = _parsed(grammar, source)
     if tree.root_node.has_error and update and grammar in MEMBER_WRAPPER:
         wrapped = f"{MEMBER_WRAPPER[grammar]}\n{source}\n}}\n"
-        members = parser.parse(wrapped.encode("utf-8"))
+        members = _parsed(grammar, wrapped)
         if not members.root_node.has_error:
             found = _collect(members.root_node, (), wrapped.encode("utf-8"))
             return [_unwrapped(d) for d in found[0].children] if len(found) == 1 else None

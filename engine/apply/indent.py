@@ -78,9 +78,16 @@ def shifted(line: str, columns: int) -> str:
 
 def to_file_style(update: Sequence[str], file: Sequence[str]) -> list[str]:
     """The update's lines in the file's indentation unit: tabs to spaces or spaces to tabs, when
-    the two differ in kind (a difference of width alone is left, a snippet's few levels cannot tell it)."""
+    the two differ in kind (a difference of width alone is left, a snippet's few levels cannot tell
+    it). An update whose every indentation the file's own lines already use is in the file's style
+    as it is: a file that mixes tabs and spaces (GNU C: levels of two spaces, a tab for eight; a
+    comment's continuation lines aligned with spaces) has lines a re-indented update line would no
+    longer be a variant of."""
     source, target = IndentStyle.of(update), IndentStyle.of(file)
     if source is None or target is None or source.tabs == target.tabs:
+        return list(update)
+    used = {leading(line) for line in file if not _is_blank(line)}
+    if all(leading(line) in used for line in update if not _is_blank(line)):
         return list(update)
     return [restyled(line, source, target) for line in update]
 

@@ -14,8 +14,14 @@ lies between them.
   then the body, then the name); a tie renames nothing. Each such reading is a :class:`Choice`
   (rename, or a new definition beside the old; of a tie, which) that a model may decide
   (engine.apply.choice); ``picks`` takes another reading than the rule's.
+* A definition shown, in an update without markers, up to a line in its middle (each line a
+  variant of the old one's line in its place) is its whole new text or only its changed start:
+  the rules cannot tell, and refuse it (a :class:`Choice` a model may decide).
 * A new definition, and any other code, is placed by the line rules between its matched
-  neighbours; a deletion is shown by neighbours standing adjacent (in an update with markers).
+  neighbours; a deletion is shown by neighbours standing adjacent (in an update with markers):
+  the file's lines the update shows with no marker between them and a matched definition are
+  followed (or preceded) by that definition, what stood between deleted; where those lines stand
+  in the file more than once and no copy is adjacent, the deletion is refused, not guessed.
 * Between matched definitions the file's own blank-line separation is kept where the update
   shows only blank lines there.
 
@@ -39,6 +45,7 @@ from engine.core.lines import near_copy
 
 RENAME_BODY = 0.6  # how alike two bodies must be for a definition of another name to be the old one
 RENAME_HINTED = 0.25  # as alike, when the signature or the position says so too
+START_RATIO = 0.85  # how alike a line must be to the old one's to be it, edited (a name or a number)
 TOP, BOTTOM = "\0structure-top\n", "\0structure-bottom\n"  # sentinels that anchor a gap's ends
 COMMENTS = ("#", "//", "/*", "*", "--", ";")  # a line that starts so is a comment (a new definition's)
 TRIVIAL_SIGNATURES = {"", "()", "(self)", "(&self)", "(&mut self)", "(this)", "(cls)"}
@@ -47,7 +54,8 @@ TRIVIAL_SIGNATURES = {"", "()", "(self)", "(&self)", "(&mut self)", "(this)", "(
 @dataclass(frozen=True)
 class Choice:
     """Where the rules leave more than one reading of an update: a definition of a new name that
-    may rename one of the file's, or be new. ``key``: the update line the definition starts on
+    may rename one of the file's, or be new; a definition shown up to a line in its middle without
+    markers, whole or only its start. ``key``: the update line the definition starts on
     (what :func:`merged_alignment`'s ``picks`` name); ``readings``: what each reading is, in
     words (``rename low_stock -> understocked``, ``new function understocked``); ``rule``: the
     reading the fixed rule takes (None: it takes none, and the definition is left unplaced)."""
@@ -137,13 +145,27 @@ def _signature(line: str, name: str) -> str:
     return ""
 
 
-def body_likeness(a_lines: Sequence[str], a: Definition, b_lines: Sequence[str], b: Definition) -> float:
-    """How alike two definitions' bodies are (0..1), the header lines left out, names unified."""
-    left = [re.sub(rf"\b{re.escape(a.name)}\b", "\0", line) for line in _body(a_lines, a)]
-    right = [re.sub(rf"\b{re.escape(b.name)}\b", "\0", line) for line in _body(b_lines, b)]
+def _named_body(lines: Sequence[str], d: Definition) -> list[str]:
+    """``d``'s body lines (:func:`_body`) with its own name unified."""
+    name = re.compile(rf"\b{re.escape(d.name)}\b")
+    return [name.sub("\0", line) for line in _body(lines, d)]
+
+
+def body_likeness(a_lines: Sequence[str], a: Definition, b_lines: Sequence[str], b: Definition,
+                  at_least: float = 0.0) -> float:
+    """How alike two definitions' bodies are (0..1), the header lines left out, names unified;
+    0.0 wherever a cheap upper bound shows it is below ``at_least``."""
+    return likeness(_named_body(a_lines, a), _named_body(b_lines, b), at_least)
+
+
+def likeness(left: list[str], right: list[str], at_least: float = 0.0) -> float:
+    """:func:`body_likeness` of two bodies already read (:func:`_named_body`)."""
     if not left or not right:
         return 0.0
-    return difflib.SequenceMatcher(None, left, right, autojunk=False).ratio()
+    matcher = difflib.SequenceMatcher(None, left, right, autojunk=False)
+    if at_least > 0.0 and (matcher.real_quick_ratio() < at_least or matcher.quick_ratio() < at_least):
+        return 0.0
+    return matcher.ratio()
 
 
 def same_signature(a_lines: Sequence[str], a: Definition, b_lines: Sequence[str], b: Definition) -> bool:
@@ -236,15 +258,18 @@ class _Merge:
                        and (not after or v.end <= after[0].update.start)]
             enclosed = (bool(before) or bounded) and (bool(after) or bounded) and len(window) == 1 and len(between) == 1
             scored = []
+            shown = _named_body(self.update, u)
             for f in window:
                 if any(v.name == f.name for v in udefs):
                     continue
-                likeness = body_likeness(self.update, u, self.file, f)
-                hinted = same_signature(self.update, u, self.file, f) or enclosed
                 signature = same_signature(self.update, u, self.file, f)
-                if likeness >= RENAME_BODY or (hinted and likeness >= RENAME_HINTED) or (signature and enclosed):
+                hinted = signature or enclosed
+                # (below what makes it a rename, the likeness is not needed exactly: skipped cheaply)
+                floor = 0.0 if signature and enclosed else RENAME_HINTED if hinted else RENAME_BODY
+                alike = likeness(shown, _named_body(self.file, f), at_least=floor)
+                if alike >= RENAME_BODY or (hinted and alike >= RENAME_HINTED) or (signature and enclosed):
                     named = difflib.SequenceMatcher(None, u.name, f.name, autojunk=False).ratio()
-                    scored.append(((signature, round(likeness, 2), named), f))
+                    scored.append(((signature, round(alike, 2), named), f))
             scored.sort(key=lambda s: s[0], reverse=True)
             if not scored:
                 continue
@@ -291,6 +316,8 @@ class _Merge:
             self.beside(u, f)
             return u.end
         cut = not inside and self.marker_continues(u, f)
+        if not inside and not cut and not self.has_markers and self.shows_start(u, f):
+            return self.start_shown(u, f)
         if u.kind == "container" or inside or cut:
             end = self.next_line(u) + 1 if cut else u.end
             children = self.match(u.children, f.children, bounded=True)
@@ -326,6 +353,34 @@ class _Merge:
             j += 1
         return j
 
+    def shows_start(self, u: Definition, f: Definition) -> bool:
+        """The update shows only the start of the file's definition: each of its lines the file
+        definition's line in the same place but for a small edit (:data:`START_RATIO`), and the
+        file's goes on after them."""
+        shown = [j for j in range(u.start, u.end) if self.update[j].strip()]
+        own = [i for i in range(f.start, f.end) if self.file[i].strip()]
+        return 2 <= len(shown) < len(own) and all(
+            self.update[j].strip() == self.file[i].strip() or near_copy(self.update[j], self.file[i], START_RATIO)
+            for j, i in zip(shown, own))
+
+    def start_shown(self, u: Definition, f: Definition) -> int:
+        """A definition shown up to a line in its middle, in an update without markers: its whole
+        new text (the rest of the old deleted), or its first lines changed and the rest kept (an
+        update without markers shows only what changed). The rules cannot tell: a :class:`Choice`
+        whose rule places nothing (the chunk is reported unplaced); ``picks`` may take either."""
+        readings = (f"replace {u.dotted} whole", f"change the start of {u.dotted}, keep the rest")
+        self.choices.append(Choice(u.start, readings, None))
+        pick = self.picks.get(u.start)
+        if pick is None:
+            self.unplaced.append((u.start, u.end))
+            self.out.extend(("file", i) for i in range(f.start, f.end))
+        elif pick % len(readings) == 0:
+            self.replaced.append(u.dotted)
+            self.out.extend(("update", j) for j in range(u.start, u.end))
+        else:
+            self.sub(f.start, f.end, list(range(u.start, u.end)), False, True, False)
+        return u.end
+
     def marker_continues(self, u: Definition, f: Definition) -> bool:
         """A definition cut short before a marker (its last line one of the file definition's
         middle lines): the marker after it stands for the rest of its body."""
@@ -348,8 +403,13 @@ class _Merge:
             known = {line.strip() for line in self.file[fa:fb]}
             unchanged = all(j in self.markers or self.update[j].strip() in known for j in shown)
         if unchanged and any(j not in self.markers for j in shown):  # only the file's own lines, and markers
-            self.out.extend(("file", i) for i in range(fa, fb))
-            return
+            kept = self.shown_ends(fa, fb, ua, ub, shown, left_open, right_open) if has_markers else (fa, fb)
+            if kept is not None:
+                first, end = kept
+                self.out.extend([*(("update", j) for j in range(ua, shown[0]) if first > fa),
+                                 *(("file", i) for i in range(first, end)),
+                                 *(("update", j) for j in range(shown[-1] + 1, ub) if end < fb)])
+                return
         if all(j in self.markers for j in shown):
             keep = range(fa, fb)
             if has_markers and not shown and not (left_open or right_open):  # neighbours adjacent: a deletion
@@ -375,6 +435,42 @@ class _Merge:
         start = len(self.out)
         self.sub(fa, fb, [j for j in range(ua, ub) if j not in doubtful], left_open, right_open, has_markers)
         self.separation(start, fa, fb, ua, ub)
+
+    def shown_ends(self, fa: int, fb: int, ua: int, ub: int, shown: list[int], left_open: bool,
+                   right_open: bool) -> tuple[int, int] | None:
+        """Of a gap whose update lines are the file's own and markers: the file lines it keeps,
+        ``(first, end)``. A run of the file's lines the update shows with no marker between it and
+        a matched neighbour stands adjacent to that neighbour: the file's lines between the two are
+        deleted (and the update's blank lines there are the separation). Where the run stands in
+        the file more than once, none of them adjacent, the deletion cannot be told: the run is
+        reported unplaced and the gap kept (``(fa, fb)``). None: the run's lines do not stand
+        together in the file (the line rules merge the gap)."""
+        rows = [i for i in range(fa, fb) if self.file[i].strip()]
+        keys = [self.file[i].strip() for i in rows]
+        cuts = [k for k, j in enumerate(shown) if j in self.markers]
+        head = shown[:cuts[0]] if cuts and not left_open else []
+        tail = shown[cuts[-1] + 1:] if cuts and not right_open else []
+        low, high = 0, len(rows)
+        if head:
+            found = _occurrences(keys, [self.update[j].strip() for j in head], low, high)
+            if not found:
+                return None
+            if found[0] != low and len(found) > 1:
+                self.unplaced.append((head[0], head[-1] + 1))
+                return fa, fb
+            low = found[0]
+        if tail:
+            run = [self.update[j].strip() for j in tail]
+            found = _occurrences(keys, run, low + len(head), high)
+            if not found:
+                return None
+            if found[-1] + len(run) != high and len(found) > 1:
+                self.unplaced.append((tail[0], tail[-1] + 1))
+                return fa, fb
+            high = found[-1] + len(run)
+        first = rows[low] if head and low > 0 else fa
+        end = rows[high - 1] + 1 if tail and high < len(rows) else fb
+        return first, end
 
     def content_bounds(self, fa: int, fb: int) -> tuple[int, int]:
         """File lines ``fa``-``fb`` without their leading and trailing blank lines: (first, end)."""
@@ -474,6 +570,11 @@ class _Merge:
         for k, j in enumerate(us):
             self.update_lines[j] = part.update_lines[k + shift]
         self.unplaced.extend((us[s - shift], us[e - 1 - shift] + 1) for s, e in part.unplaced)
+
+
+def _occurrences(keys: list[str], run: list[str], low: int, high: int) -> list[int]:
+    """Where ``run`` stands as consecutive items of ``keys[low:high]`` (its first item's index)."""
+    return [k for k in range(low, high - len(run) + 1) if keys[k:k + len(run)] == run]
 
 
 def last_before(body: list[tuple[Source, int]]) -> int:

@@ -1,8 +1,12 @@
 """The benchmark's held-out apply cases: made by engine.training.apply.updates (every update
-style) from files no training case is cut from: this repository's own sources (Python: engine/;
-TypeScript: vscode-client/) and, for a brace language more, the C sources shipped inside installed
-packages with BSD licenses (MarkupSafe's speedups, NumPy's f2py, libbacktrace in tvm-ffi); a size
-larger than one source file is several files of the language joined. Never the evaluation corpora.
+style) from files no training case is cut from: this repository's own sources as of a pinned
+commit (engine.bench.pinned: Python: engine/; TypeScript: vscode-client/), read from git so that
+a change to the code never changes the cases it is measured on, and, for a brace language more,
+the C sources shipped inside installed packages with BSD licenses (MarkupSafe's speedups, NumPy's
+f2py, libbacktrace in tvm-ffi); a size larger than one source file is several files of the
+language joined. Never the evaluation corpora. A checkout without the pinned commit (a shallow
+clone) has no Python or TypeScript cases: :func:`source_files` raises
+engine.bench.pinned.PinnedSourceMissing, which says so.
 """
 
 from __future__ import annotations
@@ -11,25 +15,26 @@ import importlib.util
 from pathlib import Path
 from typing import Iterator
 
-from engine.training.apply.updates import STYLES, ApplyCase
+from engine.bench.pinned import pinned_files
+from engine.training.apply.updates import STYLES, ApplyCase, SourceText
 from engine.training.apply.updates import make_case as make_case_from
 
-ROOT = Path(__file__).resolve().parents[2]
 LANGUAGES = ("python", "typescript", "c")
 SIZES = (20, 60, 250, 1000, 2000)
+TYPESCRIPT_FOLDERS = ("vscode-client/src", "vscode-client/test")
 C_SOURCES = (("markupsafe", "_speedups.c"), ("numpy", "f2py/src/fortranobject.c"),
              ("tvm_ffi", "3rdparty/libbacktrace/elf.c"))
 
 __all__ = ["ApplyCase", "LANGUAGES", "SIZES", "STYLES", "held_out", "make_case", "source_files"]
 
 
-def source_files(language: str) -> list[Path]:
+def source_files(language: str) -> list[SourceText]:
     """The files a language's cases are cut from, in a fixed order."""
     if language == "python":
-        return sorted((ROOT / "engine").rglob("*.py"))
+        return list(pinned_files("engine", ".py"))
     if language == "typescript":
-        return sorted([*(ROOT / "vscode-client" / "src").glob("*.ts"), *(ROOT / "vscode-client" / "test").glob("*.ts")])
-    out = []
+        return [f for folder in TYPESCRIPT_FOLDERS for f in pinned_files(folder, ".ts") if str(f.path.parent) == folder]
+    out: list[SourceText] = []
     for package, rel in C_SOURCES:
         spec = importlib.util.find_spec(package)
         for where in (spec.submodule_search_locations or []) if spec else []:

@@ -6,6 +6,9 @@ syntax check (a merge that breaks a file that parsed is refused, as every front 
 Per case and arm: ``exact``; ``whitespace`` (differs from the gold in blank lines or trailing
 blanks only); ``wrong`` (written, and wrong beyond whitespace); ``refused`` (chunks unplaced, or
 the syntax check refused it); the merge's time. Summaries by shape (style), size and language.
+The cases (engine.bench.apply_cases, engine.bench.apply_shapes) are cut from sources that do not
+change with the code measured: this repository's own at a pinned commit (engine.bench.pinned),
+installed packages and toolchains.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Held-out apply cases by definition shape, in six languages, from sources no training case is
 cut from (never the evaluation corpora): Python's standard library, the JDK's ``src.zip``
 (java.base), the JavaScript packages code-server ships, this repository's TypeScript (the
-VS Code client), Git's contrib Go sources and Rust's standard library (its rustdoc source pages,
+VS Code client, as of the pinned commit engine.bench.pinned reads: a change to the client never
+changes the cases), Git's contrib Go sources and Rust's standard library (its rustdoc source pages,
 read back to text). A language whose sources this machine lacks has no cases (:func:`sources`
 says which it found).
 
@@ -31,6 +32,8 @@ from pathlib import Path
 from typing import Iterator
 
 from engine.apply.definitions import Definition, grammar_of, parse_definitions
+from engine.bench.apply_cases import TYPESCRIPT_FOLDERS
+from engine.bench.pinned import pinned_files
 from engine.training.apply.updates import ApplyCase
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -83,9 +86,9 @@ def sources(language: str) -> tuple[Source, ...]:
             found = [Source(f"code-server/{p.relative_to(folder)}", p.read_text(encoding="utf-8", errors="replace"))
                      for p in paths[:400]]
     elif language == "typescript":
-        found = [Source(f"vscode-client/{p.relative_to(ROOT / 'vscode-client')}", p.read_text(encoding="utf-8"))
-                 for p in sorted([*(ROOT / "vscode-client" / "src").glob("*.ts"),
-                                  *(ROOT / "vscode-client" / "test").glob("*.ts")])]
+        found = [Source(str(p.path), p.text) for p in sorted(
+            (f for folder in TYPESCRIPT_FOLDERS for f in pinned_files(folder, ".ts") if str(f.path.parent) == folder),
+            key=lambda f: f.path.parts)]
     elif language == "go":
         found = [Source(f"git-contrib/{p.name}", p.read_text(encoding="utf-8"))
                  for p in sorted(Path("/usr/share/doc/git/contrib").rglob("*.go"))]

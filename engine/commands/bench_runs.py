@@ -18,6 +18,7 @@ from engine.bench.concurrency import measure_concurrency
 from engine.bench.harness import command_line, get_engine, machine_info, refuses_server, write_json
 from engine.bench.kernel import DEFAULT_NS, kernel_table, measure_kernel, parse_ns
 from engine.bench.output import report, table_of
+from engine.bench.pinned import PINNED_COMMIT, PinnedSourceMissing
 from engine.bench.plot import plot_apply, plot_edits, plot_kernel
 from engine.bench.report import ReportError, edits_table, markdown_report, write_into
 from engine.core.errors import ModelLoadError
@@ -66,16 +67,21 @@ def run_apply(args: argparse.Namespace) -> int:
               "copy-as-decode bench apply: --per-style must be >= 1", file=sys.stderr)
         return 2
     try:
+        cases = list(held_out(args.per_style, args.seed))
+    except PinnedSourceMissing as exc:
+        print(f"copy-as-decode bench apply: {exc}", file=sys.stderr)
+        return 2
+    try:
         engine = _load(args, console, reuse_prompts=True)
     except ModelLoadError as exc:
         print(f"copy-as-decode bench apply: {exc}", file=sys.stderr)
         return 2
-    cases = list(held_out(args.per_style, args.seed))
     data = run_cases(engine, cases, arms, args.text_max_lines, progress=lambda m: console.print(f"[dim]{m}[/dim]"),
                      program_tokens=args.program_max_tokens, verify=args.verify)
     data = {"model": engine.name, "backend": engine.loaded.runtime.describe(), "selector": engine.selector,
             "apply_selector": str(engine.apply_selector) if engine.apply_selector else None,
-            "cases": len(cases), "per_style": args.per_style, "seed": args.seed, "verify": args.verify, **data,
+            "cases": len(cases), "per_style": args.per_style, "seed": args.seed, "verify": args.verify,
+            "pinned_commit": PINNED_COMMIT, **data,
             "machine": machine_info(engine.loaded.device, engine.loaded.dtype), "command": command_line()}
     report(console, table_of(f"apply, {len(cases)} cases, plain decoding {data['plain_rate']} tok/s",
                              ("arm", "runs", "exact", "damaged lines", "median tok/s", "x plain"), table_rows(data)),
@@ -97,11 +103,16 @@ def _run_rule_arms(args: argparse.Namespace, arms: list[str], console: Any) -> i
     if args.per_style < 1 or args.per_shape < 1:
         print("copy-as-decode bench apply: --per-style and --per-shape must be >= 1", file=sys.stderr)
         return 2
-    cases = [*(held_out(args.per_style, args.seed) if args.cases in ("styles", "both") else []),
-             *(shape_cases(args.per_shape, args.seed) if args.cases in ("shapes", "both") else [])]
+    try:
+        cases = [*(held_out(args.per_style, args.seed) if args.cases in ("styles", "both") else []),
+                 *(shape_cases(args.per_shape, args.seed) if args.cases in ("shapes", "both") else [])]
+    except PinnedSourceMissing as exc:
+        print(f"copy-as-decode bench apply: {exc}", file=sys.stderr)
+        return 2
     data = run_rule_arms(cases, arms, progress=lambda m: console.print(f"[dim]{m}[/dim]"))
     data = {"cases": len(cases), "case_set": args.cases, "per_style": args.per_style, "per_shape": args.per_shape,
-            "seed": args.seed, "sources": {lang: len(sources(lang)) for lang in SHAPE_LANGUAGES}, **data,
+            "seed": args.seed, "pinned_commit": PINNED_COMMIT,
+            "sources": {lang: len(sources(lang)) for lang in SHAPE_LANGUAGES}, **data,
             "machine": machine_info("cpu", None), "command": command_line()}
     report(console, table_of(f"apply, the rules' merges, {len(cases)} cases",
                              ("arm", "group", "cases", "exact", "whitespace only", "wrong, written", "refused",

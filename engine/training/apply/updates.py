@@ -22,8 +22,7 @@ from __future__ import annotations
 import random
 import re
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Sequence
+from typing import Protocol, Sequence
 
 from engine.apply.indent import IndentStyle, restyled
 
@@ -50,7 +49,17 @@ class ApplyCase:
     gold: str
 
 
-def file_of(files: Sequence[Path], language: str, size: int, rng: random.Random) -> str:
+class SourceText(Protocol):
+    """A source file a case is cut from: a :class:`pathlib.Path`, or a file read from elsewhere
+    (engine.bench.pinned.PinnedFile)."""
+
+    @property
+    def name(self) -> str: ...
+
+    def read_text(self, encoding: str = ..., errors: str = ...) -> str: ...
+
+
+def file_of(files: Sequence[SourceText], language: str, size: int, rng: random.Random) -> str:
     """About ``size`` lines of ``files`` (joined from a seeded start), cut after a blank line; ""
     when they hold fewer lines."""
     if not files:
@@ -113,7 +122,7 @@ def marker(language: str, rng: random.Random, indent: str = "") -> str:
     return f"{indent}{COMMENT[language]} {rng.choice(PHRASES)}\n"
 
 
-def make_case(files: Sequence[Path], language: str, style: str, size: int, seed: int) -> ApplyCase | None:
+def make_case(files: Sequence[SourceText], language: str, style: str, size: int, seed: int) -> ApplyCase | None:
     """One case cut from ``files``, or None when they cannot give it (too few lines, no paragraph
     to change)."""
     rng = random.Random(f"{language}-{style}-{size}-{seed}")
