@@ -5,15 +5,16 @@ result names who chose and the alternative; an apply without a choice loads no m
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from engine.apply.choice import by_rule, candidates, differing_region
+from engine.api import Engine
 from engine.apply.job import AlignedUpdate
 from engine.cli import main
 from engine.decoding.request import EditRequest
-from engine.dispatch import ModelFree
 from engine.runtime.sources import default_gguf_path
 
 FILE = """import json
@@ -53,6 +54,12 @@ TWINS = FILE.replace("def total(items):\n    return sum(item[\"qty\"] for item i
                      "def overstocked(items, limit):\n    out = []\n    for item in items:\n"
                      "        if item[\"qty\"] > limit:\n            out.append(item)\n    return out\n")
 PLAIN = "# ... existing code ...\ndef total(items):\n    return sum(item[\"qty\"] for item in items) or 0\n"
+
+
+def own(engine: Engine) -> Engine:
+    """The embedded model's engine posing as a user's own (its model decides choices), sharing its
+    models and its lock."""
+    return replace(engine, chooses=True)
 
 
 def lines(text: str) -> list[str]:
@@ -140,7 +147,9 @@ def test_without_a_model_the_rule_decides_and_says_so(capsys, paths, tmp_path) -
     assert code == 0 and "the rule decides" in err
     choice = json.loads(out)["breakdown"]["choice"]
     assert choice == {"by": "rule", "chosen": "rename low_stock -> understocked",
-                      "alternatives": ["new function understocked"], "scores": []}
+                      "alternatives": ["new function understocked"], "scores": [],
+                      "note": "the rule chose: rename low_stock -> understocked (the alternative: new function "
+                              "understocked)"}
     assert "def low_stock" not in target.read_text()
 
 
@@ -150,7 +159,7 @@ def test_the_embedded_model_decides_a_choice_and_the_result_names_the_alternativ
     texts = {m.reading: m.text for m in found[1]}
     request = EditRequest(text=TWINS, instruction="rename low_stock to understocked and include the limit",
                           update=UPDATE, language="python")
-    result = ModelFree(default_engine.name, chooser=default_engine.loaded).edit(request)
+    result = own(default_engine).edit(request)
     choice = result.breakdown["choice"]
     assert choice["by"] == "model" and len(choice["scores"]) == 3
     assert {choice["chosen"], *choice["alternatives"]} == set(texts)
@@ -183,5 +192,19 @@ def test_the_cli_in_auto_with_the_embedded_model_lets_the_rule_decide(capsys, pa
 
 def test_without_an_instruction_the_model_cannot_tell_and_the_rule_decides(default_engine) -> None:
     request = EditRequest(text=FILE, instruction="", update=UPDATE, language="python")
-    result = ModelFree(default_engine.name, chooser=default_engine.loaded).edit(request)
+    result = own(default_engine).edit(request)
     assert result.breakdown["choice"]["by"] == "rule" and "def low_stock" not in result.output_text
+
+
+def test_the_embedded_models_engine_lets_the_rule_decide(default_engine) -> None:
+    """The same request on the embedded model's engine: the rule decides, no model runs for it."""
+    request = EditRequest(text=TWINS, instruction="rename low_stock to understocked", update=UPDATE,
+                          language="python")
+    assert not default_engine.chooses and default_engine.plan(request).model is None
+    assert own(default_engine).plan(request).model is default_engine.loaded  # decided under the engine's lock
+    assert default_engine.edit(request).breakdown["choice"]["by"] == "rule"
+
+
+def test_an_own_models_engine_runs_an_apply_without_a_choice_as_no_model(default_engine) -> None:
+    request = EditRequest(text=FILE, instruction="", update=PLAIN, language="python")
+    assert own(default_engine).plan(request).model is None

@@ -2,12 +2,15 @@
 new definition; which of two alike definitions a rename replaces), the candidate merges, and who
 picks one: the loaded model, by how likely it finds each merged region, or the fixed rule.
 
-The model reads the instruction, the file (a window of it around the region) and the update,
-then each candidate's region: the lines where the candidates differ with :data:`CONTEXT` lines
-on each side. The prompt is appended once; each candidate's region is one forward after it, the
-cache cropped back between them (:class:`engine.runtime.session.Session`; the prompt's KV is
-also kept for the next session by the prefix cache). The score is the region's summed token
-log-likelihood: the likelier merge is written.
+The model reads the file (a window of it around the region), the update and the instruction, then
+each candidate's region: the lines where the candidates differ with :data:`CONTEXT` lines on each
+side. The score is what the instruction adds (:data:`MEASURE`): the region's summed token
+log-likelihood with the instruction less without it. Both readings share everything before the
+instruction, which comes last before the region, so the window is read once (one forward; the
+prefix cache may keep it for the next session): then each reading's few tail tokens and one
+candidate's region go in one small forward after it, the cache cropped back between them
+(:func:`_likelihoods`). Without an instruction no reading differs and the rule decides, with no
+forward at all.
 """
 
 from __future__ import annotations
@@ -64,8 +67,10 @@ class Decision:
         return f"{who} chose: {self.chosen} (the alternative: {others})"
 
     def json(self) -> dict:
+        """What every front door reports (the CLI's ``breakdown.choice``, the HTTP answer's
+        ``choice``, the language server's answer, each file of an answer): ``note`` in words."""
         return {"by": self.by, "chosen": self.chosen, "alternatives": list(self.alternatives),
-                "scores": [round(s, 3) for s in self.scores]}
+                "scores": [round(s, 3) for s in self.scores], "note": self.note()}
 
 
 # What scores candidate texts: (instruction, file, update, candidate texts) -> one score each.
@@ -179,10 +184,23 @@ class RegionScore:
 
 
 def region_scores(loaded: LoadedModel, instruction: str, file: Sequence[str], update: Sequence[str],
-                  texts: Sequence[str], baseline: str | None = None) -> list[RegionScore]:
-    """Each text's differing region scored under ``loaded``, given the instruction, the file's
-    window around it and the update, and the common lines before it; ``baseline`` "bare": also
-    given only those common lines, "uninstructed": also given all but the instruction."""
+                  texts: Sequence[str], baseline: str | None = None, shared: bool = True) -> list[RegionScore]:
+    """Each text's differing region scored under ``loaded``, given the file's window around it,
+    the update and the instruction (last), and the common lines before it; ``baseline`` "bare":
+    also given only those common lines, "uninstructed": also given all but the instruction.
+    ``shared`` False reads each prompt on its own (what sharing saves: the benchmark's baseline)."""
+    prompts, ids = reading_prompts(loaded, instruction, file, update, texts, baseline)
+    if baseline == "uninstructed" and prompts[0] == prompts[1]:  # no instruction: every region scores 0
+        return [RegionScore(0.0, len(i), 0.0) for i in ids]
+    found = _likelihoods(loaded, prompts, ids) if shared else [_likelihoods(loaded, [p], ids)[0] for p in prompts]
+    plain = found[1] if baseline is not None else [0.0] * len(ids)
+    return [RegionScore(g, len(i), p) for g, i, p in zip(found[0], ids, plain)]
+
+
+def reading_prompts(loaded: LoadedModel, instruction: str, file: Sequence[str], update: Sequence[str],
+                    texts: Sequence[str], baseline: str | None = None) -> tuple[list[list[int]], list[list[int]]]:
+    """The prompts of :func:`region_scores` (the instructed one first, then the ``baseline``'s)
+    and each text's differing region, as token ids."""
     from engine.decoding.prompt import render
 
     start, regions = differing_region(texts)
@@ -191,40 +209,63 @@ def region_scores(loaded: LoadedModel, instruction: str, file: Sequence[str], up
     window = "".join(file[low:low + FILE_WINDOW])
     shown = "".join(update[:FILE_WINDOW])
     asked = f"\nInstruction: {instruction.strip()}" if instruction.strip() else ""
-    shared = f"File:\n```\n{window}```\nUpdate:\n```\n{shown}```"
+    common = f"File:\n```\n{window}```\nUpdate:\n```\n{shown}```"
 
     def prompt(content: str) -> list[int]:
         messages = [{"role": "system", "content": CHOICE_RULES}, {"role": "user", "content": content}]
         return render(loaded.tokenizer, messages, "```\n" + before)
 
     ids = [list(loaded.tokenizer.encode("".join(region), add_special_tokens=False)) for region in regions]
-    given = _likelihoods(loaded, prompt(shared + asked), ids)  # (the instruction last: the rest is shared)
-    plain = [0.0] * len(ids) if baseline is None else _likelihoods(
-        loaded, prompt("Code:" if baseline == "bare" else shared), ids)
-    return [RegionScore(g, len(i), p) for g, i, p in zip(given, ids, plain)]
+    prompts = [prompt(common + asked)]  # the instruction last: all before it is shared
+    if baseline is not None:
+        prompts.append(prompt("Code:" if baseline == "bare" else common))
+    return prompts, ids
 
 
-def _likelihoods(loaded: LoadedModel, prompt: list[int], regions: list[list[int]]) -> list[float]:
-    """Each region's summed token log-likelihood after ``prompt``: the prompt appended once, each
-    region one forward after it, the cache cropped back between them."""
+def _likelihoods(loaded: LoadedModel, prompts: list[list[int]], regions: list[list[int]]) -> list[list[float]]:
+    """Per prompt, each region's summed token log-likelihood after it. What is common is read
+    once: the prompts' common prefix is the session's first append (the prefix cache may restore
+    it); each prompt's tail goes in one forward with the regions' common leading tokens (the
+    context lines before they differ); then each region's rest in one forward, the cache cropped
+    back after each."""
     import torch
 
+    common = _common_prefix(prompts)
+    lead = _common_prefix(regions, keep_tail=False)
     session = loaded.session()
     try:
-        first = session.append(prompt, "choice_prompt")
+        session.append(common, "choice_prompt")
         base = session.length
         out = []
-        for ids in regions:
-            if not ids:
-                out.append(0.0)
-                continue
-            rows = [first.unsqueeze(0)]
-            if len(ids) > 1:
-                rows.append(session.append(ids[:-1], "choice", all_logits=True))
-                session.crop(base)
-            logits = torch.cat(rows).float()
-            picked = torch.log_softmax(logits, dim=-1).gather(1, torch.tensor(ids).unsqueeze(1))
-            out.append(float(picked.sum()))
+        for prompt in prompts:
+            tail = prompt[len(common):]
+            rows = list(range(len(tail) - 1, len(tail) + len(lead)))  # each lead token's, then the next's
+            head = torch.log_softmax(session.append(tail + lead, "choice", rows=rows).float(), dim=-1)
+            shared = float(head[:len(lead)].gather(1, torch.tensor(lead, dtype=torch.long).unsqueeze(1)).sum())
+            after = session.length
+            scores = []
+            for ids in regions:
+                rest = ids[len(lead):]
+                score = shared
+                if rest:
+                    score += float(head[len(lead), rest[0]])
+                if len(rest) > 1:
+                    logits = session.append(rest[:-1], "choice", all_logits=True).float()
+                    session.crop(after)
+                    score += float(torch.log_softmax(logits, dim=-1).gather(1, torch.tensor(rest[1:]).unsqueeze(1)).sum())
+                scores.append(score)
+            session.crop(base)
+            out.append(scores)
         return out
     finally:
         session.close()
+
+
+def _common_prefix(seqs: list[list[int]], keep_tail: bool = True) -> list[int]:
+    """The sequences' longest common prefix; ``keep_tail``: short of each one's last token (every
+    prompt keeps a tail, whose last row's logits predict what follows it)."""
+    n = min(len(s) for s in seqs) - (1 if keep_tail else 0)
+    k = 0
+    while k < n and all(s[k] == seqs[0][k] for s in seqs):
+        k += 1
+    return seqs[0][:k]
