@@ -208,3 +208,21 @@ def test_the_embedded_models_engine_lets_the_rule_decide(default_engine) -> None
 def test_an_own_models_engine_runs_an_apply_without_a_choice_as_no_model(default_engine) -> None:
     request = EditRequest(text=FILE, instruction="", update=PLAIN, language="python")
     assert own(default_engine).plan(request).model is None
+
+
+def test_an_answer_loads_the_own_model_only_for_a_file_with_a_choice(capsys, tmp_path) -> None:
+    """An answer naming files: no file with a choice loads no model; the first with one tries to
+    (here it cannot: the rule decides, and that file's entry says so)."""
+    (tmp_path / "inv.py").write_text(FILE)
+    missing = str(tmp_path / "no-model-here")
+    plain = tmp_path / "plain.md"
+    plain.write_text(f"`inv.py`\n```python\n{PLAIN}```\n")
+    code, out, err = run(capsys, "--update", str(plain), "--root", str(tmp_path), "--model", missing, "--json")
+    assert code == 0 and "loading" not in err and "no such" not in err
+    assert json.loads(out)["files"][0]["choice"] is None
+    (tmp_path / "inv.py").write_text(FILE)
+    chosen = tmp_path / "chosen.md"
+    chosen.write_text(f"`inv.py`\n```python\n{UPDATE}```\n")
+    code, out, err = run(capsys, "--update", str(chosen), "--root", str(tmp_path), "--model", missing, "--json")
+    assert code == 0 and "the rule decides" in err
+    assert json.loads(out)["files"][0]["choice"]["by"] == "rule" and "def low_stock" not in (tmp_path / "inv.py").read_text()
