@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from lsprotocol import types
 
@@ -33,6 +33,9 @@ from lsp_server.models import ModelKey
 from lsp_server.outcome import Outcome
 from lsp_server.services import EditServices
 from lsp_server.writer import apply_edit
+
+if TYPE_CHECKING:
+    from engine.settings import Settings
 
 LABEL = "AI apply"
 NO_FOLDER = "{uri} is not a file on disk: an answer that names files applies to the files of its workspace folder"
@@ -114,7 +117,7 @@ async def run_answer(services: EditServices, args: EditArgs) -> dict:
                                   edits_applied=len(changes), summary=plan.json(done)))
 
 
-def _loader(services: EditServices, settings, loop: asyncio.AbstractEventLoop) -> Callable[[], Merger | None]:
+def _loader(services: EditServices, settings: "Settings", loop: asyncio.AbstractEventLoop) -> Callable[[], Merger | None]:
     """Loads the user's own model for a file whose merge leaves a choice (from the merging thread,
     on the server's loop: engine_for shows the load, and a failure); None when it fails: the rule
     decides (engine.workspace_apply.ChoosingMerger)."""
