@@ -226,3 +226,19 @@ def test_an_answer_loads_the_own_model_only_for_a_file_with_a_choice(capsys, tmp
     code, out, err = run(capsys, "--update", str(chosen), "--root", str(tmp_path), "--model", missing, "--json")
     assert code == 0 and "the rule decides" in err
     assert json.loads(out)["files"][0]["choice"]["by"] == "rule" and "def low_stock" not in (tmp_path / "inv.py").read_text()
+
+
+def test_a_cancel_while_the_model_decides_stops_the_apply_with_the_file_unchanged(default_engine) -> None:
+    """The decision's forwards poll the request's cancel: the apply ends as cancelled, nothing merged."""
+    polls = []
+
+    def cancelled() -> bool:  # not yet when the engine starts the request; from the decision's first poll on
+        polls.append(1)
+        return len(polls) > 1
+
+    request = EditRequest(text=TWINS, instruction="rename low_stock to understocked", update=UPDATE,
+                          language="python")
+    with default_engine.loaded.runtime.meter() as log:
+        result = own(default_engine).edit(request, cancelled=cancelled)
+    assert result.stop_reason == "cancelled" and result.output_text == TWINS
+    assert log.sizes() == []  # stopped before the decision's first forward, not after it

@@ -21,6 +21,8 @@ from typing import Callable, Literal, Sequence
 from engine.apply.align import Alignment
 from engine.apply.plan import plan
 from engine.apply.structure import Choice, merged_alignment
+from engine.core.choices import never_cancelled
+from engine.core.errors import Cancelled
 from engine.runtime.loaded import LoadedModel
 
 CONTEXT = 3  # lines of common context on each side of the differing region the model scores
@@ -155,12 +157,15 @@ def differing_region(texts: Sequence[str], context: int = CONTEXT) -> tuple[int,
     return start, [ls[start:len(ls) - keep] for ls in lines]
 
 
-def model_scorer(loaded: LoadedModel, measure: Measure = MEASURE) -> Scorer:
-    """The scorer on ``loaded`` (an in-process runtime: one with sessions), by ``measure``."""
+def model_scorer(loaded: LoadedModel, measure: Measure = MEASURE,
+                 cancelled: Callable[[], bool] = never_cancelled) -> Scorer:
+    """The scorer on ``loaded`` (an in-process runtime: one with sessions), by ``measure``; once
+    ``cancelled`` returns True it stops within one forward (a prompt chunk; on transformers one
+    layer) with :class:`engine.core.errors.Cancelled`."""
     def score(instruction: str, file: Sequence[str], update: Sequence[str], texts: Sequence[str]) -> list[float]:
         found = region_scores(loaded, instruction, file, update, texts,
                               baseline="bare" if measure == "pmi" else "uninstructed" if measure == "instruction"
-                              else None)
+                              else None, cancelled=cancelled)
         return [r.measured(measure) for r in found]
 
     return score
@@ -184,7 +189,8 @@ class RegionScore:
 
 
 def region_scores(loaded: LoadedModel, instruction: str, file: Sequence[str], update: Sequence[str],
-                  texts: Sequence[str], baseline: str | None = None, shared: bool = True) -> list[RegionScore]:
+                  texts: Sequence[str], baseline: str | None = None, shared: bool = True,
+                  cancelled: Callable[[], bool] = never_cancelled) -> list[RegionScore]:
     """Each text's differing region scored under ``loaded``, given the file's window around it,
     the update and the instruction (last), and the common lines before it; ``baseline`` "bare":
     also given only those common lines, "uninstructed": also given all but the instruction.
@@ -192,7 +198,8 @@ def region_scores(loaded: LoadedModel, instruction: str, file: Sequence[str], up
     prompts, ids = reading_prompts(loaded, instruction, file, update, texts, baseline)
     if baseline == "uninstructed" and prompts[0] == prompts[1]:  # no instruction: every region scores 0
         return [RegionScore(0.0, len(i), 0.0) for i in ids]
-    found = _likelihoods(loaded, prompts, ids) if shared else [_likelihoods(loaded, [p], ids)[0] for p in prompts]
+    found = (_likelihoods(loaded, prompts, ids, cancelled) if shared
+             else [_likelihoods(loaded, [p], ids, cancelled)[0] for p in prompts])
     plain = found[1] if baseline is not None else [0.0] * len(ids)
     return [RegionScore(g, len(i), p) for g, i, p in zip(found[0], ids, plain)]
 
@@ -222,7 +229,8 @@ def reading_prompts(loaded: LoadedModel, instruction: str, file: Sequence[str], 
     return prompts, ids
 
 
-def _likelihoods(loaded: LoadedModel, prompts: list[list[int]], regions: list[list[int]]) -> list[list[float]]:
+def _likelihoods(loaded: LoadedModel, prompts: list[list[int]], regions: list[list[int]],
+                 cancelled: Callable[[], bool] = never_cancelled) -> list[list[float]]:
     """Per prompt, each region's summed token log-likelihood after it. What is common is read
     once: the prompts' common prefix is the session's first append (the prefix cache may restore
     it); each prompt's tail goes in one forward with the regions' common leading tokens (the
@@ -233,6 +241,7 @@ def _likelihoods(loaded: LoadedModel, prompts: list[list[int]], regions: list[li
     common = _common_prefix(prompts)
     lead = _common_prefix(regions, keep_tail=False)
     session = loaded.session()
+    session.cancelled = cancelled  # polled between prompt chunks and (transformers) between layers
     try:
         session.append(common, "choice_prompt")
         base = session.length
@@ -245,6 +254,8 @@ def _likelihoods(loaded: LoadedModel, prompts: list[list[int]], regions: list[li
             after = session.length
             scores = []
             for ids in regions:
+                if cancelled():  # (a backend that cannot stop inside a forward stops here)
+                    raise Cancelled("cancelled while the model decided a choice")
                 rest = ids[len(lead):]
                 score = shared
                 if rest:
