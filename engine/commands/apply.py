@@ -185,9 +185,10 @@ def run(args: argparse.Namespace) -> int:
             from engine.commands.apply_answer import load_for_choice
 
             engine = load_for_choice(settings, err) or engine  # it decides under its lock (Engine.plan)
-        mode = engine.resolve_mode(request.mode, apply=True)
-        # the merge's progress is printed when a model writes it (the aligner's alone is at once)
-        result = streamed(engine.stream(request), mode, out, quiet=args.json or not needs_model(mode, apply=True))
+        # the merge's progress is printed when a model was loaded for it (the aligner's alone, a
+        # choice decided or not, is at once)
+        quiet = args.json or not needs_model(request.mode, apply=True) and not compare
+        result = streamed(engine.stream(request), engine.resolve_mode(request.mode, apply=True), out, quiet=quiet)
         compared: dict[str, EditResult] = {}
         for mode in compare:
             assert isinstance(engine, Engine)
