@@ -6,10 +6,11 @@ also without).
 
 What a decision costs, by the shipped measure (what the instruction adds), each case side by side
 in one run, every timed call after the kept prompts are dropped (engine.api.Engine.forget_prompts):
-one forward of the instructed prompt (the window: file, update, instruction), the decision with
-the two readings sharing that prompt (as shipped), and with each reading's prompt read on its own
-(engine.apply.choice.region_scores(shared=False)); the decision's time as a ratio to the window's
-forward, the tokens each forwarded, and whether both picked the same reading.
+one forward of the instructed prompt (the window: file, update, instruction), the decision as
+shipped (engine.apply.choice: what the readings and the regions share is read once), and the same
+scores unshared (:func:`unshared_scores`: each reading's prompt read on its own, each whole region
+one forward after it); the decision's time as a ratio to the window's forward, the tokens each
+forwarded, and whether both picked the same reading.
 
 Cases are written here, from code disjoint from training: each base file has a function the
 update shows under a new name; the truth is a rename in one case and a new function in its twin
@@ -229,6 +230,32 @@ def timed(engine, work) -> tuple[float, int, object]:
     return seconds, sum(log.sizes()), value
 
 
+def unshared_scores(loaded, instruction: str, file: list[str], update: list[str], texts: list[str]) -> list[float]:
+    """The shipped measure's scores with nothing shared: each reading's prompt appended in a session
+    of its own (the prefix cache may still restore the first's window for the second), then each
+    candidate's whole region one forward after it, the cache cropped back between them."""
+    import torch
+
+    prompts, regions = reading_prompts(loaded, instruction, file, update, texts, "uninstructed")
+    sums = []
+    for prompt in prompts:
+        session = loaded.session()
+        try:
+            first = session.append(prompt, "choice_prompt")
+            base, out = session.length, []
+            for ids in regions:
+                rows = [first.unsqueeze(0)]
+                if len(ids) > 1:
+                    rows.append(session.append(ids[:-1], "choice", all_logits=True))
+                    session.crop(base)
+                logits = torch.log_softmax(torch.cat(rows).float(), dim=-1)
+                out.append(float(logits.gather(1, torch.tensor(ids).unsqueeze(1)).sum()) if ids else 0.0)
+            sums.append(out)
+        finally:
+            session.close()
+    return [given - plain for given, plain in zip(*sums)]
+
+
 def costs(engine, case: dict, file: list[str], update: list[str], texts: list[str]) -> dict:
     """The window's forward and the decision shared and unshared (module docstring), side by side."""
     loaded = engine.loaded
@@ -242,9 +269,12 @@ def costs(engine, case: dict, file: list[str], update: list[str], texts: list[st
             session.close()
 
     def decision(shared: bool):
-        found = region_scores(loaded, case["instruction"], file, update, texts, "uninstructed", shared)
-        scores = [r.measured("instruction") for r in found]
-        return max(range(len(scores)), key=lambda k: (scores[k], -k))
+        if shared:
+            found = region_scores(loaded, case["instruction"], file, update, texts, "uninstructed")
+            scores = [r.measured("instruction") for r in found]
+        else:
+            scores = unshared_scores(loaded, case["instruction"], file, update, texts)
+        return max(range(len(scores)), key=lambda k: (scores[k], -k)), scores
 
     best: dict[str, tuple[float, int, object]] = {}
     for _ in range(REPEATS):
@@ -258,7 +288,8 @@ def costs(engine, case: dict, file: list[str], update: list[str], texts: list[st
             **{f"{arm}_s": round(best[arm][0], 3) for arm in ("shared", "unshared")},
             **{f"{arm}_ratio": round(best[arm][0] / w, 2) for arm in ("shared", "unshared")},
             **{f"{arm}_forwarded_tokens": best[arm][1] for arm in ("shared", "unshared")},
-            "same_pick": best["shared"][2] == best["unshared"][2]}
+            "same_pick": best["shared"][2][0] == best["unshared"][2][0],
+            "score_difference": round(max(abs(a - b) for a, b in zip(best["shared"][2][1], best["unshared"][2][1])), 4)}
 
 
 def main(argv: list[str]) -> int:
@@ -302,6 +333,7 @@ def main(argv: list[str]) -> int:
     summary["cost"]["shared_ratio_median"] = sorted(r["shared_ratio"] for r in timed_rows)[len(timed_rows) // 2]
     summary["cost"]["unshared_ratio_median"] = sorted(r["unshared_ratio"] for r in timed_rows)[len(timed_rows) // 2]
     summary["cost"]["same_pick"] = sum(r["same_pick"] for r in timed_rows)
+    summary["cost"]["score_difference_max"] = max(r["score_difference"] for r in timed_rows)
     summary["cases"] = len(rows)
     summary["with_a_choice"] = len(decided)
     args.out.parent.mkdir(parents=True, exist_ok=True)

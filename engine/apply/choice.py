@@ -189,17 +189,15 @@ class RegionScore:
 
 
 def region_scores(loaded: LoadedModel, instruction: str, file: Sequence[str], update: Sequence[str],
-                  texts: Sequence[str], baseline: str | None = None, shared: bool = True,
+                  texts: Sequence[str], baseline: str | None = None,
                   cancelled: Callable[[], bool] = never_cancelled) -> list[RegionScore]:
     """Each text's differing region scored under ``loaded``, given the file's window around it,
     the update and the instruction (last), and the common lines before it; ``baseline`` "bare":
-    also given only those common lines, "uninstructed": also given all but the instruction.
-    ``shared`` False reads each prompt on its own (what sharing saves: the benchmark's baseline)."""
+    also given only those common lines, "uninstructed": also given all but the instruction."""
     prompts, ids = reading_prompts(loaded, instruction, file, update, texts, baseline)
     if baseline == "uninstructed" and prompts[0] == prompts[1]:  # no instruction: every region scores 0
         return [RegionScore(0.0, len(i), 0.0) for i in ids]
-    found = (_likelihoods(loaded, prompts, ids, cancelled) if shared
-             else [_likelihoods(loaded, [p], ids, cancelled)[0] for p in prompts])
+    found = _likelihoods(loaded, prompts, ids, cancelled)
     plain = found[1] if baseline is not None else [0.0] * len(ids)
     return [RegionScore(g, len(i), p) for g, i, p in zip(found[0], ids, plain)]
 
@@ -234,12 +232,13 @@ def _likelihoods(loaded: LoadedModel, prompts: list[list[int]], regions: list[li
     """Per prompt, each region's summed token log-likelihood after it. What is common is read
     once: the prompts' common prefix is the session's first append (the prefix cache may restore
     it); each prompt's tail goes in one forward with the regions' common leading tokens (the
-    context lines before they differ); then each region's rest in one forward, the cache cropped
-    back after each."""
+    context lines before they differ); then the regions' rests in order, each forwarding only
+    what it does not share with the one before (:func:`_rests`)."""
     import torch
 
     common = _common_prefix(prompts)
     lead = _common_prefix(regions, keep_tail=False)
+    rests = [ids[len(lead):] for ids in regions]
     session = loaded.session()
     session.cancelled = cancelled  # polled between prompt chunks and (transformers) between layers
     try:
@@ -251,25 +250,48 @@ def _likelihoods(loaded: LoadedModel, prompts: list[list[int]], regions: list[li
             rows = list(range(len(tail) - 1, len(tail) + len(lead)))  # each lead token's, then the next's
             head = torch.log_softmax(session.append(tail + lead, "choice", rows=rows).float(), dim=-1)
             shared = float(head[:len(lead)].gather(1, torch.tensor(lead, dtype=torch.long).unsqueeze(1)).sum())
-            after = session.length
-            scores = []
-            for ids in regions:
-                if cancelled():  # (a backend that cannot stop inside a forward stops here)
-                    raise Cancelled("cancelled while the model decided a choice")
-                rest = ids[len(lead):]
-                score = shared
-                if rest:
-                    score += float(head[len(lead), rest[0]])
-                if len(rest) > 1:
-                    logits = session.append(rest[:-1], "choice", all_logits=True).float()
-                    session.crop(after)
-                    score += float(torch.log_softmax(logits, dim=-1).gather(1, torch.tensor(rest[1:]).unsqueeze(1)).sum())
-                scores.append(score)
+            rest = _rests(session, rests, head[len(lead)], cancelled)
             session.crop(base)
-            out.append(scores)
+            out.append([shared + r for r in rest])
         return out
     finally:
         session.close()
+
+
+def _rests(session, rests: list[list[int]], first, cancelled: Callable[[], bool]) -> list[float]:
+    """Each of ``rests`` (token ids after what the session holds) summed in log-likelihood, given
+    ``first``, the log-probabilities of the token after the session's end. The rests are taken in
+    sorted order, so a rest that begins as the one before does (two readings that keep the same
+    function first) forwards only from where they part: the cache is cropped back to there. Of
+    each forward's rows only the log-probabilities of the tokens some rest has there are kept."""
+    import torch
+
+    def kept(row, i: int) -> dict[int, float]:
+        wanted = sorted({r[i] for r in rests if len(r) > i})
+        return dict(zip(wanted, row[wanted].tolist()))
+
+    after = session.length
+    path: list[int] = []  # the tokens the session holds after ``after``
+    known = [kept(first, 0)]  # known[i]: the log-probabilities of the tokens some rest has at i
+    scores = [0.0] * len(rests)
+    for k in sorted(range(len(rests)), key=lambda k: rests[k]):
+        if cancelled():  # (a backend that cannot stop inside a forward stops here)
+            raise Cancelled("cancelled while the model decided a choice")
+        rest = rests[k]
+        keep = 0
+        while keep < min(len(path), len(rest)) and path[keep] == rest[keep]:
+            keep += 1
+        if keep < len(path):
+            session.crop(after + keep)
+            del path[keep:], known[keep + 1:]
+        more = rest[len(path):len(rest) - 1]  # the tokens whose next token the rest still needs
+        if more:
+            logits = torch.log_softmax(session.append(more, "choice", all_logits=True).float(), dim=-1)
+            known.extend(kept(row, len(path) + 1 + i) for i, row in enumerate(logits))
+            path.extend(more)
+        scores[k] = sum(known[i][t] for i, t in enumerate(rest))
+    session.crop(after)
+    return scores
 
 
 def _common_prefix(seqs: list[list[int]], keep_tail: bool = True) -> list[int]:
