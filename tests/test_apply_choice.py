@@ -242,3 +242,30 @@ def test_a_cancel_while_the_model_decides_stops_the_apply_with_the_file_unchange
         result = own(default_engine).edit(request, cancelled=cancelled)
     assert result.stop_reason == "cancelled" and result.output_text == TWINS
     assert log.sizes() == []  # stopped before the decision's first forward, not after it
+
+
+def test_the_shared_reading_scores_as_each_prompt_and_region_read_alone(default_engine) -> None:
+    """What the readings and the candidates share is read once; each score is still the region's
+    likelihood after its own whole prompt, as a session that reads them alone computes it."""
+    import torch
+
+    from engine.apply.choice import reading_prompts, region_scores
+
+    found = candidates(lines(TWINS), lines(UPDATE), "python")
+    assert found is not None
+    texts = [m.text for m in found[1]]
+    instruction = "rename low_stock to understocked"
+    loaded = default_engine.loaded
+    shared = region_scores(loaded, instruction, lines(TWINS), lines(UPDATE), texts, "uninstructed")
+    prompts, regions = reading_prompts(loaded, instruction, lines(TWINS), lines(UPDATE), texts, "uninstructed")
+    for k, ids in enumerate(regions):
+        alone = []
+        for prompt in prompts:
+            session = loaded.session()
+            try:
+                logits = session.append(prompt + ids[:-1], "test", rows=list(range(len(prompt) - 1, len(prompt) + len(ids) - 1)))
+            finally:
+                session.close()
+            picked = torch.log_softmax(logits.float(), dim=-1).gather(1, torch.tensor(ids).unsqueeze(1))
+            alone.append(float(picked.sum()))
+        assert shared[k].total == pytest.approx(alone[0], abs=0.02) and shared[k].bare == pytest.approx(alone[1], abs=0.02)

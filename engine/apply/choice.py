@@ -5,11 +5,12 @@ picks one: the loaded model, by how likely it finds each merged region, or the f
 The model reads the file (a window of it around the region), the update and the instruction, then
 each candidate's region: the lines where the candidates differ with :data:`CONTEXT` lines on each
 side. The score is what the instruction adds (:data:`MEASURE`): the region's summed token
-log-likelihood with the instruction less without it. Both readings share everything before the
-instruction, which comes last before the region, so the window is read once (one forward; the
-prefix cache may keep it for the next session): then each reading's few tail tokens and one
-candidate's region go in one small forward after it, the cache cropped back between them
-(:func:`_likelihoods`). Without an instruction no reading differs and the rule decides, with no
+log-likelihood with the instruction less without it. What the readings and the candidates share
+is read once (:func:`_likelihoods`): everything before the instruction, which comes last before
+the region, so the window is one forward (the prefix cache may keep it for the next session);
+per reading, its few tail tokens with the regions' common first lines; then the candidates'
+rests in sorted order, each forwarded only from where it parts from the one before, the cache
+cropped back to there. Without an instruction no reading differs and the rule decides, with no
 forward at all.
 """
 
