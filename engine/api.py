@@ -33,13 +33,13 @@ from engine.apply.messages import unplaced_message as unplaced_message  # re-exp
 from engine.core.modes import AUTO, concrete, traits
 from engine.decoding.events import EditFinished, EditResult, EditStarted, Event
 from engine.decoding.line_endings import in_lf
-from engine.dispatch import EditPlan, Writer, finished, model_free_plan, model_writer, resolved
+from engine.dispatch import EditPlan, ModelFree, Writer, finished, model_free_plan, model_writer, resolved
 from engine.decoding.request import EditRequest as EditRequest  # re-exported: the Python API
 from engine.decoding.results import cancelled_result
 from engine.read_ahead import ReadAhead
 from engine.runtime.load import load_model
 from engine.runtime.loaded import LoadedModel
-from engine.runtime.sources import DEFAULT_MODEL
+from engine.runtime.sources import DEFAULT_MODEL, own_model
 from engine.core.errors import ModelLoadError as ModelLoadError  # re-exported: Engine.load raises it
 from engine.runtime.selector.adapter import load_selector, resolve_apply_selector
 from engine.settings import DEFAULTS
@@ -59,6 +59,9 @@ class Engine:
     selector_model: LoadedModel | None = None
     apply_selector: Path | None = None  # the apply selector's folder (engine.runtime.selector.adapter)
     _apply_model: LoadedModel | None = field(default=None, repr=False)  # its copy, once an apply needed it
+    # Whether the model decides where an apply's rules leave a choice (engine.apply.choice): a
+    # user's own model does (engine.runtime.sources.own_model), the embedded one does not.
+    chooses: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _ahead: ReadAhead = field(default_factory=ReadAhead, repr=False)  # the answer read ahead (engine.read_ahead)
 
@@ -71,7 +74,8 @@ class Engine:
         :mod:`engine.runtime.backends` (``auto``: llama.cpp for a .gguf when installed, else transformers)."""
         loaded = load_model(model, device=device, dtype=dtype, progress=progress,
                             trust_remote_code=trust_remote_code, backend=backend, options=options)
-        return cls(loaded, load_selector(loaded, selector, progress), resolve_apply_selector(selector, loaded.name))
+        return cls(loaded, load_selector(loaded, selector, progress), resolve_apply_selector(selector, loaded.name),
+                   chooses=own_model(model))
 
     def default_mode(self) -> Mode:
         """What ``mode="auto"`` runs for an edit on this engine (engine.core.modes.concrete):
@@ -185,9 +189,14 @@ class Engine:
         return resolved(request, self.selector_model is not None)
 
     def _planned(self, request: EditRequest) -> EditPlan:
-        modelless = model_free_plan(request, self.name)
-        if modelless is not None:
-            return modelless
+        """The plan of ``request`` (resolved). Where an apply's rules leave a choice and this
+        engine's model :attr:`chooses`, the model decides it, the aligner's merge run under the
+        engine's lock as an edit is (on a server, which returns no likelihoods, the rule decides:
+        engine.apply.job)."""
+        chooser = self.loaded if self.chooses and ModelFree.needs_choice(request) else None
+        modelless = model_free_plan(request, self.name, chooser)
+        if modelless is not None:  # a choice is the model's: decided under the lock, as an edit runs
+            return modelless if chooser is None else replace(modelless, model=chooser)
         loaded = self.model_for_request(request)
         return EditPlan(request, loaded, model_writer(loaded, request), loaded.name)
 

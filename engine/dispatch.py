@@ -14,12 +14,13 @@ from typing import Callable, Iterator
 
 from engine.core.choices import Mode, never_cancelled
 from engine.core.errors import Cancelled, EditError
-from engine.core.modes import concrete, traits
+from engine.core.modes import concrete, needs_model, traits
 from engine.decoding.events import EditFinished, EditResult, EditStarted, Event
 from engine.decoding.line_endings import in_lf
 from engine.decoding.request import EditRequest
 from engine.decoding.results import cancelled_result, empty_result
 from engine.runtime.loaded import LoadedModel
+from engine.runtime.sources import own_model
 
 # What writes a plan's result: (the request, cancelled) -> its events (a model's writer is given the
 # request's LF twin: engine.core.lines; a writer without a model sees the request itself).
@@ -29,8 +30,10 @@ Writer = Callable[[EditRequest, Callable[[], bool]], Iterator[Event]]
 @dataclass(frozen=True)
 class EditPlan:
     """What the engine decided for one request: ``request`` (validated, its mode concrete), the
-    ``model`` that decodes it (None: no model runs: an empty region, or the aligner's merge) and
-    the ``writer`` of its events; ``name`` is the model its result names."""
+    ``model`` that runs for it (None: no model runs: an empty region, or the aligner's merge
+    without a choice; the aligner's merge with one names the model that decides it, so that it
+    runs under the engine's lock) and the ``writer`` of its events; ``name`` is the model its
+    result names."""
 
     request: EditRequest
     model: LoadedModel | None
@@ -97,23 +100,31 @@ class ModelFree:
     """The part of :class:`Engine` a front door uses, for the requests no model writes (an apply
     the aligner merges, an empty region), without a model loaded: the CLI's ``apply`` and an
     editor's first apply answer at once instead of after a model's load. ``name`` is the model
-    its results name."""
+    its results name; where the aligner's rules leave a choice, the rule decides (a front door
+    that should have the model decide loads an engine instead: :meth:`loads_for_choice`)."""
 
     concurrent = True  # no model to share: nothing waits for an edit slot
 
-    def __init__(self, name: str = "aligner", chooser: LoadedModel | None = None):
-        """``chooser``: a loaded model that decides where the aligner's rules leave a choice
-        (engine.apply.choice; None: the rule decides)."""
+    def __init__(self, name: str = "aligner"):
         self.name = name
-        self.chooser = chooser
 
     @staticmethod
     def needs_choice(request: EditRequest) -> bool:
-        """Whether the apply ``request`` (in a mode no model writes) meets a choice that a model
-        would decide (engine.apply.job.has_choice): then a front door in ``auto`` loads one."""
+        """Whether the apply ``request`` is one no model writes (its mode's, ``auto`` included) and
+        meets a choice that a model would decide (engine.apply.job.has_choice)."""
+        if not request.is_apply or request.is_empty() or needs_model(request.mode, apply=True):
+            return False
         from engine.apply.job import has_choice  # lazy, like the decoders
 
-        return request.is_apply and not request.is_empty() and has_choice(request)
+        return has_choice(request)
+
+    @staticmethod
+    def loads_for_choice(model: str, request: EditRequest) -> bool:
+        """Whether a front door answering the apply ``request`` without a model should load
+        ``model`` to decide a choice: only for a user's own model (engine.runtime.sources.own_model),
+        and only when the aligner's merge (``auto``'s) meets one (:meth:`needs_choice`). The loaded
+        engine decides it under its lock (:meth:`engine.api.Engine.plan`), the same at every door."""
+        return own_model(model) and ModelFree.needs_choice(request)
 
     def resolve_mode(self, mode: Mode, apply: bool = False) -> Mode:
         return concrete(mode, apply=apply, selector=False)
@@ -121,7 +132,7 @@ class ModelFree:
     def plan(self, request: EditRequest) -> EditPlan:
         """As :meth:`Engine.plan`; an :class:`EditError` for a request a model must write."""
         request = resolved(request, selector=False)
-        plan = model_free_plan(request, self.name, self.chooser)
+        plan = model_free_plan(request, self.name)
         if plan is None:
             raise EditError(f"a {request.mode} {'apply' if request.is_apply else 'edit'} needs a model: load one "
                             "(engine.api.Engine)")

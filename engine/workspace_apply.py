@@ -30,6 +30,7 @@ from engine.checks.syntax import SyntaxVerdict, check_edit
 from engine.core.lines import split_lines
 from engine.core.staged import staged
 from engine.decoding.events import EditResult
+from engine.dispatch import ModelFree
 from engine.settings import Settings
 from engine.verdict import EXIT_BAD_REQUEST, EXIT_SYNTAX, EXIT_UNPLACED, judge
 
@@ -46,9 +47,30 @@ VCS_FOLDERS = {".git", ".hg", ".svn"}
 
 
 class Merger(Protocol):
-    """What merges one file: :class:`engine.api.Engine` or :class:`engine.dispatch.ModelFree`."""
+    """What merges one file: :class:`engine.api.Engine`, :class:`engine.dispatch.ModelFree` or
+    :class:`ChoosingMerger`."""
 
     def edit(self, request: EditRequest) -> EditResult: ...
+
+
+class ChoosingMerger:
+    """The aligner's merge (no model) of every file, the model loaded (``load``) at the first
+    file whose merge leaves a choice that a user's own model ``name`` decides
+    (engine.dispatch.ModelFree.loads_for_choice); that file and every later one are then merged
+    by its engine, which decides under its lock, as one file's apply does. ``load`` returns None
+    when the model does not load: the rule decides (each result says who did)."""
+
+    def __init__(self, name: str, load: Callable[[], Merger | None]):
+        self.free = ModelFree(name)
+        self._load = load
+        self._engine: Merger | None = None
+        self._tried = False
+
+    def edit(self, request: EditRequest) -> EditResult:
+        if not self._tried and ModelFree.loads_for_choice(self.free.name, request):
+            self._tried = True
+            self._engine = self._load()
+        return (self._engine or self.free).edit(request)
 
 
 @dataclass
@@ -72,6 +94,12 @@ class FileChange:
     result: EditResult | None = None
 
     @property
+    def choice(self) -> dict[str, Any] | None:
+        """Where the merge's rules left a choice: who decided and the alternative
+        (engine.apply.choice.Decision.json); None when there was none."""
+        return self.result.breakdown.get("choice") if self.result is not None else None
+
+    @property
     def changed(self) -> bool:
         if self.after is None:
             return False
@@ -81,7 +109,8 @@ class FileChange:
         return {"path": self.path, "target": str(self.target) if self.target else None, "status": self.kind,
                 "exit_code": self.exit_code, "message": self.message or None, "created": self.before is None,
                 "changed": self.changed, "unplaced": self.unplaced, "warnings": self.warnings,
-                "syntax": self.syntax.json() if self.syntax else None, "written": written and self.changed}
+                "syntax": self.syntax.json() if self.syntax else None, "written": written and self.changed,
+                "choice": self.choice}
 
 
 @dataclass

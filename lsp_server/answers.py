@@ -25,13 +25,13 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Callable
 
 from lsprotocol import types
 
 from engine.api import EditError, ModelLoadError
 from engine.core.modes import needs_model
-from engine.dispatch import ModelFree
-from engine.workspace_apply import AnswerOptions, FileChange, Merger, plan_answer, read_source
+from engine.workspace_apply import AnswerOptions, ChoosingMerger, FileChange, Merger, plan_answer, read_source
 from lsp_server.actions import EditArgs
 from lsp_server.client import report
 from lsp_server.documents import path_of
@@ -40,6 +40,9 @@ from lsp_server.models import ModelKey
 from lsp_server.outcome import Outcome
 from lsp_server.services import EditServices
 from lsp_server.writer import apply_edit
+
+if TYPE_CHECKING:
+    from engine.settings import Settings
 
 LABEL = "AI apply"
 NO_FOLDER = "{uri} is not a file on disk: an answer that names files applies to the files of its workspace folder"
@@ -96,7 +99,7 @@ async def run_answer(services: EditServices, args: EditArgs) -> dict:
         doc = buffers.get(path.resolve())
         return doc.text if doc is not None else read_source(path)
 
-    merger: Merger = ModelFree(settings.model.name)
+    merger: Merger = ChoosingMerger(settings.model.name, _loader(services, settings, asyncio.get_running_loop()))
     if needs_model(settings.value("mode"), apply=True):
         try:
             merger = await services.models.engine_for(ModelKey.of(settings))
@@ -129,6 +132,19 @@ async def run_answer(services: EditServices, args: EditArgs) -> dict:
     done = [c.target for c in changes if c.target is not None]
     return report(client, Outcome("done", f"AI apply: {len(changes)} file(s) changed ({names})",
                                   edits_applied=len(changes), summary=plan.json(done)))
+
+
+def _loader(services: EditServices, settings: "Settings", loop: asyncio.AbstractEventLoop) -> Callable[[], Merger | None]:
+    """Loads the user's own model for a file whose merge leaves a choice (from the merging thread,
+    on the server's loop: engine_for shows the load, and a failure); None when it fails: the rule
+    decides (engine.workspace_apply.ChoosingMerger)."""
+    def load() -> Merger | None:
+        try:
+            return asyncio.run_coroutine_threadsafe(services.models.engine_for(ModelKey.of(settings)), loop).result()
+        except Exception:  # noqa: BLE001 - shown by engine_for; the result says the rule decided
+            return None
+
+    return load
 
 
 def workspace_edit(changes: list[FileChange], buffers: dict[Path, Buffer],

@@ -103,6 +103,13 @@ def summary_text(result: EditResult) -> str:
     return text
 
 
+def chosen(result: EditResult) -> str:
+    """An apply's choice where its rules left one, for the status line: "; the model chose: …
+    (the alternative: …)" (engine.apply.choice); "" when there was none."""
+    choice = result.breakdown.get("choice")
+    return f"; {choice['note']}" if choice else ""
+
+
 class Cancel:
     """One request's cancel: set on the loop (the first reason counts: ``cancelled`` or
     ``superseded``), polled by the engine's thread before every model step; ``waiter`` is the
@@ -175,6 +182,7 @@ class LiveEdit:
         outcome.edits_applied, outcome.first_edit_s = self.writer.edits_applied, self.writer.first_edit_s
         outcome.total_s = round(time.monotonic() - self.ctx.started_at, 3)
         outcome.summary = result.summary() if result is not None else None
+        outcome.choice = result.breakdown.get("choice") if result is not None else None
         return outcome
 
     # -- decoding ----------------------------------------------------------------------------
@@ -234,7 +242,7 @@ class LiveEdit:
             return await self._stopped(live)
         if verdict.kind == "unplaced":  # an apply that could not place its update wrote nothing
             await writer.restore(live)
-            return Outcome("unplaced", UNPLACED.format(why=verdict.message))
+            return Outcome("unplaced", UNPLACED.format(why=verdict.message) + chosen(result))
         if verdict.kind == "unfinished":
             restored = await writer.restore(live)
             note = LEFT_UNCHANGED if restored or live.shown == live.input else LEFT_PARTIAL
@@ -254,7 +262,8 @@ class LiveEdit:
         if not result.changed:
             return Outcome("unchanged", self._unchanged(result))
         placed = f"; {unplaced_message(result.unplaced, written=True)}" if result.unplaced else ""
-        return Outcome("done", DONE.format(summary=summary_text(result)) + placed, syntax=verdict.syntax.json())
+        return Outcome("done", DONE.format(summary=summary_text(result)) + placed + chosen(result),
+                       syntax=verdict.syntax.json())
 
     def _unchanged(self, result: EditResult) -> str:
         """What an edit that changed nothing says: an AI fix that no fix was found, where and why

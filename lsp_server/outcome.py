@@ -41,10 +41,14 @@ class Outcome:
     syntax: dict | None = None  # the parser's verdict on the final edit (engine.checks.syntax.SyntaxVerdict.json)
     far: dict | None = None  # a fix held as far from the pointed line: where it edits (engine.checks.guards.FarEdit.json)
     candidates: list[dict] | None = None  # a checked fix's candidates and their checks (lsp_server.verified)
+    # Where an apply's rules left a choice: who decided, the reading chosen, the alternatives and
+    # the note in words (engine.apply.choice.Decision.json, the CLI's breakdown.choice)
+    choice: dict | None = None
     pending: PendingEdit | None = None
     review: Callable[[], Awaitable["Outcome"]] | None = None
 
     def json(self) -> dict[str, Any]:
         return {"status": self.status, "message": self.message, "editsApplied": self.edits_applied,
                 "firstEditS": self.first_edit_s, "totalS": self.total_s, "summary": self.summary,
-                "damage": self.damage, "syntax": self.syntax, "farFromFocus": self.far, "candidates": self.candidates}
+                "damage": self.damage, "syntax": self.syntax, "farFromFocus": self.far, "candidates": self.candidates,
+                "choice": self.choice}

@@ -3,13 +3,15 @@
 
 A request claims its document in the edit queue (a newer request for the same document cancels
 it: ``superseded``), waits for the edit slot when its backend runs on this machine, loads its
-model, and plays its :class:`lsp_server.jobs.LiveEdit` into the document. A cancel while it
+model (an apply the aligner merges loads none, unless its rules leave a choice that the user's
+own model decides), and plays its :class:`lsp_server.jobs.LiveEdit` into the document. A cancel while it
 waits (for the slot or for the model's load) ends it at once. An edit sent for review is
 awaited after the slot is given up, so other edits are not held up while the user reviews.
 """
 
 from __future__ import annotations
 
+import asyncio
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, AsyncIterator
 
@@ -116,7 +118,8 @@ class EditSession:
         problem = self._check_request(self._document(), settings)
         if problem:
             raise _Ended(Outcome("error", problem))
-        if self.args.update is not None and not needs_model(settings.edit.mode, apply=True):
+        if self.args.update is not None and not needs_model(settings.edit.mode, apply=True) \
+                and not await asyncio.to_thread(self._decides_choice, settings):
             return ModelFree()  # the aligner merges it: no model to load
         try:
             loaded, engine = await unless_stopped(services.models.engine_for(ModelKey.of(settings)),
@@ -126,6 +129,18 @@ class EditSession:
         if not loaded:
             raise self._stopped_early()
         return engine
+
+    def _decides_choice(self, settings: "Settings") -> bool:
+        """Whether the apply's merge leaves a choice that the user's own model decides
+        (engine.dispatch.ModelFree.loads_for_choice): then its engine is loaded, and decides it
+        under its lock, as the CLI's and the HTTP server's do."""
+        doc = self._document()
+        try:
+            request = document_request(doc, self.args.instruction or "", self._region(doc, settings), settings,
+                                       update=self.args.update, partial=self.args.partial)
+        except EditError:
+            return False
+        return ModelFree.loads_for_choice(settings.model.name, request)
 
     async def _run(self, engine: "Engine | ModelFree", settings: "Settings") -> Outcome:
         services, args = self.services, self.args

@@ -4,6 +4,14 @@ fixed rule or the embedded model (engine.apply.choice), each against the truth. 
 are its measures of a region (engine.apply.choice.Measure), with the instruction (and the sum
 also without).
 
+What a decision costs, by the shipped measure (what the instruction adds), each case side by side
+in one run, every timed call after the kept prompts are dropped (engine.api.Engine.forget_prompts):
+one forward of the instructed prompt (the window: file, update, instruction), the decision as
+shipped (engine.apply.choice: what the readings and the regions share is read once), and the same
+scores unshared (:func:`unshared_scores`: each reading's prompt read on its own, each whole region
+one forward after it); the decision's time as a ratio to the window's forward, the tokens each
+forwarded, and whether both picked the same reading.
+
 Cases are written here, from code disjoint from training: each base file has a function the
 update shows under a new name; the truth is a rename in one case and a new function in its twin
 (the update is the same; the instruction says which). The model is scored with the instruction
@@ -21,7 +29,7 @@ import sys
 import time
 from pathlib import Path
 
-from engine.apply.choice import by_model, by_rule, candidates, model_scorer
+from engine.apply.choice import by_model, by_rule, candidates, model_scorer, reading_prompts, region_scores
 
 ARMS = [("sum", "sum", True), ("sum_no_instruction", "sum", False), ("mean", "mean", True), ("pmi", "pmi", True),
         ("instruction", "instruction", True)]  # (the instruction's measure without one: the rule)
@@ -209,6 +217,81 @@ def cases() -> list[dict]:
     return out
 
 
+REPEATS = 2  # each timed call, alternated; the fastest counts (the machine is shared and noisy)
+
+
+def timed(engine, work) -> tuple[float, int, object]:
+    """Seconds and tokens forwarded by ``work()`` run as a first call (kept prompts dropped), and its value."""
+    engine.forget_prompts()
+    with engine.loaded.runtime.meter() as log:
+        started = time.perf_counter()
+        value = work()
+        seconds = time.perf_counter() - started
+    return seconds, sum(log.sizes()), value
+
+
+def unshared_scores(loaded, instruction: str, file: list[str], update: list[str], texts: list[str]) -> list[float]:
+    """The shipped measure's scores with nothing shared: each reading's prompt appended in a session
+    of its own (the prefix cache may still restore the first's window for the second), then each
+    candidate's whole region one forward after it, the cache cropped back between them."""
+    import torch
+
+    prompts, regions = reading_prompts(loaded, instruction, file, update, texts, "uninstructed")
+    sums = []
+    for prompt in prompts:
+        session = loaded.session()
+        try:
+            first = session.append(prompt, "choice_prompt")
+            base, out = session.length, []
+            for ids in regions:
+                rows = [first.unsqueeze(0)]
+                if len(ids) > 1:
+                    rows.append(session.append(ids[:-1], "choice", all_logits=True))
+                    session.crop(base)
+                logits = torch.log_softmax(torch.cat(rows).float(), dim=-1)
+                out.append(float(logits.gather(1, torch.tensor(ids).unsqueeze(1)).sum()) if ids else 0.0)
+            sums.append(out)
+        finally:
+            session.close()
+    return [given - plain for given, plain in zip(*sums)]
+
+
+def costs(engine, case: dict, file: list[str], update: list[str], texts: list[str]) -> dict:
+    """The window's forward and the decision shared and unshared (module docstring), side by side."""
+    loaded = engine.loaded
+    prompt = reading_prompts(loaded, case["instruction"], file, update, texts)[0][0]
+
+    def window() -> None:
+        session = loaded.session()
+        try:
+            session.append(prompt, "window")
+        finally:
+            session.close()
+
+    def decision(shared: bool):
+        if shared:
+            found = region_scores(loaded, case["instruction"], file, update, texts, "uninstructed")
+            scores = [r.measured("instruction") for r in found]
+        else:
+            scores = unshared_scores(loaded, case["instruction"], file, update, texts)
+        return max(range(len(scores)), key=lambda k: (scores[k], -k)), scores
+
+    best: dict[str, tuple[float, int, object]] = {}
+    for _ in range(REPEATS):
+        for arm, work in (("window", window), ("unshared", lambda: decision(False)),
+                          ("shared", lambda: decision(True))):
+            got = timed(engine, work)
+            if arm not in best or got[0] < best[arm][0]:
+                best[arm] = got
+    w = best["window"][0]
+    return {"window_tokens": len(prompt), "window_s": round(w, 3),
+            **{f"{arm}_s": round(best[arm][0], 3) for arm in ("shared", "unshared")},
+            **{f"{arm}_ratio": round(best[arm][0] / w, 2) for arm in ("shared", "unshared")},
+            **{f"{arm}_forwarded_tokens": best[arm][1] for arm in ("shared", "unshared")},
+            "same_pick": best["shared"][2][0] == best["unshared"][2][0],
+            "score_difference": round(max(abs(a - b) for a, b in zip(best["shared"][2][1], best["unshared"][2][1])), 4)}
+
+
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--backend", default="transformers")
@@ -236,6 +319,7 @@ def main(argv: list[str]) -> int:
             row[arm] = decision.chosen
             row[f"{arm}_scores"] = [round(s, 2) for s in decision.scores]
             row[f"{arm}_s"] = round(time.perf_counter() - started, 3)
+        row["cost"] = costs(engine, case, file, update, [m.text for m in merges])
         rows.append(row)
         print(json.dumps(row), flush=True)
     decided = [r for r in rows if r.get("readings")]
@@ -243,6 +327,13 @@ def main(argv: list[str]) -> int:
                      "wrong": sum(r[arm] is not None and r[arm] != r["truth"] for r in decided),
                      "refused": sum(r[arm] is None for r in decided)}
                for arm in ("rule", *(a for a, _, _ in ARMS))}
+    timed_rows = [r["cost"] for r in decided]
+    summary["cost"] = {f"{arm}_ratio_{stat}": round(f(r[f"{arm}_ratio"] for r in timed_rows), 2)
+                       for arm in ("shared", "unshared") for stat, f in (("min", min), ("max", max))}
+    summary["cost"]["shared_ratio_median"] = sorted(r["shared_ratio"] for r in timed_rows)[len(timed_rows) // 2]
+    summary["cost"]["unshared_ratio_median"] = sorted(r["unshared_ratio"] for r in timed_rows)[len(timed_rows) // 2]
+    summary["cost"]["same_pick"] = sum(r["same_pick"] for r in timed_rows)
+    summary["cost"]["score_difference_max"] = max(r["score_difference"] for r in timed_rows)
     summary["cases"] = len(rows)
     summary["with_a_choice"] = len(decided)
     args.out.parent.mkdir(parents=True, exist_ok=True)

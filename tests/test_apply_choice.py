@@ -5,15 +5,16 @@ result names who chose and the alternative; an apply without a choice loads no m
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from engine.apply.choice import by_rule, candidates, differing_region
+from engine.api import Engine
 from engine.apply.job import AlignedUpdate
 from engine.cli import main
 from engine.decoding.request import EditRequest
-from engine.dispatch import ModelFree
 from engine.runtime.sources import default_gguf_path
 
 FILE = """import json
@@ -53,6 +54,12 @@ TWINS = FILE.replace("def total(items):\n    return sum(item[\"qty\"] for item i
                      "def overstocked(items, limit):\n    out = []\n    for item in items:\n"
                      "        if item[\"qty\"] > limit:\n            out.append(item)\n    return out\n")
 PLAIN = "# ... existing code ...\ndef total(items):\n    return sum(item[\"qty\"] for item in items) or 0\n"
+
+
+def own(engine: Engine) -> Engine:
+    """The embedded model's engine posing as a user's own (its model decides choices), sharing its
+    models and its lock."""
+    return replace(engine, chooses=True)
 
 
 def lines(text: str) -> list[str]:
@@ -140,7 +147,9 @@ def test_without_a_model_the_rule_decides_and_says_so(capsys, paths, tmp_path) -
     assert code == 0 and "the rule decides" in err
     choice = json.loads(out)["breakdown"]["choice"]
     assert choice == {"by": "rule", "chosen": "rename low_stock -> understocked",
-                      "alternatives": ["new function understocked"], "scores": []}
+                      "alternatives": ["new function understocked"], "scores": [],
+                      "note": "the rule chose: rename low_stock -> understocked (the alternative: new function "
+                              "understocked)"}
     assert "def low_stock" not in target.read_text()
 
 
@@ -150,7 +159,7 @@ def test_the_embedded_model_decides_a_choice_and_the_result_names_the_alternativ
     texts = {m.reading: m.text for m in found[1]}
     request = EditRequest(text=TWINS, instruction="rename low_stock to understocked and include the limit",
                           update=UPDATE, language="python")
-    result = ModelFree(default_engine.name, chooser=default_engine.loaded).edit(request)
+    result = own(default_engine).edit(request)
     choice = result.breakdown["choice"]
     assert choice["by"] == "model" and len(choice["scores"]) == 3
     assert {choice["chosen"], *choice["alternatives"]} == set(texts)
@@ -183,5 +192,80 @@ def test_the_cli_in_auto_with_the_embedded_model_lets_the_rule_decide(capsys, pa
 
 def test_without_an_instruction_the_model_cannot_tell_and_the_rule_decides(default_engine) -> None:
     request = EditRequest(text=FILE, instruction="", update=UPDATE, language="python")
-    result = ModelFree(default_engine.name, chooser=default_engine.loaded).edit(request)
+    result = own(default_engine).edit(request)
     assert result.breakdown["choice"]["by"] == "rule" and "def low_stock" not in result.output_text
+
+
+def test_the_embedded_models_engine_lets_the_rule_decide(default_engine) -> None:
+    """The same request on the embedded model's engine: the rule decides, no model runs for it."""
+    request = EditRequest(text=TWINS, instruction="rename low_stock to understocked", update=UPDATE,
+                          language="python")
+    assert not default_engine.chooses and default_engine.plan(request).model is None
+    assert own(default_engine).plan(request).model is default_engine.loaded  # decided under the engine's lock
+    assert default_engine.edit(request).breakdown["choice"]["by"] == "rule"
+
+
+def test_an_own_models_engine_runs_an_apply_without_a_choice_as_no_model(default_engine) -> None:
+    request = EditRequest(text=FILE, instruction="", update=PLAIN, language="python")
+    assert own(default_engine).plan(request).model is None
+
+
+def test_an_answer_loads_the_own_model_only_for_a_file_with_a_choice(capsys, tmp_path) -> None:
+    """An answer naming files: no file with a choice loads no model; the first with one tries to
+    (here it cannot: the rule decides, and that file's entry says so)."""
+    (tmp_path / "inv.py").write_text(FILE)
+    missing = str(tmp_path / "no-model-here")
+    plain = tmp_path / "plain.md"
+    plain.write_text(f"`inv.py`\n```python\n{PLAIN}```\n")
+    code, out, err = run(capsys, "--update", str(plain), "--root", str(tmp_path), "--model", missing, "--json")
+    assert code == 0 and "loading" not in err and "no such" not in err
+    assert json.loads(out)["files"][0]["choice"] is None
+    (tmp_path / "inv.py").write_text(FILE)
+    chosen = tmp_path / "chosen.md"
+    chosen.write_text(f"`inv.py`\n```python\n{UPDATE}```\n")
+    code, out, err = run(capsys, "--update", str(chosen), "--root", str(tmp_path), "--model", missing, "--json")
+    assert code == 0 and "the rule decides" in err
+    assert json.loads(out)["files"][0]["choice"]["by"] == "rule" and "def low_stock" not in (tmp_path / "inv.py").read_text()
+
+
+def test_a_cancel_while_the_model_decides_stops_the_apply_with_the_file_unchanged(default_engine) -> None:
+    """The decision's forwards poll the request's cancel: the apply ends as cancelled, nothing merged."""
+    polls = []
+
+    def cancelled() -> bool:  # not yet when the engine starts the request; from the decision's first poll on
+        polls.append(1)
+        return len(polls) > 1
+
+    request = EditRequest(text=TWINS, instruction="rename low_stock to understocked", update=UPDATE,
+                          language="python")
+    with default_engine.loaded.runtime.meter() as log:
+        result = own(default_engine).edit(request, cancelled=cancelled)
+    assert result.stop_reason == "cancelled" and result.output_text == TWINS
+    assert log.sizes() == []  # stopped before the decision's first forward, not after it
+
+
+def test_the_shared_reading_scores_as_each_prompt_and_region_read_alone(default_engine) -> None:
+    """What the readings and the candidates share is read once; each score is still the region's
+    likelihood after its own whole prompt, as a session that reads them alone computes it."""
+    import torch
+
+    from engine.apply.choice import reading_prompts, region_scores
+
+    found = candidates(lines(TWINS), lines(UPDATE), "python")
+    assert found is not None
+    texts = [m.text for m in found[1]]
+    instruction = "rename low_stock to understocked"
+    loaded = default_engine.loaded
+    shared = region_scores(loaded, instruction, lines(TWINS), lines(UPDATE), texts, "uninstructed")
+    prompts, regions = reading_prompts(loaded, instruction, lines(TWINS), lines(UPDATE), texts, "uninstructed")
+    for k, ids in enumerate(regions):
+        alone = []
+        for prompt in prompts:
+            session = loaded.session()
+            try:
+                logits = session.append(prompt + ids[:-1], "test", rows=list(range(len(prompt) - 1, len(prompt) + len(ids) - 1)))
+            finally:
+                session.close()
+            picked = torch.log_softmax(logits.float(), dim=-1).gather(1, torch.tensor(ids).unsqueeze(1))
+            alone.append(float(picked.sum()))
+        assert shared[k].total == pytest.approx(alone[0], abs=0.02) and shared[k].bare == pytest.approx(alone[1], abs=0.02)

@@ -2,12 +2,16 @@
 new definition; which of two alike definitions a rename replaces), the candidate merges, and who
 picks one: the loaded model, by how likely it finds each merged region, or the fixed rule.
 
-The model reads the instruction, the file (a window of it around the region) and the update,
-then each candidate's region: the lines where the candidates differ with :data:`CONTEXT` lines
-on each side. The prompt is appended once; each candidate's region is one forward after it, the
-cache cropped back between them (:class:`engine.runtime.session.Session`; the prompt's KV is
-also kept for the next session by the prefix cache). The score is the region's summed token
-log-likelihood: the likelier merge is written.
+The model reads the file (a window of it around the region), the update and the instruction, then
+each candidate's region: the lines where the candidates differ with :data:`CONTEXT` lines on each
+side. The score is what the instruction adds (:data:`MEASURE`): the region's summed token
+log-likelihood with the instruction less without it. What the readings and the candidates share
+is read once (:func:`_likelihoods`): everything before the instruction, which comes last before
+the region, so the window is one forward (the prefix cache may keep it for the next session);
+per reading, its few tail tokens with the regions' common first lines; then the candidates'
+rests in sorted order, each forwarded only from where it parts from the one before, the cache
+cropped back to there. Without an instruction no reading differs and the rule decides, with no
+forward at all.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ from typing import Callable, Literal, Sequence
 from engine.apply.align import Alignment
 from engine.apply.plan import plan
 from engine.apply.structure import Choice, merged_alignment
+from engine.core.choices import never_cancelled
+from engine.core.errors import Cancelled
 from engine.runtime.loaded import LoadedModel
 
 CONTEXT = 3  # lines of common context on each side of the differing region the model scores
@@ -64,8 +70,10 @@ class Decision:
         return f"{who} chose: {self.chosen} (the alternative: {others})"
 
     def json(self) -> dict:
+        """What every front door reports (the CLI's ``breakdown.choice``, the HTTP answer's
+        ``choice``, the language server's answer, each file of an answer): ``note`` in words."""
         return {"by": self.by, "chosen": self.chosen, "alternatives": list(self.alternatives),
-                "scores": [round(s, 3) for s in self.scores]}
+                "scores": [round(s, 3) for s in self.scores], "note": self.note()}
 
 
 # What scores candidate texts: (instruction, file, update, candidate texts) -> one score each.
@@ -150,12 +158,15 @@ def differing_region(texts: Sequence[str], context: int = CONTEXT) -> tuple[int,
     return start, [ls[start:len(ls) - keep] for ls in lines]
 
 
-def model_scorer(loaded: LoadedModel, measure: Measure = MEASURE) -> Scorer:
-    """The scorer on ``loaded`` (an in-process runtime: one with sessions), by ``measure``."""
+def model_scorer(loaded: LoadedModel, measure: Measure = MEASURE,
+                 cancelled: Callable[[], bool] = never_cancelled) -> Scorer:
+    """The scorer on ``loaded`` (an in-process runtime: one with sessions), by ``measure``; once
+    ``cancelled`` returns True it stops within one forward (a prompt chunk; on transformers one
+    layer) with :class:`engine.core.errors.Cancelled`."""
     def score(instruction: str, file: Sequence[str], update: Sequence[str], texts: Sequence[str]) -> list[float]:
         found = region_scores(loaded, instruction, file, update, texts,
                               baseline="bare" if measure == "pmi" else "uninstructed" if measure == "instruction"
-                              else None)
+                              else None, cancelled=cancelled)
         return [r.measured(measure) for r in found]
 
     return score
@@ -179,10 +190,23 @@ class RegionScore:
 
 
 def region_scores(loaded: LoadedModel, instruction: str, file: Sequence[str], update: Sequence[str],
-                  texts: Sequence[str], baseline: str | None = None) -> list[RegionScore]:
-    """Each text's differing region scored under ``loaded``, given the instruction, the file's
-    window around it and the update, and the common lines before it; ``baseline`` "bare": also
-    given only those common lines, "uninstructed": also given all but the instruction."""
+                  texts: Sequence[str], baseline: str | None = None,
+                  cancelled: Callable[[], bool] = never_cancelled) -> list[RegionScore]:
+    """Each text's differing region scored under ``loaded``, given the file's window around it,
+    the update and the instruction (last), and the common lines before it; ``baseline`` "bare":
+    also given only those common lines, "uninstructed": also given all but the instruction."""
+    prompts, ids = reading_prompts(loaded, instruction, file, update, texts, baseline)
+    if baseline == "uninstructed" and prompts[0] == prompts[1]:  # no instruction: every region scores 0
+        return [RegionScore(0.0, len(i), 0.0) for i in ids]
+    found = _likelihoods(loaded, prompts, ids, cancelled)
+    plain = found[1] if baseline is not None else [0.0] * len(ids)
+    return [RegionScore(g, len(i), p) for g, i, p in zip(found[0], ids, plain)]
+
+
+def reading_prompts(loaded: LoadedModel, instruction: str, file: Sequence[str], update: Sequence[str],
+                    texts: Sequence[str], baseline: str | None = None) -> tuple[list[list[int]], list[list[int]]]:
+    """The prompts of :func:`region_scores` (the instructed one first, then the ``baseline``'s)
+    and each text's differing region, as token ids."""
     from engine.decoding.prompt import render
 
     start, regions = differing_region(texts)
@@ -191,40 +215,91 @@ def region_scores(loaded: LoadedModel, instruction: str, file: Sequence[str], up
     window = "".join(file[low:low + FILE_WINDOW])
     shown = "".join(update[:FILE_WINDOW])
     asked = f"\nInstruction: {instruction.strip()}" if instruction.strip() else ""
-    shared = f"File:\n```\n{window}```\nUpdate:\n```\n{shown}```"
+    common = f"File:\n```\n{window}```\nUpdate:\n```\n{shown}```"
 
     def prompt(content: str) -> list[int]:
         messages = [{"role": "system", "content": CHOICE_RULES}, {"role": "user", "content": content}]
         return render(loaded.tokenizer, messages, "```\n" + before)
 
     ids = [list(loaded.tokenizer.encode("".join(region), add_special_tokens=False)) for region in regions]
-    given = _likelihoods(loaded, prompt(shared + asked), ids)  # (the instruction last: the rest is shared)
-    plain = [0.0] * len(ids) if baseline is None else _likelihoods(
-        loaded, prompt("Code:" if baseline == "bare" else shared), ids)
-    return [RegionScore(g, len(i), p) for g, i, p in zip(given, ids, plain)]
+    prompts = [prompt(common + asked)]  # the instruction last: all before it is shared
+    if baseline is not None:
+        prompts.append(prompt("Code:" if baseline == "bare" else common))
+    return prompts, ids
 
 
-def _likelihoods(loaded: LoadedModel, prompt: list[int], regions: list[list[int]]) -> list[float]:
-    """Each region's summed token log-likelihood after ``prompt``: the prompt appended once, each
-    region one forward after it, the cache cropped back between them."""
+def _likelihoods(loaded: LoadedModel, prompts: list[list[int]], regions: list[list[int]],
+                 cancelled: Callable[[], bool] = never_cancelled) -> list[list[float]]:
+    """Per prompt, each region's summed token log-likelihood after it. What is common is read
+    once: the prompts' common prefix is the session's first append (the prefix cache may restore
+    it); each prompt's tail goes in one forward with the regions' common leading tokens (the
+    context lines before they differ); then the regions' rests in order, each forwarding only
+    what it does not share with the one before (:func:`_rests`)."""
     import torch
 
+    common = _common_prefix(prompts)
+    lead = _common_prefix(regions, keep_tail=False)
+    rests = [ids[len(lead):] for ids in regions]
     session = loaded.session()
+    session.cancelled = cancelled  # polled between prompt chunks and (transformers) between layers
     try:
-        first = session.append(prompt, "choice_prompt")
+        session.append(common, "choice_prompt")
         base = session.length
         out = []
-        for ids in regions:
-            if not ids:
-                out.append(0.0)
-                continue
-            rows = [first.unsqueeze(0)]
-            if len(ids) > 1:
-                rows.append(session.append(ids[:-1], "choice", all_logits=True))
-                session.crop(base)
-            logits = torch.cat(rows).float()
-            picked = torch.log_softmax(logits, dim=-1).gather(1, torch.tensor(ids).unsqueeze(1))
-            out.append(float(picked.sum()))
+        for prompt in prompts:
+            tail = prompt[len(common):]
+            rows = list(range(len(tail) - 1, len(tail) + len(lead)))  # each lead token's, then the next's
+            head = torch.log_softmax(session.append(tail + lead, "choice", rows=rows).float(), dim=-1)
+            shared = float(head[:len(lead)].gather(1, torch.tensor(lead, dtype=torch.long).unsqueeze(1)).sum())
+            rest = _rests(session, rests, head[len(lead)], cancelled)
+            session.crop(base)
+            out.append([shared + r for r in rest])
         return out
     finally:
         session.close()
+
+
+def _rests(session, rests: list[list[int]], first, cancelled: Callable[[], bool]) -> list[float]:
+    """Each of ``rests`` (token ids after what the session holds) summed in log-likelihood, given
+    ``first``, the log-probabilities of the token after the session's end. The rests are taken in
+    sorted order, so a rest that begins as the one before does (two readings that keep the same
+    function first) forwards only from where they part: the cache is cropped back to there. Of
+    each forward's rows only the log-probabilities of the tokens some rest has there are kept."""
+    import torch
+
+    def kept(row, i: int) -> dict[int, float]:
+        wanted = sorted({r[i] for r in rests if len(r) > i})
+        return dict(zip(wanted, row[wanted].tolist()))
+
+    after = session.length
+    path: list[int] = []  # the tokens the session holds after ``after``
+    known = [kept(first, 0)]  # known[i]: the log-probabilities of the tokens some rest has at i
+    scores = [0.0] * len(rests)
+    for k in sorted(range(len(rests)), key=lambda k: rests[k]):
+        if cancelled():  # (a backend that cannot stop inside a forward stops here)
+            raise Cancelled("cancelled while the model decided a choice")
+        rest = rests[k]
+        keep = 0
+        while keep < min(len(path), len(rest)) and path[keep] == rest[keep]:
+            keep += 1
+        if keep < len(path):
+            session.crop(after + keep)
+            del path[keep:], known[keep + 1:]
+        more = rest[len(path):len(rest) - 1]  # the tokens whose next token the rest still needs
+        if more:
+            logits = torch.log_softmax(session.append(more, "choice", all_logits=True).float(), dim=-1)
+            known.extend(kept(row, len(path) + 1 + i) for i, row in enumerate(logits))
+            path.extend(more)
+        scores[k] = sum(known[i][t] for i, t in enumerate(rest))
+    session.crop(after)
+    return scores
+
+
+def _common_prefix(seqs: list[list[int]], keep_tail: bool = True) -> list[int]:
+    """The sequences' longest common prefix; ``keep_tail``: short of each one's last token (every
+    prompt keeps a tail, whose last row's logits predict what follows it)."""
+    n = min(len(s) for s in seqs) - (1 if keep_tail else 0)
+    k = 0
+    while k < n and all(s[k] == seqs[0][k] for s in seqs):
+        k += 1
+    return seqs[0][:k]

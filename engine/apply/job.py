@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
+from functools import lru_cache
 from typing import Callable, Iterator, NamedTuple, Sequence
 
 from engine.apply.align import Alignment
@@ -110,19 +111,25 @@ class AlignedUpdate:
         return merged[:-1] if merged.endswith("\n") else merged
 
 
-def _scorer(loaded: LoadedModel | None) -> Scorer | None:
-    """What decides a choice on ``loaded`` (engine.apply.choice): its scorer in process; None (the
-    rule) without a model or on a server (no sessions to score on)."""
-    return model_scorer(loaded) if loaded is not None and is_local(loaded.runtime) else None
+def _scorer(loaded: LoadedModel | None, cancelled: Callable[[], bool]) -> Scorer | None:
+    """What decides a choice on ``loaded`` (engine.apply.choice): its scorer in process (stopped by
+    ``cancelled`` within one forward); None (the rule) without a model or on a server (no
+    sessions to score on)."""
+    return model_scorer(loaded, cancelled=cancelled) if loaded is not None and is_local(loaded.runtime) else None
 
 
 def has_choice(request: EditRequest) -> bool:
     """Whether the structure-aware merge of the apply ``request`` leaves a choice a model may
-    decide (engine.apply.choice): a front door loads a model for ``auto`` only then."""
+    decide (engine.apply.choice): a front door loads a model for ``auto`` only then. Asked of the
+    same request by the door and again by the engine's plan: the answer is kept for the last few."""
     assert request.update is not None
-    lines = split_lines(to_lf(request.text))
     a, b = request.region_bounds()
-    return candidates(lines[a:b], split_lines(to_lf(request.update)), request.language) is not None
+    return _has_choice(to_lf(request.text), to_lf(request.update), request.language, a, b)
+
+
+@lru_cache(maxsize=4)
+def _has_choice(text: str, update: str, language: str, a: int, b: int) -> bool:
+    return candidates(split_lines(text)[a:b], split_lines(update), language) is not None
 
 
 def aligned(name: str, request: EditRequest, cancelled: Callable[[], bool],
@@ -130,7 +137,7 @@ def aligned(name: str, request: EditRequest, cancelled: Callable[[], bool],
     """Events of the apply ``request`` by the aligner (no model writes it); ``name`` is the model
     the result names; ``chooser``: the model that decides where the rules leave a choice."""
     started = time.perf_counter()
-    merge = AlignedUpdate(request, score=_scorer(chooser))
+    merge = AlignedUpdate(request, score=_scorer(chooser, cancelled))
     yield EditStarted(mode=request.mode, model=name, input_lines=len(merge.file), prompt_tokens=0)
     yield from _aligned_events(merge, name, cancelled, started)
 
@@ -156,7 +163,7 @@ def _aligned_events(merge: AlignedUpdate, name: str, cancelled: Callable[[], boo
 def modeled(loaded: LoadedModel, request: EditRequest, cancelled: Callable[[], bool]) -> Iterator[Event]:
     """The model's merge (engine.apply.model), window by window, in process."""
     started = time.perf_counter()
-    merge = AlignedUpdate(request, score=_scorer(loaded))
+    merge = AlignedUpdate(request, score=_scorer(loaded, cancelled))
     if merge.alignment.whole_file or merge.stop != "done" or not merge.file:
         yield EditStarted(mode=request.mode, model=loaded.name, input_lines=len(merge.file), prompt_tokens=0)
         yield from _aligned_events(merge, loaded.name, cancelled, started)

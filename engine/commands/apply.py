@@ -4,7 +4,8 @@ that names files into each of them (engine.commands.apply_answer). It shares the
 flags and files (engine.commands.files) and its report, verdict and writing
 (engine.commands.report); a merge no model writes (the aligner's) loads none
 (engine.dispatch.ModelFree), unless in ``auto`` its rules leave a choice and the user named
-their own model: then the model decides it (engine.apply.choice; :func:`own_model`). What it refuses and its exit statuses are in :data:`DESCRIPTION`."""
+their own model: then the model decides it (engine.apply.choice;
+engine.dispatch.ModelFree.loads_for_choice). What it refuses and its exit statuses are in :data:`DESCRIPTION`."""
 
 from __future__ import annotations
 
@@ -17,12 +18,11 @@ from engine.api import EditError, EditRequest, Engine, language_for
 from engine.commands.files import ENGINE_FLAGS, read_text, workspace_settings
 from engine.commands.report import deliver, streamed
 from engine.core.errors import ModelLoadError
-from engine.core.modes import AUTO, needs_model
+from engine.core.modes import needs_model
 from engine.decoding.events import EditResult
 from engine.dispatch import ModelFree
 from engine.language.resolve import ResolveError
 from engine.runtime.selector.adapter import resolve_selector
-from engine.runtime.sources import DEFAULT_MODEL
 from engine.settings import add_setting_flags, engine_arguments, given_flags, with_flags
 from engine.verdict import EXIT_BAD_REQUEST, EXIT_CANCELLED, EXIT_UNPLACED
 
@@ -155,26 +155,6 @@ def one_file_update(update: str, file: Path) -> str:
         raise EditError(str(exc)) from None
 
 
-def own_model(name: str) -> bool:
-    """Whether ``auto`` loads the model to decide a choice: only a user's own model. The embedded
-    135M model decided 4 of 12 rename-or-new choices right, as the fixed rule did, and wrote two
-    more wrong merges, because it never refuses (docs/benchmarks.md, "Apply choices"); loading it
-    would cost seconds for no gain."""
-    return name not in (DEFAULT_MODEL, "")
-
-
-def _chooser(settings, model_free: ModelFree, err) -> ModelFree:
-    """``auto`` where the aligner's rules leave a choice (engine.apply.choice): the merge with the
-    model loaded to decide it; the rule decides when it does not load (the result says "rule")."""
-    try:
-        with err.status(f"loading model {settings.model.name} to decide between two readings..."):
-            loaded = Engine.load(**engine_arguments(settings), progress=lambda m: err.print(f"[dim]{m}[/dim]"))
-    except ModelLoadError as exc:
-        err.print(f"[yellow]warning:[/yellow] {exc}; the rule decides")
-        return model_free
-    return ModelFree(model_free.name, chooser=loaded.loaded)
-
-
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
@@ -201,11 +181,14 @@ def run(args: argparse.Namespace) -> int:
             with err.status(f"loading model {settings.model.name}..."):
                 engine = Engine.load(**engine_arguments(settings), progress=lambda m: err.print(f"[dim]{m}[/dim]"))
             engine.prime()
-        elif request.mode == AUTO and own_model(settings.model.name) and ModelFree.needs_choice(request):
-            engine = _chooser(settings, engine, err)
-        # the merge's progress is printed when a model was loaded for it (the aligner's alone is at once)
-        result = streamed(engine.stream(request), engine.resolve_mode(request.mode, apply=True), out,
-                          quiet=args.json or isinstance(engine, ModelFree))
+        elif ModelFree.loads_for_choice(settings.model.name, request):
+            from engine.commands.apply_answer import load_for_choice
+
+            engine = load_for_choice(settings, err) or engine  # it decides under its lock (Engine.plan)
+        # the merge's progress is printed when a model was loaded for it (the aligner's alone, a
+        # choice decided or not, is at once)
+        quiet = args.json or not needs_model(request.mode, apply=True) and not compare
+        result = streamed(engine.stream(request), engine.resolve_mode(request.mode, apply=True), out, quiet=quiet)
         compared: dict[str, EditResult] = {}
         for mode in compare:
             assert isinstance(engine, Engine)

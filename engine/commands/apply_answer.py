@@ -15,11 +15,11 @@ from engine.api import EditError, Engine
 from engine.commands.files import workspace_settings
 from engine.core.errors import ModelLoadError
 from engine.core.modes import needs_model
-from engine.dispatch import ModelFree
 from engine.runtime.selector.adapter import resolve_selector
 from engine.settings import Settings, engine_arguments, given_flags, with_flags
 from engine.verdict import EXIT_BAD_REQUEST
-from engine.workspace_apply import FORCEABLE, AnswerOptions, AnswerPlan, Merger, plan_answer, write_all
+from engine.workspace_apply import (FORCEABLE, AnswerOptions, AnswerPlan, ChoosingMerger, Merger, plan_answer,
+                                   write_all)
 
 # Flags of the one-file apply that name a single target, and what to do instead.
 _ONE_FILE_ONLY = {"output": "--output", "in_place": "--in-place", "compare": "--compare"}
@@ -72,15 +72,29 @@ def run_answer(args: argparse.Namespace, answer: str) -> int:
 
 
 def _merger(settings: Settings, args: argparse.Namespace, err) -> Merger:
-    """The aligner's merge (no model) unless the mode needs the model: then it is loaded once."""
+    """The aligner's merge (no model) unless the mode needs the model: then it is loaded once.
+    In ``auto`` a user's own model is loaded at the first file whose merge leaves a choice, to
+    decide it (engine.workspace_apply.ChoosingMerger), as for one file."""
     mode = args.mode or settings.value("mode")
     if not needs_model(mode, apply=True):
-        return ModelFree(settings.model.name)
+        return ChoosingMerger(settings.model.name, lambda: load_for_choice(settings, err))
     resolve_selector(settings.model.selector, settings.model.name)
     with err.status(f"loading model {settings.model.name}..."):
         engine = Engine.load(**engine_arguments(settings), progress=lambda m: err.print(f"[dim]{m}[/dim]"))
     engine.prime()
     return engine
+
+
+def load_for_choice(settings: Settings, err) -> Engine | None:
+    """The engine of the user's own model, loaded to decide where an apply's rules leave a choice
+    (under its lock: engine.api.Engine.plan); None when it does not load: the rule decides, and
+    the result says so."""
+    try:
+        with err.status(f"loading model {settings.model.name} to decide between two readings..."):
+            return Engine.load(**engine_arguments(settings), progress=lambda m: err.print(f"[dim]{m}[/dim]"))
+    except ModelLoadError as exc:
+        err.print(f"[yellow]warning:[/yellow] {exc}; the rule decides")
+        return None
 
 
 def _report(out, plan: AnswerPlan, written: list[Path]) -> None:

@@ -26,6 +26,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from engine.api import EditError, Engine, language_for
+from engine.decoding.events import EditResult
 from engine.decoding.tables import tables_for
 from engine.openai_api.apply import (
     ApplyParts,
@@ -36,6 +37,8 @@ from engine.openai_api.apply import (
     apply_parts,
     apply_request,
     apply_usage,
+    choice_headers,
+    choice_json,
     unplaced_json,
 )
 from engine.openai_api.completion import ChatDecode, build_job, chat_messages
@@ -198,7 +201,8 @@ def create_app(engine: Engine, config: ServerConfig) -> FastAPI:
             return Response(status_code=499)
         result = applied(run)
         return JSONResponse(completion_json(cid, config.model_id, result.output_text, "stop",
-                                            apply_usage(run), apply_extension(result)))
+                                            apply_usage(run), apply_extension(result)),
+                            headers=choice_headers(result))
 
     @app.post("/v1/code/apply")
     async def code_apply(request: Request) -> Response:
@@ -211,9 +215,8 @@ def create_app(engine: Engine, config: ServerConfig) -> FastAPI:
         if await _collect(request, queue, ticket, run.deltas) is None:
             return Response(status_code=499)
         result = applied(run)
-        unplaced = unplaced_json(result)
-        return JSONResponse({"mergedCode": result.output_text, "usage": apply_usage(run, openai=False),
-                             **({"unplaced": unplaced} if unplaced else {})})
+        return JSONResponse({"mergedCode": result.output_text, **code_apply_fields(run, result)},
+                            headers=choice_headers(result))
 
     @app.post("/v1/edits/copy-as-decode")
     async def edits(request: Request) -> Response:
@@ -318,6 +321,15 @@ async def _apply_chat_events(queue: DecodeQueue, ticket: Ticket, run: ApplyRun, 
     yield "data: [DONE]\n\n"
 
 
+def code_apply_fields(run: ApplyRun, result: EditResult) -> dict[str, Any]:
+    """What a ``/v1/code/apply`` answer carries besides ``mergedCode`` (the stream's last event):
+    ``usage``, and ``unplaced`` (partial) and ``choice`` (engine.openai_api.apply.choice_json) when
+    there are any."""
+    unplaced, choice = unplaced_json(result), choice_json(result)
+    return {"usage": apply_usage(run, openai=False), **({"unplaced": unplaced} if unplaced else {}),
+            **({"choice": choice} if choice is not None else {})}
+
+
 async def _code_apply_events(queue: DecodeQueue, ticket: Ticket, run: ApplyRun) -> AsyncIterator[str]:
     """A streamed ``/v1/code/apply``: ``{"mergedCode": delta}`` events, then ``{"usage"}`` (and
     ``unplaced``), or an error event for a merge that must not be written."""
@@ -328,8 +340,7 @@ async def _code_apply_events(queue: DecodeQueue, ticket: Ticket, run: ApplyRun) 
     except ApplyRefused as refused:
         yield sse(refused.body())
         return
-    unplaced = unplaced_json(result)
-    yield sse({"usage": apply_usage(run, openai=False), **({"unplaced": unplaced} if unplaced else {})})
+    yield sse(code_apply_fields(run, result))
     yield "data: [DONE]\n\n"
 
 

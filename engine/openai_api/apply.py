@@ -16,6 +16,7 @@ so the file's own final newline survives either way (:func:`apply_parts`).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -179,6 +180,30 @@ def apply_usage(run: ApplyRun, openai: bool = True) -> dict[str, Any]:
 
 def apply_extension(result: EditResult) -> dict[str, Any]:
     """The engine's own field of a written merge (:func:`applied`: it finished) that placed only
-    some chunks (``unplaced``, under ``partial``); empty otherwise."""
-    unplaced = unplaced_json(result)
-    return {EXTENSION: {"stop_reason": result.stop_reason, "detail": "", "unplaced": unplaced}} if unplaced else {}
+    some chunks (``unplaced``, under ``partial``) or met a choice (``choice``: :func:`choice_json`);
+    empty otherwise."""
+    unplaced, choice = unplaced_json(result), choice_json(result)
+    if not unplaced and choice is None:
+        return {}
+    return {EXTENSION: {"stop_reason": result.stop_reason, "detail": "", "unplaced": unplaced,
+                        **({"choice": choice} if choice is not None else {})}}
+
+
+def choice_json(result: EditResult) -> dict[str, Any] | None:
+    """Where the merge's rules left a choice: who decided (``by``: the server's model when it is a
+    user's own, else the rule), the reading ``chosen``, the ``alternatives``, the model's
+    ``scores`` and the ``note`` in words (engine.apply.choice.Decision.json, the CLI's
+    ``breakdown.choice``); None when there was none."""
+    return result.breakdown.get("choice")
+
+
+CHOICE_HEADER = "x-copy-as-decode-choice"  # choice_json's by, chosen and alternatives, as ASCII JSON
+
+
+def choice_headers(result: EditResult) -> dict[str, str]:
+    """:data:`CHOICE_HEADER` for a merge that met a choice (none otherwise)."""
+    choice = choice_json(result)
+    if choice is None:
+        return {}
+    brief = {k: choice[k] for k in ("by", "chosen", "alternatives")}
+    return {CHOICE_HEADER: json.dumps(brief, ensure_ascii=True, separators=(",", ":"))}

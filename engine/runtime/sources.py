@@ -31,6 +31,15 @@ Progress = Callable[[str], None]
 """Where a load says what it is doing (one line a message)."""
 
 
+def own_model(name: str) -> bool:
+    """Whether ``name`` is a user's own model (a GGUF, a hub id, a folder, a server's), not the
+    embedded default: only such a model decides where an apply's rules leave a choice
+    (engine.apply.choice). The embedded 135M model decided 4 of 12 rename-or-new choices right,
+    as the fixed rule did, and wrote two more wrong merges, because it never refuses
+    (docs/benchmarks.md, "Apply choices"): loading it would cost seconds for no gain."""
+    return name not in (DEFAULT_MODEL, "")
+
+
 def cache_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "copy-as-decode"
