@@ -130,7 +130,7 @@ class Engine:
         from engine.decoding.tables import tables_for
 
         for loaded in self.models():
-            tables_for(loaded)
+            tables_for(loaded).prime()
             loaded.runtime.prime()
 
     def forget_prompts(self) -> None:

@@ -5,6 +5,7 @@ follow, so this runs them and reads ``sys.modules``)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -81,3 +82,46 @@ def test_apply_runs_without_the_edit_commands_code(tmp_path: Path) -> None:
     assert code == 0 and "engine.commands.apply" in modules and "engine.commands.report" in modules
     assert "engine.commands.edit" not in modules and "engine.decoding.run" not in modules
     assert off_limits(modules) == []
+
+
+# Run the CLI's edit with ARGV twice in one process (the first may convert the GGUF's tokenizer
+# into the start-up cache, which needs transformers), then say whether torch or transformers was
+# imported by the second, run in a fresh process.
+HEAVY = """
+import json, sys
+from engine.cli import main
+code = main(sys.argv[1:])
+print(json.dumps({"code": code, "torch": "torch" in sys.modules, "transformers": "transformers" in sys.modules,
+                  "xgrammar": "xgrammar" in sys.modules}))
+"""
+
+
+def heavy_imports(*argv: str) -> dict:
+    done = subprocess.run([sys.executable, "-c", HEAVY, *argv], capture_output=True, text=True, cwd=ROOT,
+                          timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("mode", ["ar", "speculative", "pld"])
+def test_a_text_edit_on_llamacpp_imports_neither_torch_nor_transformers(tmp_path: Path, mode: str) -> None:
+    """The start a headless edit pays: a text mode on llama.cpp decodes numpy logits and reads the
+    saved tokenizer with ``tokenizers`` alone (engine.runtime.logits, engine.runtime.plain_tokenizer)."""
+    target = tmp_path / "add.py"
+    target.write_text("def add(a, b):\n    return a - b\n")
+    argv = ("edit", str(target), "-i", "Fix the bug", "--focus", "2", "--backend", "llamacpp", "--mode", mode,
+            "--threads", "1", "--max-new-tokens", "24")
+    heavy_imports(*argv)  # a first run saves the tokenizer's copy when none is saved yet
+    answer = heavy_imports(*argv)
+    assert answer["code"] in (0, 3, 4, 5, 8)  # an edit ran (its verdict aside)
+    assert not answer["torch"] and not answer["transformers"] and not answer["xgrammar"], answer
+
+
+@pytest.mark.model
+def test_program_mode_on_llamacpp_still_imports_what_it_needs(tmp_path: Path) -> None:
+    """The grammar (xgrammar, which imports torch and transformers) comes with program mode."""
+    target = tmp_path / "add.py"
+    target.write_text("def add(a, b):\n    c = 1\n    return a - b\n")
+    answer = heavy_imports("edit", str(target), "-i", "Fix the bug", "--focus", "3", "--backend", "llamacpp",
+                           "--mode", "program", "--threads", "1", "--max-new-tokens", "24")
+    assert answer["code"] in (0, 3, 4, 5, 8) and answer["xgrammar"] and answer["torch"], answer

@@ -14,6 +14,7 @@ import pytest
 
 from engine.runtime import disk_cache, tokenizer_cache
 from engine.runtime.disk_cache import DiskCache
+from engine.runtime.plain_tokenizer import PlainTokenizer
 from engine.runtime.threads import REMEMBER_S, ThreadChoice, remember, remembered
 
 
@@ -112,8 +113,9 @@ def test_a_gguf_tokenizer_is_converted_once_then_read_back(tokenizer, tmp_path: 
     assert first is tokenizer and len(conversions) == 1
     again = tokenizer_cache.cached_tokenizer(gguf, convert, root)
     assert len(conversions) == 1 and again is not tokenizer
+    assert isinstance(again, PlainTokenizer) and again._full is None  # read without transformers
     text = 'def f(x):\n\treturn x  # "é"\n'
-    assert again(text, add_special_tokens=False)["input_ids"] == tokenizer(text, add_special_tokens=False)["input_ids"]
+    assert again.encode(text, add_special_tokens=False) == tokenizer(text, add_special_tokens=False)["input_ids"]
     messages = [{"role": "user", "content": text}]
     assert (again.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
             == tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False))
@@ -195,7 +197,8 @@ def test_compiled_grammars_and_tokenizer_tables_are_read_back(tokenizer, tmp_pat
 @pytest.mark.model
 def test_a_llamacpp_load_imports_no_torch(tmp_path: Path):
     """Loading the embedded GGUF on llama.cpp (model, selector copy, tokenizer) imports no torch:
-    it comes with the first forward (the logits are torch tensors) or xgrammar (program mode).
+    it comes with xgrammar (program mode) or a caller that asks for tensors (the text modes decode
+    numpy logits: tests/test_loaded_modules.py).
     Run twice, so the second load reads the start-up cache as a user's second edit does."""
     import subprocess
     import sys
@@ -230,3 +233,17 @@ def test_a_tokenizer_whose_copy_reads_back_differently_is_not_kept(tokenizer, tm
     assert conversions == [1, 1]
     assert not tokenizer_cache.folder_for(gguf, root).exists()
     assert not list((root / "tokenizers").glob(".tmp-*"))
+
+
+def test_a_tokenizer_that_reads_back_differently_without_transformers_is_read_with_it(
+        tokenizer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Where the ``tokenizers``-only reading would answer the probe differently (faked here: the
+    embedded model's reads back the same), the saved copy is read with transformers."""
+    gguf = tmp_path / "model.gguf"
+    gguf.write_bytes(b"GGUF stand-in")
+    root = tmp_path / "cache"
+    same = tokenizer_cache._same
+    monkeypatch.setattr(tokenizer_cache, "_same", lambda a, b: not isinstance(b, PlainTokenizer) and same(a, b))
+    tokenizer_cache.cached_tokenizer(gguf, lambda: tokenizer, root)
+    again = tokenizer_cache.cached_tokenizer(gguf, lambda: pytest.fail("converted again"), root)
+    assert not isinstance(again, PlainTokenizer) and type(again).__name__ == type(tokenizer).__name__

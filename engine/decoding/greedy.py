@@ -18,17 +18,17 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-import torch
-
 from engine.decoding.drafter import Drafter
+from engine.runtime import logits as arrays
+from engine.runtime.logits import Logits
 from engine.runtime.session import Session
 
 END = -1  # a teacher's choice past its last token: the decode stops there (no vocabulary id is negative)
 
 
-def argmax(logits: torch.Tensor) -> int:
-    """Greedy choice."""
-    return int(torch.argmax(logits))
+def argmax(logits: Logits) -> int:
+    """Greedy choice (from a numpy row or a torch one: engine.runtime.logits)."""
+    return arrays.argmax(logits)
 
 
 def never() -> bool:
@@ -75,7 +75,7 @@ class DraftedDecode:
 
     def __init__(self, session: Session, prompt_ids: Sequence[int], stop_ids: frozenset[int] | set[int],
                  max_new_tokens: int, drafter: Drafter | None = None,
-                 pick: Callable[[torch.Tensor], int] = argmax, cancelled: Callable[[], bool] = never, *,
+                 pick: Callable[[Logits], int] = argmax, cancelled: Callable[[], bool] = never, *,
                  blocked: Sequence[int] = (), verify: str = "auto", teacher: Teacher | None = None):
         if drafter is not None and pick is not argmax:
             raise ValueError("drafts are verified greedily: a sampled decode takes no drafter")
@@ -85,27 +85,23 @@ class DraftedDecode:
         self.verify = session.verify_rule(verify)
         self.session, self.prompt_ids, self.stop_ids = session, list(prompt_ids), stop_ids
         self.max_new_tokens, self.drafter, self.pick, self.cancelled = max_new_tokens, drafter, pick, cancelled
-        self.blocked = torch.tensor(sorted(set(blocked)), dtype=torch.long)
+        self.blocked = sorted(set(blocked))
         self.out: list[int] = []
         self.stop_reason: str | None = None
         self.steps = self.accepted = self.rejected = 0
 
-    def mask(self, logits: torch.Tensor) -> torch.Tensor:
+    def mask(self, logits: Logits) -> Logits:
         """``logits`` (a row or rows) with the blocked ids at -inf (a copy; as is without any)."""
-        if not len(self.blocked):
-            return logits
-        if self.blocked.device != logits.device:
-            self.blocked = self.blocked.to(logits.device)
-        return logits.index_fill(-1, self.blocked, float("-inf"))
+        return arrays.masked(logits, self.blocked)
 
-    def choose(self, logits: torch.Tensor, first: int) -> list[int]:
+    def choose(self, logits: Logits, first: int) -> list[int]:
         """The choices for output positions from ``first`` on: one per row of ``logits`` (a row
         alone: one choice, by ``pick``), the teacher's when there is one."""
         if self.teacher is not None:
-            return self.teacher.choices(first, 1 if logits.dim() == 1 else len(logits))
-        if logits.dim() == 1:
+            return self.teacher.choices(first, 1 if logits.ndim == 1 else len(logits))
+        if logits.ndim == 1:
             return [self.pick(self.mask(logits))]
-        return torch.argmax(self.mask(logits), dim=-1).tolist()
+        return arrays.argmax_rows(self.mask(logits))
 
     def chunks(self) -> Iterator[Chunk]:
         """Run the decode, yielding each step's :class:`Chunk` (stop iterating to end it early)."""

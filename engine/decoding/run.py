@@ -5,18 +5,20 @@ decoder, and wrap the outcome into an :class:`EditResult` (engine.decoding.resul
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from engine.core.lines import split_lines
 from engine.decoding.events import EditFinished, EditStarted, Event, FocusLines, OpResolved
 from engine.decoding.localize import FocusPlan
 from engine.decoding.outcome import DecodeOutcome
-from engine.decoding.program_decoder import FeedRecorder
 from engine.decoding.prompt import PromptParts
 from engine.decoding.request import EditRequest
 from engine.decoding.results import decode_timings, edit_result
 from engine.decoding.strategies import STRATEGIES, DecodeJob
 from engine.runtime.loaded import LoadedModel
+
+if TYPE_CHECKING:  # imported by program mode's strategy when it runs (it imports torch)
+    from engine.decoding.program_decoder import FeedRecorder
 
 
 def prompt_parts(request: EditRequest) -> PromptParts:

@@ -14,7 +14,7 @@ forced mode and token copies need logits and are refused.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Callable, Iterator, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Callable, Iterator, NamedTuple, Protocol
 
 from engine.core.errors import Cancelled, EditError
 from engine.core.lines import split_lines
@@ -23,7 +23,6 @@ from engine.core.tokens import encode, token_pieces
 from engine.decoding.events import OpResolved
 from engine.decoding.localize import FocusPlan, plan_focus, prompt_with_lines
 from engine.decoding.outcome import DecodeOutcome
-from engine.decoding.program_decoder import FeedRecorder, check_program, decode_program
 from engine.decoding.prompt import (
     PromptParts,
     focus_free_prefix,
@@ -40,6 +39,9 @@ from engine.runtime.loaded import LoadedModel
 from engine.runtime.protocol import is_local
 from engine.runtime.selector.adapter import prompt_layout
 from engine.decoding.request import EditRequest
+
+if TYPE_CHECKING:  # program mode's decoder is imported when it runs: the text modes never load torch
+    from engine.decoding.program_decoder import FeedRecorder
 
 Decoded = Iterator[OpResolved | DecodeOutcome]
 
@@ -206,6 +208,8 @@ def _warm_on_server(strategy: Strategy, loaded: LoadedModel, request: EditReques
 
 
 def _program_decoder(job: DecodeJob, teacher: bool) -> Decoded:
+    from engine.decoding.program_decoder import decode_program  # imports torch
+
     request = job.request
     return decode_program(job.loaded, job.tables, job.region, job.prompt_ids, request.max_new_tokens, job.cancelled,
                           token_copies=job.token_copies, teacher_program=request.program if teacher else None,
@@ -274,6 +278,8 @@ class Forced(ReadsNothingAhead):
         request, tokenizer = job.request, job.loaded.tokenizer
         job.token_copies = request.token_copies or any(isinstance(op, CopyTokens) for op in request.program.ops)
         pieces = token_pieces(tokenizer, encode(tokenizer, job.region)) if job.token_copies else None
+        from engine.decoding.program_decoder import check_program  # imports torch
+
         check_program(request.program, job.region, pieces)
 
     def prompt(self, job: DecodeJob) -> None:

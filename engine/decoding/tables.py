@@ -1,5 +1,9 @@
 """Per-model decoding tables, built once per loaded model and shared by every request.
 
+The text modes need only the end and special tokens; the grammar and the vocabulary's bytes
+(xgrammar, which imports torch and transformers) are built on program mode's first use of them, so a
+text-mode edit on llama.cpp starts without either.
+
 xgrammar's tokenizer tables and each compiled program grammar are also kept in the start-up
 cache (:mod:`engine.runtime.disk_cache`) under the tokenizer's fingerprint, so a headless edit
 reads them back (milliseconds) instead of rebuilding them (a quarter second each on the embedded
@@ -14,32 +18,82 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import numpy as np
-import torch
 
 from engine.language.grammar import GrammarCompilerCache
 from engine.runtime.disk_cache import DiskCache
 from engine.runtime.loaded import LoadedModel
+from engine.runtime.plain_tokenizer import full_tokenizer
 
 KEPT_GRAMMARS = 128  # compiled grammars kept on disk (about 0.4 MB each for a 49k vocabulary)
 
 
-@dataclass
-class ModelTables:
+@dataclass(frozen=True)
+class GrammarTables:
+    """What program mode adds to the tables: the grammar and the vocabulary as bytes."""
+
     grammar: GrammarCompilerCache
     vocab_bytes: list[bytes]  # what each token id writes
     vocab_texts: list[str]  # the same, decoded leniently (digits and tags are ASCII)
     bytes_to_id: dict[bytes, int]
     max_token_bytes: int
-    copy_crossing_ids: torch.Tensor  # tokens with text after a "/>": they would straddle a splice
-    stop_ids: frozenset[int]
-    # Special and added tokens (chat markers, end tokens, padding, unused rows): never output text.
-    special_ids: frozenset[int]
-    content_bitmask: torch.Tensor  # AND-ed into a grammar bitmask: clears the special ids' bits
+    copy_crossing_ids: Any  # torch.long tensor: tokens with text after a "/>": they would straddle a splice
+    content_bitmask: Any  # torch.int32 tensor, AND-ed into a grammar bitmask: clears the special ids' bits
+
+
+class ModelTables:
+    """A model's decoding tables: ``stop_ids`` and ``special_ids`` at once; the
+    :class:`GrammarTables` fields (``grammar``, ``vocab_bytes``, ...) built on first use."""
+
+    def __init__(self, loaded: LoadedModel, stop_ids: frozenset[int], special_ids: frozenset[int]):
+        self._loaded: LoadedModel | None = loaded
+        self.stop_ids = stop_ids
+        # Special and added tokens (chat markers, end tokens, padding, unused rows): never output text.
+        self.special_ids = special_ids
+        self._grammar_tables: GrammarTables | None = None
+        self._lock = threading.Lock()
 
     def text_blocked_ids(self) -> list[int]:
         """What a text mode may never write: the special ids except the end tokens that end it
         (those end the output and never reach its text)."""
         return sorted(self.special_ids - self.stop_ids)
+
+    def prime(self) -> GrammarTables:
+        """The :class:`GrammarTables`, built now if not yet (about 1 s for a 49k vocabulary
+        without the start-up cache)."""
+        with self._lock:
+            if self._grammar_tables is None:
+                assert self._loaded is not None
+                self._grammar_tables = _grammar_tables(self._loaded, self.special_ids)
+                self._loaded = None  # the tables keep what they need
+            return self._grammar_tables
+
+    @property
+    def grammar(self) -> GrammarCompilerCache:
+        return self.prime().grammar
+
+    @property
+    def vocab_bytes(self) -> list[bytes]:
+        return self.prime().vocab_bytes
+
+    @property
+    def vocab_texts(self) -> list[str]:
+        return self.prime().vocab_texts
+
+    @property
+    def bytes_to_id(self) -> dict[bytes, int]:
+        return self.prime().bytes_to_id
+
+    @property
+    def max_token_bytes(self) -> int:
+        return self.prime().max_token_bytes
+
+    @property
+    def copy_crossing_ids(self) -> Any:
+        return self.prime().copy_crossing_ids
+
+    @property
+    def content_bitmask(self) -> Any:
+        return self.prime().content_bitmask
 
 
 _TABLES: dict[tuple[int, int], ModelTables] = {}
@@ -52,15 +106,19 @@ def tables_for(loaded: LoadedModel) -> ModelTables:
     key = (id(loaded.tokenizer), loaded.vocab_size)
     with _LOCK:
         if key not in _TABLES:
-            _TABLES[key] = _build(loaded)
+            _TABLES[key] = ModelTables(loaded, frozenset(stop_token_ids(loaded)),
+                                       frozenset(special_token_ids(loaded.tokenizer, loaded.vocab_size)))
         return _TABLES[key]
 
 
-def _build(loaded: LoadedModel) -> ModelTables:
-    fingerprint = tokenizer_fingerprint(loaded.tokenizer, loaded.vocab_size)
-    info = tokenizer_info(loaded.tokenizer, loaded.vocab_size, fingerprint)
+def _grammar_tables(loaded: LoadedModel, specials: frozenset[int]) -> GrammarTables:
+    import torch  # xgrammar imports it anyway
+
+    tokenizer = full_tokenizer(loaded.tokenizer)  # xgrammar reads transformers' object
+    fingerprint = tokenizer_fingerprint(tokenizer, loaded.vocab_size)
+    info = tokenizer_info(tokenizer, loaded.vocab_size, fingerprint)
     store = DiskGrammars(fingerprint) if fingerprint is not None else None
-    grammar = GrammarCompilerCache(loaded.tokenizer, loaded.vocab_size, info=info, store=store)
+    grammar = GrammarCompilerCache(tokenizer, loaded.vocab_size, info=info, store=store)
     vocab_bytes = [bytes(b) for b in grammar.info.decoded_vocab]
     vocab_bytes += [b""] * (loaded.vocab_size - len(vocab_bytes))
     vocab_texts = [b.decode("utf-8", errors="replace") for b in vocab_bytes]
@@ -69,18 +127,15 @@ def _build(loaded: LoadedModel) -> ModelTables:
     for i, b in enumerate(vocab_bytes):
         if b and i not in special:
             bytes_to_id.setdefault(b, i)
-    specials = special_token_ids(loaded.tokenizer, loaded.vocab_size)
     crossing = [i for i, t in enumerate(vocab_texts) if "/>" in t and not t.endswith("/>")]
-    return ModelTables(
+    return GrammarTables(
         grammar=grammar,
         vocab_bytes=vocab_bytes,
         vocab_texts=vocab_texts,
         bytes_to_id=bytes_to_id,
         max_token_bytes=max(len(b) for b in vocab_bytes),
         copy_crossing_ids=torch.tensor(crossing, dtype=torch.long),
-        stop_ids=frozenset(stop_token_ids(loaded)),
-        special_ids=frozenset(specials),
-        content_bitmask=content_bitmask(specials, grammar.info.vocab_size),
+        content_bitmask=content_bitmask(set(specials), grammar.info.vocab_size),
     )
 
 
@@ -165,12 +220,14 @@ def special_token_ids(tokenizer: Any, vocab_size: int) -> set[int]:
     return {i for i in ids if 0 <= i < vocab_size}
 
 
-def content_bitmask(blocked: set[int], vocab_size: int) -> torch.Tensor:
+def content_bitmask(blocked: set[int], vocab_size: int) -> Any:
     """A token bitmask (xgrammar's layout: int32 words, bit ``i % 32`` of word ``i // 32``) with
     every bit set but those of ``blocked``."""
     words = np.full((vocab_size + 31) // 32, 0xFFFFFFFF, dtype=np.uint32)
     for tok in blocked:
         words[tok // 32] &= np.uint32(~(1 << (tok % 32)) & 0xFFFFFFFF)
+    import torch
+
     return torch.from_numpy(words.view(np.int32).copy()).unsqueeze(0)
 
 

@@ -100,6 +100,7 @@ def decode_text(loaded: LoadedModel, tables: ModelTables, region: str, prompt_id
         return
     session = loaded.session()
     session.cancelled = cancelled  # the prompt's prefill stops between chunks (Cancelled)
+    session.native_logits = True  # greedy choices on numpy too: no torch on llama.cpp
     try:
         yield from _decode_drafted(loaded, tables, session, region, prompt_ids, max_new_tokens, cancelled, mode,
                                    started, verify, region if draft_source is None else draft_source)

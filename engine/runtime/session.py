@@ -16,14 +16,13 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from engine.core.choices import VERIFY_RULES, never_cancelled
 from engine.core.errors import Cancelled
+from engine.runtime import logits as arrays
 from engine.runtime.cost import CostModel
-
-if TYPE_CHECKING:  # imported where a forward runs: loading a llama.cpp model needs no torch
-    import torch
+from engine.runtime.logits import Logits
 
 
 @dataclass
@@ -63,7 +62,7 @@ class Session:
         self.prefill_forwards = 0  # forwards the first append ran (its chunks; 0 when all was restored)
         # The logits after the first append's last token, when computed as a prefill that asks
         # for that row alone would (kept with the prompt's cache for the same prompt's next session)
-        self.prompt_last: torch.Tensor | None = None
+        self.prompt_last: Logits | None = None
         self._whole = False  # this first append may restore a whole kept prompt with its last logits
         self.prefilling = False  # inside the first append's forwards (see ``exact_rows``)
         self.cuts: tuple[int, ...] = ()  # the first append's chunk cuts besides multiples of align
@@ -74,13 +73,18 @@ class Session:
         # forward stops and raises Cancelled, its cache as before that forward (a prefill keeps the
         # chunks it read, reusable: see _prefill)
         self.cancelled: Callable[[], bool] = never_cancelled
+        # What :meth:`append` returns: torch tensors (False), or the backend's own arrays (True: numpy
+        # on llama.cpp), for a caller that handles either (engine.runtime.logits; the text modes):
+        # it then runs without importing torch
+        self.native_logits = False
 
     def append(self, ids: Sequence[int], kind: str, all_logits: bool = False,
-               rows: Sequence[int] | None = None, marks: Sequence[int] = ()) -> torch.Tensor:
+               rows: Sequence[int] | None = None, marks: Sequence[int] = ()) -> Logits:
         """Append ``ids`` in ONE forward (the session's first append: in aligned chunks, see
         :meth:`_prefill`). Returns float32 logits of the last position (shape V), of every appended
         position (N x V) with ``all_logits``, or of the appended positions ``rows`` (len(rows) x V;
-        the LM head runs on those rows only where the backend allows). ``kind`` labels the time spent.
+        the LM head runs on those rows only where the backend allows): a torch tensor, or the
+        backend's own array under ``native_logits``. ``kind`` labels the time spent.
         ``marks`` (first append only): positions where the prompt's chunks are cut too, where
         prompts that share everything before differ (a focus hint after the region, a prompt that
         ends there): a later prompt reuses the cache up to a mark instead of the aligned boundary
@@ -97,9 +101,10 @@ class Session:
         self.tokens.extend(ids)
         self.seconds[kind] += time.perf_counter() - start
         self.calls[kind] += 1
-        return logits if all_logits or rows is not None else logits[-1]
+        logits = logits if all_logits or rows is not None else logits[-1]
+        return logits if self.native_logits else arrays.as_torch(logits)
 
-    def _prefill(self, ids: list[int], wanted: list[int], marks: Sequence[int] = ()) -> torch.Tensor:
+    def _prefill(self, ids: list[int], wanted: list[int], marks: Sequence[int] = ()) -> Logits:
         """The first append: restore what an earlier session's cache holds of ``ids`` (up to a
         chunk boundary), then forward the rest in chunks that end at multiples of ``align`` and at
         ``marks``. A fresh prefill runs the same chunks, so a reused prefix gives bit-identical
@@ -114,7 +119,7 @@ class Session:
         self.length = skip
         self.prompt_length, self.reused = len(ids), skip
         if skip == len(ids):  # the same prompt, kept with its last logits: nothing to forward
-            return self.prompt_last.unsqueeze(0)
+            return self.prompt_last[None]
         self.prefilling = True
         try:
             logits = self._prefill_rest(ids, wanted, skip)
@@ -128,10 +133,10 @@ class Session:
         finally:
             self.prefilling = False
         if last in wanted and self.exact_rows:
-            self.prompt_last = logits[wanted.index(last)].clone()
+            self.prompt_last = arrays.copy(logits[wanted.index(last)])
         return logits
 
-    def _prefill_rest(self, ids: list[int], wanted: list[int], skip: int) -> torch.Tensor:
+    def _prefill_rest(self, ids: list[int], wanted: list[int], skip: int) -> Logits:
         align = self.align
         bounds = [skip]
         if align > 0:
@@ -142,16 +147,14 @@ class Session:
             self._check_cancel()
             self.prefill_forwards += 1
             return self._timed_forward(ids[skip:], [r - skip for r in wanted])
-        got: dict[int, torch.Tensor] = {}
+        got: dict[int, Logits] = {}
         for lo, hi in zip(bounds, bounds[1:]):
             self._check_cancel()
             self.prefill_forwards += 1
             rows = sorted({r for r in wanted if lo <= r < hi})
             out = self._timed_forward(ids[lo:hi], [r - lo for r in rows] or [hi - lo - 1])
             got.update(zip(rows, out))
-        import torch
-
-        return torch.stack([got[r] for r in wanted])
+        return arrays.stack([got[r] for r in wanted])
 
     def _check_cancel(self) -> None:
         """Between two prompt chunks: stop when the caller cancelled (on any backend; one that
@@ -159,7 +162,7 @@ class Session:
         if self.cancelled():
             raise Cancelled("cancelled during the prompt's prefill")
 
-    def _timed_forward(self, ids: list[int], rows: list[int]) -> torch.Tensor:
+    def _timed_forward(self, ids: list[int], rows: list[int]) -> Logits:
         start = time.perf_counter()
         out = self._forward(ids, rows)
         if self.cost is not None:  # at the size that ran (a backend may pad a prompt chunk: see padded)
@@ -240,7 +243,7 @@ class Session:
         first_difference = min((c for c in differ if c <= limit), default=None)
         return self.boundary_at_most(limit if first_difference is None else first_difference - 1)
 
-    def kept_logits(self, prompt: list[int]) -> torch.Tensor | None:
+    def kept_logits(self, prompt: list[int]) -> Logits | None:
         """The last logits to keep with ``prompt``'s cache: only when it is the whole first append."""
         return self.prompt_last if len(prompt) == self.prompt_length else None
 
@@ -254,8 +257,9 @@ class Session:
     def _release(self, prompt: list[int]) -> None:
         """Hand the cache back to the runtime; its first ``len(prompt)`` entries hold ``prompt``."""
 
-    def _forward(self, ids: list[int], rows: list[int]) -> torch.Tensor:
-        """Append ``ids`` to the cache in one forward; the logits of ``rows``. A backend may poll
+    def _forward(self, ids: list[int], rows: list[int]) -> Logits:
+        """Append ``ids`` to the cache in one forward; the logits of ``rows`` (len(rows) x V, the
+        backend's own kind of array: engine.runtime.logits). A backend may poll
         ``cancelled`` inside the forward and raise Cancelled, its cache then holding ``length``
         positions, as before the call."""
         raise NotImplementedError

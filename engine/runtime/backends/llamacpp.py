@@ -27,7 +27,7 @@ import threading
 import time
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -53,9 +53,6 @@ from engine.runtime.threads import (
     remembered,
 )
 from engine.runtime.tokenizer_cache import cached_tokenizer
-
-if TYPE_CHECKING:  # imported by the first forward: a model loads without torch
-    import torch
 
 
 def _lib() -> Any:
@@ -605,7 +602,7 @@ class LlamaCppSession(Session):
         self.slot, reused = self.runtime._take(ids, lambda taken: self._reuse(taken, max_reuse))
         return reused
 
-    def _forward(self, ids: list[int], rows: list[int]) -> torch.Tensor:
+    def _forward(self, ids: list[int], rows: list[int]) -> np.ndarray:
         if self.slot is None:
             raise BackendError("this llama.cpp session is closed")
         if self.length + len(ids) > self.runtime.context:
@@ -626,9 +623,7 @@ class LlamaCppSession(Session):
                 ptr = self.lib.llama_get_logits_ith(self.slot.ctx, r)
                 out[lo + r] = np.ctypeslib.as_array(ptr, shape=(self.n_vocab,)).copy()
         self.runtime._record(len(ids), time.perf_counter() - start)
-        import torch  # cached by now: the first forward imported it
-
-        return torch.from_numpy(np.stack([out[r] for r in rows]))
+        return np.stack([out[r] for r in rows])
 
     def _padded(self, chunk: list[int], pos0: int) -> list[int]:
         """``chunk``, padded when it is a prompt chunk that runs cheaper as a larger one (see
