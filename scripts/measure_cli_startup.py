@@ -1,13 +1,16 @@
 """A headless edit's whole cost: the CLI's wall time against the edit time it prints, per arm.
 
 Each arm is a source tree (its ``engine`` is imported: ``PYTHONPATH``) and a ``--mode``; each case
-a file and its ``edit`` flags. The runs alternate over the arms, ``--rounds`` times per case, each
+a file and its ``edit`` flags (``own-model``: the embedded GGUF without its span selector, as a
+user's own GGUF runs). The runs alternate over the arms, ``--rounds`` times per case, each
 a fresh ``python -m engine.cli edit FILE ... --json`` process (one warm-up run per arm and case
 first, untimed: the second-run figure is what a user gets from the second edit on). Reported
 per case and arm: the medians of the wall time, the printed edit time (``timings.total_s``) and
 their difference (``start``: imports, model load, tables), the process's CPU seconds (user and
-system: on a loaded machine closer than the wall time to what an idle one takes), and the ratio
-of each arm's median wall time to the first arm's (``x first``: above 1 is slower).
+system: on a loaded machine closer than the wall time to what an idle one takes), the ratio
+of each arm's median wall time to the first arm's (``x first``: above 1 is slower), and whether
+every run's output (its program of line ops, token counts, stop) is the first arm's first run's
+(``same output as first``).
 
     nice -n 5 env OMP_NUM_THREADS=1 .venv/bin/python scripts/measure_cli_startup.py \\
         --arm before=/path/to/old/checkout:auto --arm after=.:auto --rounds 5 \\
@@ -35,6 +38,9 @@ CASES: dict[str, tuple[str, str | None, list[str]]] = {
     "add-2-lines": ("add.py", "def add(a, b):\n    return a - b\n", ["--instruction", "Fix the bug in add."]),
     "isEven-js": ("even.js", "const isEven = (n) => n % 2 === 1;\n", ["--instruction", "Fix the bug in isEven."]),
     "inc-1-line": ("inc.py", "def inc(x): return x - 1\n", ["--instruction", "Fix the bug in inc."]),
+    # a user's own GGUF (no span selector: auto runs speculative), with the embedded one standing in
+    "own-model": ("buggy_add.py", None, ["--instruction", "Fix the bug", "--focus", "3", "--backend", "llamacpp",
+                                         "--selector", "none"]),
 }
 
 
@@ -52,7 +58,8 @@ def run_once(tree: Path, mode: str, path: Path, flags: list[str]) -> dict[str, A
     result = json.loads(done.stdout)
     edit = result["timings"]["total_s"]
     return {"wall_s": wall, "cpu_s": cpu, "edit_s": edit, "start_s": wall - edit, "mode": result["mode"],
-            "output_changed": result["changed"], "program": result.get("program")}
+            "output_changed": result["changed"], "program": result.get("program"),
+            "output": [result.get("program"), result["tokens"], result["stop_reason"]]}
 
 
 def main() -> int:
@@ -87,6 +94,8 @@ def main() -> int:
                 med[label]["x_first"] = round(med[label]["wall_s"] / first, 3)
                 med[label]["mode"] = runs[label][0]["mode"]
                 med[label]["program"] = runs[label][0]["program"]
+                med[label]["same_output_as_first"] = all(r["output"] == runs[arms[0][0]][0]["output"]
+                                                         for r in runs[label])
             rows.append({"case": case, "arms": med, "runs": runs})
             print(case, json.dumps({k: {m: v[m] for m in ("wall_s", "cpu_s", "edit_s", "start_s", "x_first", "mode")}
                                     for k, v in med.items()}), flush=True)

@@ -65,6 +65,9 @@ def test_special_and_end_tokens_are_transformers(tokenizer, plain: PlainTokenize
 
 def test_anything_else_is_transformers_own(tokenizer, plain: PlainTokenizer) -> None:
     assert plain.get_vocab() == tokenizer.get_vocab()  # not ours: transformers' tokenizer answers
+    text = TEXTS[1]
+    assert (plain(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+            == tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"])
     assert type(full_tokenizer(plain)).__name__ == type(tokenizer).__name__
     assert full_tokenizer(tokenizer) is tokenizer
     with pytest.raises(AttributeError):

@@ -120,6 +120,9 @@ class PlainTokenizer:
             self._full = PreTrainedTokenizerFast.from_pretrained(str(self.folder), local_files_only=True)
         return self._full
 
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:  # offsets and batches (the localizer)
+        return self.full(*args, **kwargs)
+
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):  # not ours (copy, pickle): never load transformers for those
             raise AttributeError(name)
