@@ -96,16 +96,17 @@ def main(argv: list[str] | None = None) -> int:
                             "verify": run["settings"].get("verify"), "cases": run["cases"]}
                     for label, run in runs.items()},
            "cases": len(cases),
-           "arms": {arm: {**figures(runs, arm, cases), "identical_to_reference": identical(runs, args.reference, arm, cases)[0]}
+           "arms": {arm: {**figures(runs, arm, cases), "identical_to_reference": identical(runs, args.reference, arm, cases)[0],
+                          "identical_to_its_ar": identical(runs, arm.split(":")[0] + ":ar", arm, cases)[0]}
                     for arm in arms},
            "noise": {"yardsticks": yardsticks, **noise}, "candidate": candidate, "within_noise": within}
     print(f"{len(cases)} cases every run ran")
     print(f"| {args.corpus} | pass | collateral | wrong line | syntax broken | identical to {args.reference} "
-          f"| whole edit vs its run's ar | tokens copied |")
-    print("|---|---|---|---|---|---|---|---|")
+          f"| identical to its run's ar | whole edit vs its run's ar | tokens copied |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for arm, f in out["arms"].items():
         print(f"| {arm} | {f['pass']} | {f['collateral_lines']} | {f['wrong_line']} | {f['syntax_broken']} "
-              f"| {f['identical_to_reference']} | {f['edit_speedup_vs_its_ar']}x | {f['copied']} |")
+              f"| {f['identical_to_reference']} | {f['identical_to_its_ar']} | {f['edit_speedup_vs_its_ar']}x | {f['copied']} |")
     for y in yardsticks:
         print(f"noise {y['pair'][0]} vs {y['pair'][1]}: {y['identical_outputs']}/{y['cases']} identical, "
               f"pass ±{y['pass_diff']}, collateral ±{y['collateral_diff']}")
