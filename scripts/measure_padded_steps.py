@@ -13,6 +13,8 @@ ar's time over the arm's (whole edit, wall), outputs identical to ar's (and to `
 tokens copied (accepted drafts). Also the cost of a padded step over a one-row step (medians of alternating runs).
 
     OMP_NUM_THREADS=1 .venv/bin/python scripts/measure_padded_steps.py --limit 8 --rounds 2 --json results/verify/padded_steps_llamacpp.json
+    OMP_NUM_THREADS=1 .venv/bin/python scripts/measure_padded_steps.py --steps-only \
+        --model "$(.venv/bin/python scripts/build_laptop_gguf.py)" --json results/verify/padded_steps_llamacpp_1.5b.json
 """
 
 from __future__ import annotations
@@ -58,10 +60,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=2, help="runs of each arm per case; the fastest counts")
     parser.add_argument("--json", default="")
+    parser.add_argument("--model", default="default", help="a GGUF (default: the embedded model's)")
+    parser.add_argument("--steps-only", action="store_true",
+                        help="only the cost of a padded step (a model with random weights writes no edit)")
     args = parser.parse_args(argv)
     options = BackendOptions(threads=args.threads)
-    plain = Engine.load("default", backend="llamacpp", selector="none", options=options)
-    padded = Engine.load("default", backend="llamacpp", selector="none",
+    plain = Engine.load(args.model, backend="llamacpp", selector="none", options=options)
+    padded = Engine.load(args.model, backend="llamacpp", selector="none",
                          options=options.model_copy(update={"padded_steps": True}))
     runtime = padded.loaded.runtime
     if not runtime.padded_steps:
@@ -70,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         engine.prime()
     engines = {"ar": plain, "ar-padded": padded, "speculative": plain, "speculative-padded": padded,
                "speculative-argmax": plain}
-    cases = load_corpus("humanevalfix-python")[args.offset:args.offset + args.limit]
+    cases = [] if args.steps_only else load_corpus("humanevalfix-python")[args.offset:args.offset + args.limit]
     records: list[dict[str, Any]] = []
     for i, case in enumerate(cases):
         focus = first_changed_line(case.input, case.gold)
@@ -101,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         print(case.id, {arm: (record[arm]["x_ar"], record[arm]["copied"], record[arm]["identical_to_ar"])
                         for arm in ARMS}, flush=True)
         records.append(record)
-    summary = {arm: {"median_x_ar": round(statistics.median(r[arm]["x_ar"] for r in records), 3),
+    summary = {} if not records else {arm: {"median_x_ar": round(statistics.median(r[arm]["x_ar"] for r in records), 3),
                      "identical_to_ar": sum(r[arm]["identical_to_ar"] for r in records),
                      "identical_to_ar_padded": sum(r[arm]["identical_to_ar_padded"] for r in records),
                      "same_output_every_round": sum(r[arm]["stable"] for r in records),
