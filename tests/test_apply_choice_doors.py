@@ -19,7 +19,7 @@ import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 from test_apply_choice import TWINS, UPDATE
-from test_lsp_answer import Editor
+from test_lsp_answer import Editor, attach
 
 from engine.api import Engine
 from engine.cli import main
@@ -125,22 +125,7 @@ SERVER = ClientServerConfig(
 async def lsp(lsp_client: LanguageClient, tmp_path: Path, own_folder: Path):
     """The language server over ``tmp_path``, the user's settings naming their own model."""
     (tmp_path / ".copy-as-decode.toml").write_text('warm_up = "off"\n')
-    editor = Editor(lsp_client)
-    lsp_client.editor = editor  # type: ignore[attr-defined]
-
-    @lsp_client.feature(types.WORKSPACE_APPLY_EDIT)
-    def apply_edit(params: types.ApplyWorkspaceEditParams):
-        return editor.apply(params)
-
-    @lsp_client.feature(types.CLIENT_REGISTER_CAPABILITY)
-    def register_capability(params: types.RegistrationParams) -> None:
-        """VS Code accepts the server's registration for configuration changes."""
-
-    @lsp_client.feature("copyAsDecode/status")
-    def status(params) -> None:
-        """The status bar item."""
-
-    lsp_client.set_configuration({"copyAsDecode": {}})
+    attach(lsp_client)  # the editor it sets stands at lsp_client.editor
     user = {"model": str(own_folder), "backend": "transformers", "allowedModels": ["default", str(own_folder)]}
     await lsp_client.initialize_session(types.InitializeParams(
         capabilities=client_capabilities("visual-studio-code"), root_uri=tmp_path.as_uri(),
