@@ -26,14 +26,14 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from engine.core.choices import Mode, never_cancelled
-from engine.core.errors import Cancelled
 from engine.core.errors import EditError as EditError  # re-exported: the front doors catch it
 from engine.core.languages import language_for as language_for  # re-exported: the front doors import it from here
 from engine.apply.messages import unplaced_message as unplaced_message  # re-exported: the front doors word unplaced chunks
 from engine.core.modes import AUTO, concrete, traits
-from engine.decoding.events import EditFinished, EditResult, EditStarted, Event
+from engine.decoding.events import EditFinished, EditResult, Event
 from engine.decoding.line_endings import in_lf
-from engine.dispatch import EditPlan, ModelFree, Writer, finished, model_free_plan, model_writer, resolved
+from engine.dispatch import (EditPlan, ModelFree, finished, model_free_plan, model_writer, resolved,
+                             until_cancelled)
 from engine.decoding.request import EditRequest as EditRequest  # re-exported: the Python API
 from engine.decoding.results import cancelled_result
 from engine.read_ahead import ReadAhead
@@ -212,7 +212,7 @@ class Engine:
         assert loaded is not None
         run = plan.writer
         if not hold_lock or loaded.runtime.concurrent:  # a server batches edits itself
-            yield from _until_cancelled(loaded, request, cancelled, run)
+            yield from until_cancelled(loaded.name, request, cancelled, run)
             return
         # Waiting for the engine: a read ahead that began meanwhile is told to stop, and a cancel
         # ends the wait (the edit then finishes as cancelled without touching the model).
@@ -221,7 +221,7 @@ class Engine:
             if cancelled():
                 break
         try:
-            yield from _until_cancelled(loaded, request, cancelled, run)
+            yield from until_cancelled(loaded.name, request, cancelled, run)
         finally:
             if acquired:
                 self._lock.release()
@@ -314,22 +314,3 @@ class Engine:
              cancelled: Callable[[], bool] = never_cancelled) -> EditResult:
         """Run an edit to the end and return its result (``on_event`` sees every event)."""
         return finished(self.stream(request, cancelled), on_event)
-
-
-def _until_cancelled(loaded: LoadedModel, request: EditRequest, cancelled: Callable[[], bool],
-                     run_edit: Writer) -> Iterator[Event]:
-    """``run_edit``'s events, ended at once by a cancel that comes before the first model step (an
-    edit that waited for the engine) or between the chunks of a prompt's forward (the localizer's,
-    a prefill: engine.runtime.session raises Cancelled there): the edit then finishes as
-    ``cancelled`` with the document as it was, like one cancelled between decode steps."""
-    started = time.perf_counter()
-    prompt_tokens = 0
-    try:
-        if cancelled():
-            raise Cancelled("cancelled before the edit started")
-        for event in run_edit(request, cancelled):
-            if isinstance(event, EditStarted):
-                prompt_tokens = event.prompt_tokens
-            yield event
-    except Cancelled:
-        yield EditFinished(cancelled_result(request, loaded.name, prompt_tokens, time.perf_counter() - started))

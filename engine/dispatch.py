@@ -60,18 +60,28 @@ def _empty_region(name: str, request: EditRequest, cancelled: Callable[[], bool]
 
 def _aligned(name: str, chooser: LoadedModel | None, request: EditRequest,
              cancelled: Callable[[], bool]) -> Iterator[Event]:
-    return in_lf(request, lambda lf: _aligned_lf(name, chooser, lf, cancelled))
-
-
-def _aligned_lf(name: str, chooser: LoadedModel | None, request: EditRequest,
-                cancelled: Callable[[], bool]) -> Iterator[Event]:
     from engine.apply.job import aligned  # lazy, like the decoders
 
+    return in_lf(request, lambda lf: until_cancelled(name, lf, cancelled, partial(aligned, name, chooser=chooser)))
+
+
+def until_cancelled(name: str, request: EditRequest, cancelled: Callable[[], bool],
+                    write: Writer) -> Iterator[Event]:
+    """``write``'s events, ended at once by a cancel that comes before it starts (an edit that
+    waited for the engine) or while a forward runs (the localizer's, a prefill, a choice's
+    scoring: they raise Cancelled between chunks): the edit then finishes as ``cancelled`` with
+    the document as it was, like one cancelled between decode steps. ``name``: the model's."""
     started = time.perf_counter()
+    prompt_tokens = 0
     try:
-        yield from aligned(name, request, cancelled, chooser)
+        if cancelled():
+            raise Cancelled("cancelled before the edit started")
+        for event in write(request, cancelled):
+            if isinstance(event, EditStarted):
+                prompt_tokens = event.prompt_tokens
+            yield event
     except Cancelled:
-        yield EditFinished(cancelled_result(request, name, 0, time.perf_counter() - started))
+        yield EditFinished(cancelled_result(request, name, prompt_tokens, time.perf_counter() - started))
 
 
 def model_writer(loaded: LoadedModel, request: EditRequest) -> Writer:
