@@ -16,7 +16,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-FAULTS = ("ok", "http500", "http400", "malformed", "truncated", "slow", "bad_tokens", "off_grammar", "special_token")
+FAULTS = ("ok", "http500", "http400", "malformed", "truncated", "slow", "bad_tokens", "off_grammar", "special_token",
+          "speculative")
 
 
 class FakeCompletionsServer:
@@ -76,6 +77,10 @@ class FakeCompletionsServer:
             return
         if fault == "http400":
             handler._send(400, json.dumps({"error": {"message": f"The model `{body.get('model')}` does not exist."}}).encode())
+            return
+        if fault == "speculative" and "logit_bias" in body:  # vLLM 0.32 started with --speculative-config
+            message = "The min_p and logit_bias sampling parameters are not yet supported with speculative decoding."
+            handler._send(400, json.dumps({"error": {"message": message}}).encode())
             return
         if fault == "malformed":
             handler._send(200, b"data: {not json\n\n", "text/event-stream")

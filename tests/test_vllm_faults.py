@@ -112,3 +112,28 @@ def test_a_model_apply_on_a_server_is_refused_with_the_fix(fake):
     with pytest.raises(EditError, match="--mode auto.*in-process backend"):
         engine.edit(EditRequest(BUGGY, "", update=update, mode="program"))
     assert engine.edit(EditRequest(BUGGY, "", update=update, mode="auto")).output_text.endswith("return a + b\n")
+
+
+@pytest.mark.parametrize("mode", ["program", "ar"])
+def test_a_server_running_speculative_decoding_is_sent_no_logit_bias(fake, mode):
+    """vLLM refuses ``logit_bias`` on a server started with speculative decoding (measured:
+    scripts/measure_vllm_ngram.py): the request is sent again without it, and so is every later
+    one to that server; the special-token check on what comes back still holds."""
+    engine = _engine(fake.url)
+    fake.fault = "speculative"
+    request = EditRequest(BUGGY, "Fix the bug", mode=mode, max_new_tokens=8)
+    if mode == "program":  # the fake's program reply ends the program early: refused, after the retry
+        with pytest.raises(BackendError, match="ended the program"):
+            engine.edit(request)
+    else:
+        assert engine.edit(request).stop_reason in ("done", "max_tokens")
+    assert "logit_bias" in fake.requests[0] and "logit_bias" not in fake.requests[1]
+    sent = len(fake.requests)
+    try:
+        engine.edit(request)
+    except BackendError:
+        pass
+    assert all("logit_bias" not in body for body in fake.requests[sent:])
+    fake.fault = "special_token"  # without the bias, a special token the server writes is still refused
+    with pytest.raises(BackendError, match="sent the special token"):
+        engine.edit(request)

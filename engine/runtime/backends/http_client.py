@@ -48,6 +48,9 @@ class CompletionsClient:
         self._key = api_key
         self.timeout_s = timeout_s
         self.timing = HttpTiming()
+        # The server refused a ``logit_bias`` once (vLLM does where it runs speculative decoding):
+        # later requests to it leave it out.
+        self.refuses_logit_bias = False
 
     def __repr__(self) -> str:  # never shows the key
         return f"CompletionsClient({self.display!r})"

@@ -29,6 +29,10 @@ from engine.runtime.protocol import JsonValue
 from engine.runtime.sources import Progress, load_tokenizer
 
 _PROBE = "def probe(x):\n    return x + 1  # <copy lines=\"1-2\"/> é\n"
+# What vLLM answers a ``logit_bias`` with on a server started with speculative decoding (its
+# n-gram drafting, --speculative-config): "The min_p and logit_bias sampling parameters are not yet
+# supported with speculative decoding."
+SPECULATIVE_REFUSAL = "not yet supported with speculative decoding"
 
 
 class VllmRuntime(ServerRuntime):
@@ -89,6 +93,24 @@ class VllmRuntime(ServerRuntime):
         per event. The prompt is never logged (it is the user's code)."""
         body = {"model": self.request_model, "prompt": prompt_ids, "max_tokens": max_tokens, "temperature": 0.0,
                 "return_token_ids": True, "skip_special_tokens": False, **extra}
+        if self.client.refuses_logit_bias:
+            body.pop("logit_bias", None)
+        streamed = False
+        try:
+            for item in self._events(body, cancelled):
+                streamed = True
+                yield item
+        except RemoteError as exc:
+            # A server running speculative decoding refuses the bias that keeps special tokens out
+            # before it streams anything: without it the output is the same greedy text, and a
+            # special token the server might write is still refused (remote_decode.reject_special).
+            if streamed or "logit_bias" not in body or SPECULATIVE_REFUSAL not in str(exc):
+                raise
+            self.client.refuses_logit_bias = True
+            body.pop("logit_bias")
+            yield from self._events(body, cancelled)
+
+    def _events(self, body: dict[str, JsonValue], cancelled: Callable[[], bool]) -> Iterator[tuple[list[int], str | None]]:
         for event in self.client.stream("/v1/completions", body, cancelled):
             choices = event.get("choices")
             if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
