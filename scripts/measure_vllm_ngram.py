@@ -12,10 +12,11 @@ machine's load falls on both alike.
 
 vLLM refuses ``logit_bias`` on a server with speculative decoding ("The min_p and logit_bias
 sampling parameters are not yet supported with speculative decoding"), and every engine request
-carries one (the special tokens it excludes), so the script first records what the n-gram server
-answers to the engine's own ar, speculative and program requests, then times the text modes with
-the ``logit_bias`` left out of the request to both servers alike (the engine still rejects any
-special token the server returns). Per case: wall seconds, completion tokens, outputs identical
+carries one (the special tokens it excludes); the engine then sends its requests to that server
+without it (engine.runtime.backends.vllm, SPECULATIVE_REFUSAL), and still rejects any special
+token the server returns. The script first records what the n-gram server answers to the
+engine's own ar, speculative and program requests, then times the text modes as the engine sends
+them. Per case: wall seconds, completion tokens, outputs identical
 across the servers (and ar == speculative on each), and the n-gram server's spec-decode counters
 (/metrics, read before and after each request). Both servers are killed at the end, or on error.
 
@@ -169,8 +170,6 @@ def main(argv: list[str] | None = None) -> int:
         engines = {name: Engine.load("default", backend="vllm", options=BackendOptions(server_url=url))
                    for name, url in urls.items()}
         out["engine_requests_on_ngram_server"] = probe_refusals(engines["ngram"])
-        for engine in engines.values():
-            strip_logit_bias(engine)
         out["records"] = records = run_cases(engines, urls, args.offset, args.limit)
         out["summary"] = summarize(records)
         print(json.dumps(out["summary"], indent=1), flush=True)
@@ -194,24 +193,6 @@ def probe_refusals(engine: Engine) -> dict[str, str]:
             answers[mode] = str(exc)
         print(f"engine's {mode} request on the n-gram server: {answers[mode]}", flush=True)
     return answers
-
-
-def strip_logit_bias(engine: Engine) -> None:
-    """Send the text modes' request without its ``logit_bias`` (vLLM refuses logit_bias with
-    speculative decoding), to both servers alike. The engine still checks every token the server
-    returns (engine.decoding.remote_decode.reject_special), so a special token would fail the edit."""
-    for mode in MODES:
-        runtime = engine.model_for(mode).runtime
-        if getattr(runtime, "_bias_stripped", False):
-            continue
-        original = runtime.stream_completion
-
-        def stream(prompt_ids, max_tokens, cancelled, _original=original, **extra):
-            extra.pop("logit_bias", None)
-            return _original(prompt_ids, max_tokens, cancelled, **extra)
-
-        runtime.stream_completion = stream
-        runtime._bias_stripped = True
 
 
 def run_cases(engines: dict[str, Engine], urls: dict[str, str], offset: int, limit: int) -> list[dict[str, Any]]:
