@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.runtime.expectations import FIGURES, UNBOUNDED, Situation, exact_rows, expect
+from engine.runtime.expectations import FIGURES, SERVER_NGRAM, UNBOUNDED, Situation, exact_rows, expect
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -70,11 +70,20 @@ def test_a_combination_nobody_measured_says_so(kept: Situation):
 
 def test_a_vllm_server_says_which_drafting_applies():
     said = expect(situation(backend="vllm", rule="server", rows=None, device="remote"))
-    assert said.figure is None
+    assert said.figure is SERVER_NGRAM
     assert "speculative mode sends what ar sends" in said.sentence
     assert "--speculative-config '{\"method\": \"ngram\"" in said.sentence
+    assert said.sentence.endswith("such a server measured 3.08x a plain one's speed, the same outputs")
     program = expect(situation(backend="vllm", mode="program", rule="server", rows=None, selector=True))
     assert program.sentence.startswith("program mode with the span selector served as a LoRA module")
+
+
+def test_the_server_figure_is_the_pooled_ratio_in_its_results_file():
+    """Typed in by hand nowhere either: ar's pooled plain-over-n-gram time, all outputs the same."""
+    run = json.loads((ROOT / SERVER_NGRAM.source).read_text())
+    assert run["engine_requests_on_ngram_server"] == {"ar": "ok", "speculative": "ok", "program": "ok"}
+    assert run["summary"]["ar"]["total_plain_over_ngram"] == pytest.approx(SERVER_NGRAM.ratio, abs=0.005)
+    assert run["summary"]["ar"]["identical_across_servers"] == len(run["records"])
 
 
 def test_the_rows_an_exact_verify_holds_from_its_room():
