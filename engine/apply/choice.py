@@ -25,6 +25,7 @@ from engine.apply.structure import Choice, merged_alignment
 from engine.core.choices import never_cancelled
 from engine.core.errors import Cancelled
 from engine.runtime.loaded import LoadedModel
+from engine.runtime.prefix_cache import common_prefix
 
 CONTEXT = 3  # lines of common context on each side of the differing region the model scores
 FILE_WINDOW = 160  # file lines the model reads around the region (the update's, at most as many)
@@ -279,9 +280,7 @@ def _rests(session, rests: list[list[int]], first, cancelled: Callable[[], bool]
         if cancelled():  # (a backend that cannot stop inside a forward stops here)
             raise Cancelled("cancelled while the model decided a choice")
         rest = rests[k]
-        keep = 0
-        while keep < min(len(path), len(rest)) and path[keep] == rest[keep]:
-            keep += 1
+        keep = common_prefix(path, rest)
         if keep < len(path):
             session.crop(after + keep)
             del path[keep:], known[keep + 1:]
@@ -298,8 +297,7 @@ def _rests(session, rests: list[list[int]], first, cancelled: Callable[[], bool]
 def _common_prefix(seqs: list[list[int]], keep_tail: bool = True) -> list[int]:
     """The sequences' longest common prefix; ``keep_tail``: short of each one's last token (every
     prompt keeps a tail, whose last row's logits predict what follows it)."""
-    n = min(len(s) for s in seqs) - (1 if keep_tail else 0)
-    k = 0
-    while k < n and all(s[k] == seqs[0][k] for s in seqs):
-        k += 1
-    return seqs[0][:k]
+    n = min(common_prefix(seqs[0], s) for s in seqs)
+    if keep_tail:
+        n = max(0, min(n, min(len(s) for s in seqs) - 1))
+    return seqs[0][:n]
