@@ -7,11 +7,18 @@ a real own model are in tests/test_apply_choice_doors.py."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import sys
 from pathlib import Path
 
 import pytest
+import pytest_lsp
+from lsprotocol import types
+from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 from test_apply_choice import FILE, UPDATE, run
+from test_lsp_answer import Editor
 
 from engine.decoding.request import EditRequest
 from engine.dispatch import ModelFree, resolved
@@ -59,3 +66,75 @@ def test_an_answer_naming_files_in_aligner_mode_has_the_rule_decide_without_load
     assert code == 0 and "the rule decides" not in err and "loading" not in err, err
     assert json.loads(out)["files"][0]["choice"] == RULE
     assert "def low_stock" not in (tmp_path / "inv.py").read_text()
+
+
+SERVER = ClientServerConfig(
+    server_command=[sys.executable, "-m", "lsp_server"],
+    server_env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONUNBUFFERED": "1"},
+)
+
+
+@pytest_lsp.fixture(config=SERVER)
+async def lsp(lsp_client: LanguageClient, tmp_path: Path):
+    """The language server over ``tmp_path``; the user's own model is a path where no model is.
+    The editor records the status bar's states (a ``loading`` one: a model load was tried)."""
+    editor = Editor(lsp_client)
+    editor.status = []  # type: ignore[attr-defined]
+    lsp_client.editor = editor  # type: ignore[attr-defined]
+
+    @lsp_client.feature(types.WORKSPACE_APPLY_EDIT)
+    def apply_edit(params: types.ApplyWorkspaceEditParams):
+        return editor.apply(params)
+
+    @lsp_client.feature(types.CLIENT_REGISTER_CAPABILITY)
+    def register_capability(params: types.RegistrationParams) -> None:
+        """Accepted, as VS Code does."""
+
+    @lsp_client.feature("copyAsDecode/status")
+    def status(params) -> None:
+        editor.status.append(params.state)  # type: ignore[attr-defined]
+
+    (tmp_path / ".copy-as-decode.toml").write_text('warm_up = "off"\n')
+    missing = str(tmp_path / "no-model-here")
+    user = {"model": missing, "allowedModels": ["default", missing]}
+    lsp_client.set_configuration({"copyAsDecode": {"model": missing}})
+    await lsp_client.initialize_session(types.InitializeParams(
+        capabilities=client_capabilities("visual-studio-code"), root_uri=tmp_path.as_uri(),
+        initialization_options={"copyAsDecode": user},
+        workspace_folders=[types.WorkspaceFolder(uri=tmp_path.as_uri(), name="ws")]))
+    yield
+    await lsp_client.shutdown_session()
+
+
+async def _apply(client: LanguageClient, tmp_path: Path, folder: str, mode: str | None, update: str) -> dict:
+    """``applyUpdate`` of ``update`` onto ``folder``/inv.py (open), asking ``mode`` (None: the setting's)."""
+    (tmp_path / folder).mkdir(exist_ok=True)
+    (tmp_path / folder / "inv.py").write_text(FILE)
+    uri = (tmp_path / folder / "inv.py").as_uri()
+    client.editor.open(uri, FILE, "python")  # type: ignore[attr-defined]
+    return await asyncio.wait_for(client.workspace_execute_command_async(types.ExecuteCommandParams(
+        command="copyAsDecode.server.applyUpdate",
+        arguments=[{"uri": uri, "update": update, "instruction": "rename low_stock", "mode": mode}])), 60)
+
+
+@pytest.mark.asyncio
+async def test_the_language_server_in_aligner_mode_has_the_rule_decide_without_loading(lsp: LanguageClient,
+                                                                                       tmp_path: Path) -> None:
+    editor = lsp.editor  # type: ignore[attr-defined]
+    outcome = await _apply(lsp, tmp_path, "asked", "aligner", UPDATE)
+    assert outcome["status"] == "done", outcome
+    assert outcome["choice"] == RULE and "loading" not in editor.status
+    assert "def low_stock" not in editor.docs[(tmp_path / "asked" / "inv.py").as_uri()][0]
+    (tmp_path / "answer").mkdir()
+    (tmp_path / "answer" / "plain.py").write_text("def f():\n    return 1\n")
+    answer = f"`answer/inv.py`\n```python\n{UPDATE}```\n\n`answer/plain.py`\n```python\ndef f():\n    return 2\n```\n"
+    named = await _apply(lsp, tmp_path, "answer", "aligner", answer)
+    assert named["status"] == "done", named
+    files = {entry["path"]: entry for entry in named["summary"]["files"]}
+    assert files["answer/inv.py"]["choice"] == RULE and files["answer/plain.py"]["choice"] is None
+    assert "loading" not in editor.status
+    # The same apply in ``auto`` tries to load the user's own model for its choice: the probe sees it.
+    await _apply(lsp, tmp_path, "auto", None, UPDATE)
+    assert "loading" in editor.status
+    refused = await _apply(lsp, tmp_path, "bad", "rules", UPDATE)
+    assert refused["status"] == "error" and "'mode' must be one of" in refused["message"]
