@@ -74,10 +74,9 @@ SERVER = ClientServerConfig(
 )
 
 
-@pytest_lsp.fixture(config=SERVER)
-async def lsp(lsp_client: LanguageClient, tmp_path: Path):
-    """The language server over ``tmp_path``; the user's own model is a path where no model is.
-    The editor records the status bar's states (a ``loading`` one: a model load was tried)."""
+def attach_recording(lsp_client: LanguageClient) -> Editor:
+    """The editor's handlers (tests/test_lsp_answer.py's), recording the status bar's states in
+    ``editor.status`` (a ``loading`` one: the server tried to load a model)."""
     editor = Editor(lsp_client)
     editor.status = []  # type: ignore[attr-defined]
     lsp_client.editor = editor  # type: ignore[attr-defined]
@@ -94,6 +93,13 @@ async def lsp(lsp_client: LanguageClient, tmp_path: Path):
     def status(params) -> None:
         editor.status.append(params.state)  # type: ignore[attr-defined]
 
+    return editor
+
+
+@pytest_lsp.fixture(config=SERVER)
+async def lsp(lsp_client: LanguageClient, tmp_path: Path):
+    """The language server over ``tmp_path``; the user's own model is a path where no model is."""
+    attach_recording(lsp_client)
     (tmp_path / ".copy-as-decode.toml").write_text('warm_up = "off"\n')
     missing = str(tmp_path / "no-model-here")
     user = {"model": missing, "allowedModels": ["default", missing]}

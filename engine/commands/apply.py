@@ -43,8 +43,9 @@ loaded and the likelier merge is written. The result names who chose ("model"
 or "rule") and the alternative (--json: breakdown.choice); with the embedded
 model (no better than the rule there), or when no model loads, the rule decides.
 --mode aligner is the rules alone: the rule decides every such choice and no
-model is loaded, whatever --model names. --mode program has the model write the merge, with the aligner's program as its
-draft (the model decides such a choice there too); --mode speculative has the
+model is loaded, whatever --model names. --mode program has the model write the
+merge, with the aligner's program as its draft (the model decides such a choice
+there too); --mode speculative has the
 model rewrite the file, drafted from that merge (the output is the model's own
 rewrite, ar's, at copy speed where it agrees; --json's warnings say how many
 drafted tokens it accepted).
