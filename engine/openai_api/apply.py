@@ -192,7 +192,7 @@ def apply_extension(result: EditResult) -> dict[str, Any]:
 
 def choice_json(result: EditResult) -> dict[str, Any] | None:
     """Where the merge's rules left a choice: who decided (``by``: the server's model when it is a
-    user's own, else the rule), the reading ``chosen``, the ``alternatives``, the model's
+    user's own and the apply runs in ``auto``, else the rule), the reading ``chosen``, the ``alternatives``, the model's
     ``scores`` and the ``note`` in words (engine.apply.choice.Decision.json, the CLI's
     ``breakdown.choice``); None when there was none."""
     return result.breakdown.get("choice")
