@@ -1,0 +1,66 @@
+"""Replace or insert, measured: the line rules (and the structure-aware merge, which hands the
+lines between definitions to them) on twin cases whose truth is an edited line or a new line
+beside a similar one (engine.bench.line_choices), right / wrong and written / refused by the
+similarity of the lines the rule pairs, and where the merge ``auto`` runs meets the line rules'
+replace-or-insert choice, whether its other reading is the truth; then how often that choice is
+met on the apply bench's own cases (what a model decision costs). No model. Usage:
+
+    PYTHONPATH=. OMP_NUM_THREADS=1 python scripts/measure_line_choices.py \\
+        --per-language 20 --seed 0 --out results/apply/line_choices.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from engine.apply.align import PAIR_RATIO
+from engine.apply.align import CHOICE_RATIO
+from engine.bench.apply_cases import held_out
+from engine.bench.apply_shapes import shape_cases
+from engine.bench.line_choices import LANGUAGES, firing, line_cases, measure
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--per-language", type=int, default=20, help="file lines per language (each gives twins)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--arms", default="lines,structure", help="lines, structure (engine.bench.apply_rules)")
+    parser.add_argument("--languages", default=",".join(LANGUAGES))
+    parser.add_argument("--bench-per-style", type=int, default=8, help="the bench's style cases (held_out)")
+    parser.add_argument("--bench-per-shape", type=int, default=10, help="the bench's shape cases; 0: no bench cases")
+    parser.add_argument("--out", type=Path, default=None, help="the JSON record")
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+    cases = list(line_cases(args.per_language, args.seed, args.languages.split(",")))
+    found = measure(cases, args.arms.split(","))
+    bench = [*held_out(args.bench_per_style, args.seed), *shape_cases(args.bench_per_shape, args.seed)] \
+        if args.bench_per_shape else []
+    fired = firing(bench)
+    record = {"command": "PYTHONPATH=. OMP_NUM_THREADS=1 python scripts/measure_line_choices.py " + " ".join(
+                  sys.argv[1:] if argv is None else argv),
+              "pair_ratio": PAIR_RATIO, "choice_ratio": CHOICE_RATIO, "cases": len(cases),
+              "languages": {lang: sum(lc.case.language == lang for lc in cases) for lang in args.languages.split(",")},
+              "seconds": round(time.perf_counter() - started, 1), "tally": found["tally"],
+              "bench_cases": fired,
+              # the cases not right (all of them right: the tallies)
+              "rows": [r for r in found["rows"] if not r["right"]]}
+    for arm, sides in found["tally"].items():
+        for side, truths in sides.items():
+            for truth, t in truths.items():
+                print(f"{arm:9s} {side:6s} {truth:13s} n={t['n']:4d} right={t['right']:4d} wrong={t['wrong']:4d} "
+                      f"ws={t['whitespace']:3d} refused={t['refused']:3d} choice={t.get('choice', '-')} "
+                      f"wrong-other-right={t.get('wrong_other_reading_right', '-')}")
+    print(f"bench cases: {fired['cases']}; a line choice met on {fired['line']} (the rule right on "
+          f"{fired['line_rule_right']}), a structure choice on {fired['structure']}")
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
