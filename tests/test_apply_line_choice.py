@@ -110,7 +110,12 @@ def test_twin_cases_share_an_update_where_the_old_line_is_hidden_and_measure_the
     found = measure(cases, ("lines", "structure"))
     both = [r for r in found["rows"] if r["side"] == "both"]
     assert both and all(r["right"] for r in both)  # context on both sides: the rule is right on each twin
-    hidden = [r for r in found["rows"] if r["truth"] in ("replace", "insert-hidden") and r["side"] != "both"]
-    for r in hidden:  # the same update: right on the one the similarity band's rule reads
-        assert r["right"] == ((r["truth"] == "replace") == r["pairs"]) or not r["right"]
+    twins = {(r["case"], r["arm"]): r for r in found["rows"]}
+    hidden = [r for r in found["rows"] if r["truth"] == "insert-hidden"]
+    assert hidden
+    for r in hidden:  # the same update as its replace twin: the rule is right on one of the two at most
+        twin = twins[(r["case"].replace("insert-hidden", "replace"), r["arm"])]
+        assert not (r["right"] and twin["right"])
+        if r["arm"] == "structure" and r["wrong"]:  # and where it writes the wrong one, the other reading is right
+            assert r["choice"] == "line: other", r
     assert bucket(1.0) == "0.9-1.0" and bucket(0.55) == "0.5-0.6"

@@ -201,7 +201,7 @@ def measure(cases: Sequence[LineCase], arms: Sequence[str] = ("lines",)) -> dict
 def _counts(rows: list[dict[str, Any]]) -> dict[str, int]:
     out = {"n": len(rows), "right": sum(r["right"] for r in rows), "whitespace": sum(r["whitespace"] for r in rows),
            "wrong": sum(r["wrong"] for r in rows), "refused": sum(r["refused"] for r in rows)}
-    if any(r["choice"] is not None for r in rows):  # (the arm that surveys the choices)
+    if rows and rows[0]["arm"] == "structure":  # (the arm that surveys the choices)
         out["choice"] = sum(r["choice"] is not None for r in rows)
         out["wrong_other_reading_right"] = sum(r["wrong"] and r["choice"] == "line: other" for r in rows)
     return out
