@@ -40,14 +40,19 @@ def main(argv: list[str] | None = None) -> int:
     bench = [*held_out(args.bench_per_style, args.seed), *shape_cases(args.bench_per_shape, args.seed)] \
         if args.bench_per_shape else []
     fired = firing(bench)
+    lines_rows = [r for r in found["rows"] if r["arm"] == "lines"]
+    structure_rows = [r for r in found["rows"] if r["arm"] == "structure"]
     record = {"command": "PYTHONPATH=. OMP_NUM_THREADS=1 python scripts/measure_line_choices.py " + " ".join(
                   sys.argv[1:] if argv is None else argv),
               "pair_ratio": PAIR_RATIO, "choice_ratio": CHOICE_RATIO, "cases": len(cases),
               "languages": {lang: sum(lc.case.language == lang for lc in cases) for lang in args.languages.split(",")},
               "seconds": round(time.perf_counter() - started, 1), "tally": found["tally"],
               "bench_cases": fired,
-              # the cases not right (all of them right: the tallies)
-              "rows": [r for r in found["rows"] if not r["right"]]}
+              "lines_equal_structure": sum(
+                  a["right"] == b["right"] and a["wrong"] == b["wrong"] for a, b in zip(lines_rows, structure_rows)),
+              # the cases what auto runs (structure) does not merge right, one a line: the rest are right
+              "rows": [{k: v for k, v in r.items() if k not in ("arm", "right", "pairs")}
+                       for r in structure_rows if not r["right"]]}
     for arm, sides in found["tally"].items():
         for side, truths in sides.items():
             for truth, t in truths.items():
@@ -58,7 +63,11 @@ def main(argv: list[str] | None = None) -> int:
           f"{fired['line_rule_right']}), a structure choice on {fired['structure']}")
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+        rows = record.pop("rows")
+        text = json.dumps(record, indent=1)
+        text = text[:-2] + ',\n "rows": [\n' + ",\n".join(json.dumps(r) for r in rows) + "\n ]\n}\n"
+        json.loads(text)  # (one row a line: the record stays short to read)
+        args.out.write_text(text, encoding="utf-8")
     return 0
 
 
