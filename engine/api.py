@@ -59,8 +59,9 @@ class Engine:
     selector_model: LoadedModel | None = None
     apply_selector: Path | None = None  # the apply selector's folder (engine.runtime.selector.adapter)
     _apply_model: LoadedModel | None = field(default=None, repr=False)  # its copy, once an apply needed it
-    # Whether the model decides where an apply's rules leave a choice (engine.apply.choice): a
-    # user's own model does (engine.runtime.sources.own_model), the embedded one does not.
+    # Whether the model decides where an apply's rules leave a choice (engine.apply.choice), for an
+    # apply asked in ``auto``: a user's own model does (engine.runtime.sources.own_model), the
+    # embedded one does not; an apply asked in ``aligner`` is always the rule's.
     chooses: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _ahead: ReadAhead = field(default_factory=ReadAhead, repr=False)  # the answer read ahead (engine.read_ahead)
@@ -189,8 +190,9 @@ class Engine:
         return resolved(request, self.selector_model is not None)
 
     def _planned(self, request: EditRequest) -> EditPlan:
-        """The plan of ``request`` (resolved). Where an apply's rules leave a choice and this
-        engine's model :attr:`chooses`, the model decides it, the aligner's merge run under the
+        """The plan of ``request`` (resolved). Where an apply asked in ``auto`` meets a choice
+        its rules leave and this engine's model :attr:`chooses`, the model decides it (asked in
+        ``aligner``, the rule does: engine.dispatch.ModelFree.needs_choice), the aligner's merge run under the
         engine's lock as an edit is (on a server, which returns no likelihoods, the rule decides:
         engine.apply.job)."""
         chooser = self.loaded if self.chooses and ModelFree.needs_choice(request) else None

@@ -14,7 +14,7 @@ from typing import Callable, Iterator
 
 from engine.core.choices import Mode, never_cancelled
 from engine.core.errors import Cancelled, EditError
-from engine.core.modes import concrete, needs_model, traits
+from engine.core.modes import AUTO, concrete, needs_model, traits
 from engine.decoding.events import EditFinished, EditResult, EditStarted, Event
 from engine.decoding.line_endings import in_lf
 from engine.decoding.request import EditRequest
@@ -100,10 +100,15 @@ def model_writer(loaded: LoadedModel, request: EditRequest) -> Writer:
 
 def resolved(request: EditRequest, selector: bool) -> EditRequest:
     """``request`` validated, its mode made concrete (engine.core.modes.concrete; ``selector``:
-    whether the engine's model has a span selector)."""
+    whether the engine's model has a span selector); an apply keeps the mode asked for
+    (:attr:`EditRequest.asked`: who may decide its choice asks it). An edit keeps none, so that
+    the same edit resolved at a door or in the engine is the same request (a read-ahead's answer
+    is found by its request: engine.read_ahead)."""
     request.validate()
     mode = concrete(request.mode, apply=request.is_apply, selector=selector)
-    return request if mode == request.mode else replace(request, mode=mode)
+    if mode == request.mode:
+        return request
+    return replace(request, mode=mode, asked_mode=request.asked if request.is_apply else None)
 
 
 class ModelFree:
@@ -120,9 +125,12 @@ class ModelFree:
 
     @staticmethod
     def needs_choice(request: EditRequest) -> bool:
-        """Whether the apply ``request`` is one no model writes (its mode's, ``auto`` included) and
-        meets a choice that a model would decide (engine.apply.job.has_choice)."""
-        if not request.is_apply or request.is_empty() or needs_model(request.mode, apply=True):
+        """Whether the apply ``request`` is one no model writes, asked in ``auto`` (before the
+        engine made it concrete: :attr:`EditRequest.asked`), and meets a choice that a model would
+        decide (engine.apply.job.has_choice). An apply asked in ``aligner`` is the fixed rule's,
+        choices included: no model is loaded or consulted for it."""
+        if not request.is_apply or request.is_empty() or request.asked != AUTO \
+                or needs_model(request.mode, apply=True):
             return False
         from engine.apply.job import has_choice  # lazy, like the decoders
 
@@ -132,7 +140,7 @@ class ModelFree:
     def loads_for_choice(model: str, request: EditRequest) -> bool:
         """Whether a front door answering the apply ``request`` without a model should load
         ``model`` to decide a choice: only for a user's own model (engine.runtime.sources.own_model),
-        and only when the aligner's merge (``auto``'s) meets one (:meth:`needs_choice`). The loaded
+        only in ``auto`` and only when the aligner's merge meets one (:meth:`needs_choice`). The loaded
         engine decides it under its lock (:meth:`engine.api.Engine.plan`), the same at every door."""
         return own_model(model) and ModelFree.needs_choice(request)
 

@@ -12,10 +12,13 @@ problem is at or near line K".
 
 Command ``copyAsDecode.server.applyUpdate`` takes ONE argument object::
 
-    {"uri": str, "update": str, "instruction": str | null, "partial": bool | null}
+    {"uri": str, "update": str, "instruction": str | null, "partial": bool | null,
+     "mode": "auto" | "program" | "speculative" | "ar" | "aligner" | null}
 
 and merges ``update`` (a change written elsewhere: a chat answer, an agent's edit, the clipboard)
-into the whole document as the engine's apply; it runs as an edit of kind ``apply``.
+into the whole document as the engine's apply; it runs as an edit of kind ``apply``. ``mode``:
+the mode asked for this apply (``aligner``: the rules alone, the rule deciding any choice they
+leave and no model loaded); null: the ``mode`` setting.
 
 Region rule (which lines the model may rewrite; the rest of the file is read-only context):
 
@@ -35,9 +38,9 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from lsprotocol import types
 
-from engine.core.choices import FIX_INSTRUCTION
+from engine.core.choices import APPLY_USER_MODES, FIX_INSTRUCTION
 from engine.core.lines import line_offsets, split_lines
-from engine.settings import DEFAULTS
+from engine.settings import DEFAULTS, Settings
 from lsp_server.positions import DEFAULT, Encoding, LineIndex
 
 COMMAND_EDIT = "copyAsDecode.server.edit"
@@ -68,6 +71,12 @@ class EditArgs:
     focus_source: str = "cursor"  # "diagnostic": a tool found the problem there (see focus_policy)
     update: str | None = None  # the text to merge into the document (kind "apply")
     partial: bool = False  # apply: write the chunks that could be placed when others cannot
+    mode: str | None = None  # apply: the mode asked for it (engine.core.choices.APPLY_USER_MODES); None: the setting's
+
+    def over(self, settings: Settings) -> Settings:
+        """``settings`` with the mode this apply asks for over the ``mode`` setting: who may decide
+        a choice the merge's rules leave follows it (``aligner``: the rule, no model loaded)."""
+        return settings if self.mode is None else settings.with_values({"mode": self.mode})
 
     @property
     def focus_policy(self) -> str | None:
@@ -118,7 +127,8 @@ class EditArgs:
     def parse_apply(cls, raw: Any) -> "EditArgs":
         """The argument object of ``copyAsDecode.server.applyUpdate``; raises ValueError with a
         message that shows the expected shape."""
-        shape = '{"uri": str, "update": str, "instruction": str | null, "partial": bool | null}'
+        shape = ('{"uri": str, "update": str, "instruction": str | null, "partial": bool | null, '
+                 f'"mode": {" | ".join(map(repr, APPLY_USER_MODES))} | null}}')
         if isinstance(raw, (list, tuple)) and len(raw) == 1:
             raw = raw[0]
         uri = uri_argument(raw, COMMAND_APPLY_UPDATE, shape, required=True) or ""  # required: never None
@@ -132,7 +142,12 @@ class EditArgs:
         partial = raw.get("partial")
         if partial is not None and not isinstance(partial, bool):
             raise ValueError(f"{COMMAND_APPLY_UPDATE}: 'partial' must be true, false or null, got {partial!r}")
-        return cls(uri, None, (instruction or "").strip() or None, "apply", update=update, partial=bool(partial))
+        mode = raw.get("mode")
+        if mode is not None and mode not in APPLY_USER_MODES:
+            raise ValueError(f"{COMMAND_APPLY_UPDATE}: 'mode' must be one of {', '.join(APPLY_USER_MODES)} or null, "
+                             f"got {mode!r}")
+        return cls(uri, None, (instruction or "").strip() or None, "apply", update=update, partial=bool(partial),
+                   mode=mode)
 
 
 def uri_argument(raw: Any, command: str, shape: str = '{"uri": str | null}', required: bool = False) -> str | None:

@@ -93,6 +93,7 @@ async def run_answer(services: EditServices, args: EditArgs) -> dict:
         return report(client, Outcome("error", NO_FOLDER.format(uri=args.uri)))
     root = services.settings.root_for(here) or here.parent
     settings, _ = await services.settings.pulled(args.uri)
+    settings = args.over(settings)  # the answer's own mode, if it asks one
     buffers = open_buffers(services)
 
     def read(path: Path) -> str:

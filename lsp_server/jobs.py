@@ -168,7 +168,7 @@ class LiveEdit:
             return Outcome("error", NOT_OPEN)
         try:
             request = document_request(doc, self.instruction, self.lines, self.settings,
-                                   mode=engine.resolve_mode(self.settings.edit.mode, self.update is not None),
+                                   mode=self.settings.edit.mode,  # as asked: the engine makes it concrete
                                    focus_line=self.focus_line,
                                    focus_policy=self.focus_policy, update=self.update, partial=self.partial)
         except EditError as exc:
@@ -190,7 +190,7 @@ class LiveEdit:
                       live: LiveRegion) -> tuple[EditResult | None, BaseException | None]:
         """The engine's result (or its failure); each batch's latest op is shown as it comes."""
         region = f"lines {self.lines[0]}-{self.lines[1]}" if self.lines else "whole document"
-        await self.progress.begin("AI edit", f"{engine.name} · {request.mode} · {region}", percentage=0)
+        await self.progress.begin("AI edit", f"{engine.name} · {engine.resolve_mode(request.mode, request.is_apply)} · {region}", percentage=0)
         events = BlockingStream(lambda: engine.stream(request, cancelled=self.cancelled), stop=self.cancel.set)
         result: EditResult | None = None
         ops = 0

@@ -81,6 +81,7 @@ class EditSession:
 
     async def _edit(self) -> Outcome:
         settings, warnings = await self.services.settings.pulled(self.args.uri)
+        settings = self.args.over(settings)  # an apply's own mode, if it asks one
         engine = await self._engine(settings, warnings)
         async with self._slot(engine):
             outcome = await self._run(engine, settings)

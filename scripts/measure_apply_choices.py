@@ -4,13 +4,13 @@ fixed rule or the embedded model (engine.apply.choice), each against the truth. 
 are its measures of a region (engine.apply.choice.Measure), with the instruction (and the sum
 also without).
 
-What a decision costs, by the shipped measure (what the instruction adds), each case side by side
-in one run, every timed call after the kept prompts are dropped (engine.api.Engine.forget_prompts):
-one forward of the instructed prompt (the window: file, update, instruction), the decision as
-shipped (engine.apply.choice: what the readings and the regions share is read once), and the same
-scores unshared (:func:`unshared_scores`: each reading's prompt read on its own, each whole region
-one forward after it); the decision's time as a ratio to the window's forward, the tokens each
-forwarded, and whether both picked the same reading.
+What a decision costs, each case side by side in one run, every timed call after the kept prompts
+are dropped (engine.api.Engine.forget_prompts): one forward of the instructed prompt (the window:
+file, update, instruction), the decision by the shipped measure (engine.apply.choice.MEASURE: the
+instruction read after each region, the regions read once) and by what the instruction adds read
+the other way (``instruction``: each region read after the prompt with the instruction and after
+the one without, what they share read once); each decision's time as a ratio to the window's
+forward, and the tokens each forwarded.
 
 Cases are written here, from code disjoint from training: each base file has a function the
 update shows under a new name; the truth is a rename in one case and a new function in its twin
@@ -29,10 +29,10 @@ import sys
 import time
 from pathlib import Path
 
-from engine.apply.choice import by_model, by_rule, candidates, model_scorer, reading_prompts, region_scores
+from engine.apply.choice import MEASURE, by_model, by_rule, candidates, model_scorer, reading_prompts
 
 ARMS = [("sum", "sum", True), ("sum_no_instruction", "sum", False), ("mean", "mean", True), ("pmi", "pmi", True),
-        ("instruction", "instruction", True)]  # (the instruction's measure without one: the rule)
+        ("instruction", "instruction", True), ("explains", "explains", True)]  # (the instruction's measure without one: the rule)
 
 INVENTORY = '''import json
 
@@ -194,6 +194,104 @@ func parseBytes(s string) (int, error) {
 // ... existing code ...
 '''
 
+# A longer module: the window the model reads grows with the file, the regions do not.
+ORDERS = '''"""Orders: totals, discounts and shipping for the shop's checkout."""
+
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+TAX_RATE = Decimal("0.2")
+FREE_SHIPPING_OVER = Decimal("50")
+
+
+@dataclass
+class Line:
+    sku: str
+    price: Decimal
+    qty: int = 1
+
+
+@dataclass
+class Order:
+    lines: list = field(default_factory=list)
+    coupon: str | None = None
+    country: str = "GB"
+
+
+def subtotal(order):
+    return sum((line.price * line.qty for line in order.lines), Decimal("0"))
+
+
+def item_count(order):
+    return sum(line.qty for line in order.lines)
+
+
+def discount(order):
+    if order.coupon == "TENOFF":
+        return min(Decimal("10"), subtotal(order))
+    if order.coupon == "HALF":
+        return subtotal(order) / 2
+    return Decimal("0")
+
+
+def shipping(order):
+    if subtotal(order) - discount(order) >= FREE_SHIPPING_OVER:
+        return Decimal("0")
+    if order.country == "GB":
+        return Decimal("3.95")
+    return Decimal("9.95")
+
+
+def tax(order):
+    return ((subtotal(order) - discount(order)) * TAX_RATE).quantize(Decimal("0.01"))
+
+
+def total(order):
+    return subtotal(order) - discount(order) + shipping(order) + tax(order)
+
+
+def heavy_lines(order, limit):
+    out = []
+    for line in order.lines:
+        if line.qty > limit:
+            out.append(line)
+    return out
+
+
+def skus(order):
+    return sorted({line.sku for line in order.lines})
+
+
+def merge(first, second):
+    merged = Order(lines=list(first.lines), coupon=first.coupon or second.coupon, country=first.country)
+    for line in second.lines:
+        merged.lines.append(line)
+    return merged
+
+
+def receipt(order):
+    rows = [f"{line.sku:<12}{line.qty:>4} x {line.price:>8}" for line in order.lines]
+    rows.append(f"{'subtotal':<20}{subtotal(order):>8}")
+    rows.append(f"{'discount':<20}{-discount(order):>8}")
+    rows.append(f"{'shipping':<20}{shipping(order):>8}")
+    rows.append(f"{'tax':<20}{tax(order):>8}")
+    rows.append(f"{'total':<20}{total(order):>8}")
+    return "\\n".join(rows)
+'''
+ORDERS_UPDATE = '''# ... existing code ...
+
+
+def bulk_lines(order, limit):
+    out = []
+    for line in order.lines:
+        if line.qty >= limit:
+            out.append(line)
+    return out
+
+
+# ... existing code ...
+'''
+
 # (name, language, file, update, old name, new name, what the new function does)
 BASES = [
     ("inventory", "python", INVENTORY, INVENTORY_UPDATE, "low_stock", "understocked", "includes items at the limit"),
@@ -202,6 +300,7 @@ BASES = [
     ("dates", "javascript", DATES, DATES_UPDATE, "formatDate", "formatDay", "writes day/month/year"),
     ("counts", "java", COUNTS, COUNTS_UPDATE, "countActive", "countEnabled", "leaves locked users out"),
     ("sizes", "go", SIZES, SIZES_UPDATE, "parseSize", "parseBytes", "reads plain bytes"),
+    ("orders", "python", ORDERS, ORDERS_UPDATE, "heavy_lines", "bulk_lines", "includes lines at the limit"),
 ]
 
 
@@ -230,34 +329,8 @@ def timed(engine, work) -> tuple[float, int, object]:
     return seconds, sum(log.sizes()), value
 
 
-def unshared_scores(loaded, instruction: str, file: list[str], update: list[str], texts: list[str]) -> list[float]:
-    """The shipped measure's scores with nothing shared: each reading's prompt appended in a session
-    of its own (the prefix cache may still restore the first's window for the second), then each
-    candidate's whole region one forward after it, the cache cropped back between them."""
-    import torch
-
-    prompts, regions = reading_prompts(loaded, instruction, file, update, texts, "uninstructed")
-    sums = []
-    for prompt in prompts:
-        session = loaded.session()
-        try:
-            first = session.append(prompt, "choice_prompt")
-            base, out = session.length, []
-            for ids in regions:
-                rows = [first.unsqueeze(0)]
-                if len(ids) > 1:
-                    rows.append(session.append(ids[:-1], "choice", all_logits=True))
-                    session.crop(base)
-                logits = torch.log_softmax(torch.cat(rows).float(), dim=-1)
-                out.append(float(logits.gather(1, torch.tensor(ids).unsqueeze(1)).sum()) if ids else 0.0)
-            sums.append(out)
-        finally:
-            session.close()
-    return [given - plain for given, plain in zip(*sums)]
-
-
 def costs(engine, case: dict, file: list[str], update: list[str], texts: list[str]) -> dict:
-    """The window's forward and the decision shared and unshared (module docstring), side by side."""
+    """The window's forward and a decision by each timed measure (module docstring), side by side."""
     loaded = engine.loaded
     prompt = reading_prompts(loaded, case["instruction"], file, update, texts)[0][0]
 
@@ -268,28 +341,24 @@ def costs(engine, case: dict, file: list[str], update: list[str], texts: list[st
         finally:
             session.close()
 
-    def decision(shared: bool):
-        if shared:
-            found = region_scores(loaded, case["instruction"], file, update, texts, "uninstructed")
-            scores = [r.measured("instruction") for r in found]
-        else:
-            scores = unshared_scores(loaded, case["instruction"], file, update, texts)
-        return max(range(len(scores)), key=lambda k: (scores[k], -k)), scores
-
+    arms = {"window": window}
+    for measure in TIMED:
+        scorer = model_scorer(loaded, measure)
+        arms[measure] = lambda scorer=scorer: scorer(case["instruction"], file, update, texts)
     best: dict[str, tuple[float, int, object]] = {}
     for _ in range(REPEATS):
-        for arm, work in (("window", window), ("unshared", lambda: decision(False)),
-                          ("shared", lambda: decision(True))):
+        for arm, work in arms.items():
             got = timed(engine, work)
             if arm not in best or got[0] < best[arm][0]:
                 best[arm] = got
     w = best["window"][0]
     return {"window_tokens": len(prompt), "window_s": round(w, 3),
-            **{f"{arm}_s": round(best[arm][0], 3) for arm in ("shared", "unshared")},
-            **{f"{arm}_ratio": round(best[arm][0] / w, 2) for arm in ("shared", "unshared")},
-            **{f"{arm}_forwarded_tokens": best[arm][1] for arm in ("shared", "unshared")},
-            "same_pick": best["shared"][2][0] == best["unshared"][2][0],
-            "score_difference": round(max(abs(a - b) for a, b in zip(best["shared"][2][1], best["unshared"][2][1])), 4)}
+            **{f"{arm}_s": round(best[arm][0], 3) for arm in TIMED},
+            **{f"{arm}_ratio": round(best[arm][0] / w, 2) for arm in TIMED},
+            **{f"{arm}_forwarded_tokens": best[arm][1] for arm in TIMED}}
+
+
+TIMED = (MEASURE, "instruction")  # the shipped measure and the other reading of what the instruction adds
 
 
 def main(argv: list[str]) -> int:
@@ -300,7 +369,7 @@ def main(argv: list[str]) -> int:
     from engine.api import Engine
 
     engine = Engine.load("default", backend=args.backend)
-    scorers = {m: model_scorer(engine.loaded, m) for m in ("sum", "mean", "pmi", "instruction")}
+    scorers = {m: model_scorer(engine.loaded, m) for m in ("sum", "mean", "pmi", "instruction", "explains")}
     rows = []
     for case in cases():
         file, update = case["file"].splitlines(keepends=True), case["update"].splitlines(keepends=True)
@@ -329,11 +398,10 @@ def main(argv: list[str]) -> int:
                for arm in ("rule", *(a for a, _, _ in ARMS))}
     timed_rows = [r["cost"] for r in decided]
     summary["cost"] = {f"{arm}_ratio_{stat}": round(f(r[f"{arm}_ratio"] for r in timed_rows), 2)
-                       for arm in ("shared", "unshared") for stat, f in (("min", min), ("max", max))}
-    summary["cost"]["shared_ratio_median"] = sorted(r["shared_ratio"] for r in timed_rows)[len(timed_rows) // 2]
-    summary["cost"]["unshared_ratio_median"] = sorted(r["unshared_ratio"] for r in timed_rows)[len(timed_rows) // 2]
-    summary["cost"]["same_pick"] = sum(r["same_pick"] for r in timed_rows)
-    summary["cost"]["score_difference_max"] = max(r["score_difference"] for r in timed_rows)
+                       for arm in TIMED for stat, f in (("min", min), ("max", max))}
+    for arm in TIMED:
+        summary["cost"][f"{arm}_ratio_median"] = sorted(r[f"{arm}_ratio"] for r in timed_rows)[len(timed_rows) // 2]
+    summary["cost"]["shipped"] = MEASURE
     summary["cases"] = len(rows)
     summary["with_a_choice"] = len(decided)
     args.out.parent.mkdir(parents=True, exist_ok=True)

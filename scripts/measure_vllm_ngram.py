@@ -3,8 +3,8 @@ with the server's own n-gram speculation (``--speculative-config``).
 
 On vLLM the engine's speculative mode sends exactly the request ar sends (one streamed greedy
 completion, engine/decoding/remote_decode.py); drafting there is the server's setting. This starts
-both servers on loopback from the vLLM venv (scripts/vllm-venv.sh) with the flags the tests use
-(tests/vllm_server.py: the embedded model's folder in fp32, the span selector as a LoRA module),
+both servers on loopback from the vLLM venv (scripts/vllm-venv.sh) as the tests do
+(engine.bench.local_vllm: the embedded model's folder in fp32, the span selector as a LoRA module),
 the second one with ``NGRAM_CONFIG`` added, waits for both, then for each of the first N
 HumanEvalFix-Python cases (cursor on the bug: the first changed line) runs the edit in modes ar and
 speculative through each server, the server order and the mode order alternating per case so the
@@ -30,9 +30,7 @@ import argparse
 import json
 import os
 import re
-import socket
 import statistics
-import subprocess
 import sys
 import time
 import urllib.request
@@ -43,6 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from engine.api import EditRequest, Engine  # noqa: E402
+from engine.bench import local_vllm  # noqa: E402
 from engine.evaluation.corpora import load_corpus  # noqa: E402
 from engine.runtime.backends import BackendOptions  # noqa: E402
 from engine.runtime.backends.http_client import RemoteError  # noqa: E402
@@ -53,73 +52,6 @@ SERVERS = ("plain", "ngram")
 MODES = ("ar", "speculative")
 SPEC_COUNTERS = ("num_drafts", "num_draft_tokens", "num_accepted_tokens")
 READY_TIMEOUT_S = 1500
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def start_server(name: str, venv_python: Path, log_dir: Path, extra: list[str]) -> dict[str, Any]:
-    """One vLLM server in its own process group, logging to ``log_dir/vllm-NAME.log``."""
-    from engine.runtime.selector.adapter import SHIPPED_ADAPTER_DIR
-    from engine.runtime.sources import _default_model_folder
-
-    port = _free_port()
-    log_path = log_dir / f"vllm-{name}.log"
-    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "OMP_NUM_THREADS": "1", "VLLM_CPU_OMP_THREADS_BIND": "0"}
-    command = [str(venv_python), "-m", "vllm.entrypoints.openai.api_server", "--model",
-               str(_default_model_folder(None)), "--dtype", "float32", "--block-size", "32",
-               "--max-model-len", "2048", "--host", "127.0.0.1", "--port", str(port),
-               "--enable-lora", "--max-lora-rank", "16", "--lora-modules", f"selector={SHIPPED_ADAPTER_DIR}", *extra]
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    return {"name": name, "proc": proc, "url": f"http://127.0.0.1:{port}", "log": log_path,
-            "flags": command[3:], "started": time.time()}
-
-
-def wait_ready(servers: list[dict[str, Any]]) -> None:
-    """Block until every server answers /v1/models; raise with the log's tail if one exited."""
-    pending = list(servers)
-    while pending:
-        for server in list(pending):
-            proc = server["proc"]
-            if proc.poll() is not None:
-                tail = server["log"].read_text(errors="replace")[-4000:]
-                raise ServerFailed(server["name"], proc.returncode, tail)
-            try:
-                with urllib.request.urlopen(server["url"] + "/v1/models", timeout=5) as response:
-                    if response.status == 200:
-                        server["ready_s"] = round(time.time() - server["started"], 1)
-                        print(f"{server['name']} ready after {server['ready_s']} s", flush=True)
-                        pending.remove(server)
-                        continue
-            except OSError:
-                pass
-            if time.time() - server["started"] > READY_TIMEOUT_S:
-                raise ServerFailed(server["name"], None, "no answer within %d s" % READY_TIMEOUT_S)
-        time.sleep(3)
-
-
-class ServerFailed(RuntimeError):
-    def __init__(self, name: str, returncode: int | None, tail: str):
-        super().__init__(f"the {name} vLLM server exited with {returncode}:\n{tail}")
-        self.name, self.returncode, self.tail = name, returncode, tail
-
-
-def stop_servers(servers: list[dict[str, Any]]) -> None:
-    for server in servers:
-        proc = server["proc"]
-        if proc.poll() is None:
-            os.killpg(proc.pid, 15)
-    for server in servers:
-        proc = server["proc"]
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, 9)
-            proc.wait(timeout=10)
 
 
 def spec_counters(url: str) -> dict[str, float]:
@@ -152,21 +84,21 @@ def main(argv: list[str] | None = None) -> int:
     if not venv_python.is_file():
         sys.exit(f"no vLLM venv at {args.venv} (scripts/vllm-venv.sh makes it)")
     args.log_dir.mkdir(parents=True, exist_ok=True)
-    servers: list[dict[str, Any]] = []
+    servers: list[local_vllm.LocalServer] = []
     out: dict[str, Any] = {"command": command, "speculative_config": NGRAM_CONFIG}
     try:
-        servers.append(start_server("plain", venv_python, args.log_dir, []))
-        servers.append(start_server("ngram", venv_python, args.log_dir, ["--speculative-config", NGRAM_CONFIG]))
-        out["flags"] = {s["name"]: s["flags"] for s in servers}
+        servers.append(local_vllm.start("plain", venv_python, args.log_dir))
+        servers.append(local_vllm.start("ngram", venv_python, args.log_dir, ["--speculative-config", NGRAM_CONFIG]))
+        out["flags"] = {s.name: s.flags for s in servers}
         try:
-            wait_ready(servers)
-        except ServerFailed as failed:
+            local_vllm.wait_ready(servers, READY_TIMEOUT_S)
+        except local_vllm.ServerFailed as failed:
             out["error"] = {"server": failed.name, "returncode": failed.returncode, "log_tail": failed.tail}
             print(str(failed), flush=True)
             _write(args.json, out)
             return 1
-        out["ready_s"] = {s["name"]: s["ready_s"] for s in servers}
-        urls = {s["name"]: s["url"] for s in servers}
+        out["ready_s"] = {s.name: s.ready_s for s in servers}
+        urls = {s.name: s.url for s in servers}
         engines = {name: Engine.load("default", backend="vllm", options=BackendOptions(server_url=url))
                    for name, url in urls.items()}
         out["engine_requests_on_ngram_server"] = probe_refusals(engines["ngram"])
@@ -174,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         out["summary"] = summarize(records)
         print(json.dumps(out["summary"], indent=1), flush=True)
     finally:
-        stop_servers(servers)
+        local_vllm.stop(servers)
     _write(args.json, out)
     return 0
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import subprocess
 
+import pytest
+
 from engine.bench.apply import arm_request, damaged_lines, rewrites, summarize
 from engine.bench import pinned
 from engine.bench.apply_cases import LANGUAGES, STYLES, held_out, make_case, source_files
@@ -88,11 +90,12 @@ def test_python_and_typescript_cases_are_cut_from_the_pinned_commit() -> None:
     assert [str(f.path.parent) for f in source_files("typescript")][:1] == ["vscode-client/src"]
 
 
-def test_bench_apply_says_when_the_pinned_commit_is_missing(monkeypatch, capsys) -> None:
+@pytest.mark.parametrize("arms", ["lines,structure", "ar"])  # the rules' arms; a model arm (before any model loads)
+def test_bench_apply_says_when_the_pinned_commit_is_missing(monkeypatch, capsys, arms: str) -> None:
     monkeypatch.setattr(pinned, "PINNED_COMMIT", "0" * 40)
     pinned.pinned_files.cache_clear()
     try:
-        code = main(["bench", "apply", "--arms", "lines,structure", "--per-style", "1", "--cases", "styles"])
+        code = main(["bench", "apply", "--arms", arms, "--per-style", "1", "--cases", "styles"])
     finally:
         pinned.pinned_files.cache_clear()
     err = " ".join(capsys.readouterr().err.split())

@@ -269,3 +269,33 @@ def test_the_shared_reading_scores_as_each_prompt_and_region_read_alone(default_
             picked = torch.log_softmax(logits.float(), dim=-1).gather(1, torch.tensor(ids).unsqueeze(1))
             alone.append(float(picked.sum()))
         assert shared[k].total == pytest.approx(alone[0], abs=0.02) and shared[k].bare == pytest.approx(alone[1], abs=0.02)
+
+
+def test_the_instruction_read_after_each_region_scores_as_each_read_alone(default_engine) -> None:
+    """The shipped measure reads the window once and each region from where it parts from the one
+    before, with the LM head on the instruction's rows alone; each score is still the instruction's
+    likelihood after its own whole prompt and region, as a session that reads them alone computes it."""
+    import torch
+
+    from engine.apply.choice import INSTRUCTION_HEAD, explaining_scores, reading_prompts
+
+    found = candidates(lines(TWINS), lines(UPDATE), "python")
+    assert found is not None
+    texts = [m.text for m in found[1]]
+    instruction = "rename low_stock to understocked"
+    loaded = default_engine.loaded
+    shared = explaining_scores(loaded, instruction, lines(TWINS), lines(UPDATE), texts)
+    prompts, regions = reading_prompts(loaded, "", lines(TWINS), lines(UPDATE), texts)
+    head = loaded.tokenizer.encode(INSTRUCTION_HEAD, add_special_tokens=False)
+    said = loaded.tokenizer.encode(" " + instruction, add_special_tokens=False)
+    assert len(set(shared)) == len(texts)  # the regions tell the readings apart
+    for k, ids in enumerate(regions):
+        whole = prompts[0] + ids + head + said
+        session = loaded.session()
+        try:
+            logits = session.append(whole[:-1], "test", rows=list(range(len(whole) - len(said) - 1, len(whole) - 1)))
+        finally:
+            session.close()
+        alone = float(torch.log_softmax(logits.float(), dim=-1).gather(1, torch.tensor(said).unsqueeze(1)).sum())
+        assert shared[k] == pytest.approx(alone, abs=0.02)
+    assert explaining_scores(loaded, " ", lines(TWINS), lines(UPDATE), texts) == [0.0] * len(texts)

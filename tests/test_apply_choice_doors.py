@@ -2,8 +2,9 @@
 and the model is the user's own, ``copy-as-decode apply``, ``POST /v1/code/apply``, the language
 server's ``applyUpdate`` and an answer that names files each have the engine's model decide it
 (under its lock: engine.api.Engine.plan), write the same merge and name who decided and the
-alternative. The user's own model is the embedded one, de-quantized into a folder and named by
-its path (what a user's own model looks like), on transformers at every door."""
+alternative; asked in ``aligner`` (the rules alone), each has the rule decide and loads no model.
+The user's own model is the embedded one, de-quantized into a folder and named by its path (what
+a user's own model looks like), on transformers at every door."""
 
 from __future__ import annotations
 
@@ -18,11 +19,14 @@ import pytest
 import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
-from test_apply_choice import TWINS, UPDATE
-from test_lsp_answer import Editor, attach
+from test_apply_choice import TWINS, UPDATE, run
+from test_apply_choice_asked import attach_recording
+from test_lsp_answer import Editor
 
 from engine.api import Engine
 from engine.cli import main
+from engine.decoding.request import EditRequest
+from engine.dispatch import ModelFree
 from engine.runtime.sources import cache_dir
 
 pytestmark = [pytest.mark.model, pytest.mark.timeout(600)]
@@ -70,11 +74,61 @@ def _brief(choice: dict) -> dict:
     return {k: choice[k] for k in CHOICE_KEYS}
 
 
+@pytest.fixture(scope="module")
+def by_rule() -> tuple[dict, str]:
+    """The rules' merge of the case (no model): its ``choice`` and the merged file."""
+    result = ModelFree().edit(EditRequest(text=TWINS, instruction=INSTRUCTION, update=UPDATE, language="python",
+                                          mode="aligner"))
+    assert result.breakdown["choice"]["by"] == "rule"
+    return result.breakdown["choice"], result.output_text
+
+
 def test_the_cli_has_the_users_own_model_decide_and_names_the_alternatives(by_cli) -> None:
     choice, written = by_cli
     assert choice["by"] == "model" and {choice["chosen"], *choice["alternatives"]} == READINGS
     assert choice["note"].startswith("the model chose: ") and len(choice["scores"]) == 3
     assert written != TWINS
+
+
+def test_the_cli_asked_aligner_has_the_rule_decide_and_loads_no_model(own_folder: Path, by_cli, by_rule, capsys,
+                                                                      tmp_path: Path) -> None:
+    choice, written = by_rule
+    assert choice["chosen"] != by_cli[0]["chosen"]  # the model's pick differs from the rule's: the case tells them apart
+    target, update = tmp_path / "inv.py", tmp_path / "u.py"
+    target.write_text(TWINS)
+    update.write_text(UPDATE)
+    code, out, err = run(capsys, str(target), "--update", str(update), "--json", "--in-place", "-i", INSTRUCTION,
+                         "--model", str(own_folder), "--backend", "transformers", "--mode", "aligner")
+    assert code == 0, err
+    assert json.loads(out)["breakdown"]["choice"] == choice and target.read_text() == written
+    assert "loading" not in err  # in auto the same command prints the model's loading
+    target.write_text(TWINS)
+    answer = tmp_path / "answer.md"
+    answer.write_text(f"`inv.py`\n```python\n{UPDATE}```\n")
+    code, out, err = run(capsys, "--update", str(answer), "--root", str(tmp_path), "--json", "-i", INSTRUCTION,
+                         "--model", str(own_folder), "--backend", "transformers", "--mode", "aligner")
+    assert code == 0 and "loading" not in err, err
+    assert json.loads(out)["files"][0]["choice"] == choice and target.read_text() == written
+
+
+def test_http_asked_aligner_has_the_rule_decide_on_an_own_models_server(by_rule, default_engine: Engine) -> None:
+    from fastapi.testclient import TestClient
+
+    from engine.openai_api.app import ServerConfig, create_app
+
+    choice, written = by_rule
+    own = replace(default_engine, chooses=True)
+    body = {"initialCode": TWINS, "editSnippet": UPDATE, "instruction": INSTRUCTION, "path": "inv.py",
+            "mode": "aligner"}
+    with TestClient(create_app(own, ServerConfig(model_id="m"))) as http:
+        with own.loaded.runtime.meter() as log:
+            answer = http.post("/v1/code/apply", json=body)
+        bad = http.post("/v1/code/apply", json={**body, "mode": "pld"})
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["choice"] == choice and answer.json()["mergedCode"] == written
+    assert json.loads(answer.headers["x-copy-as-decode-choice"])["by"] == "rule"
+    assert log.sizes() == []  # the server's model ran no forward for it
+    assert bad.status_code == 400 and "mode" in bad.text
 
 
 def test_http_decides_as_the_cli_and_says_so_in_a_field_and_a_header(by_cli, default_engine: Engine) -> None:
@@ -125,7 +179,8 @@ SERVER = ClientServerConfig(
 async def lsp(lsp_client: LanguageClient, tmp_path: Path, own_folder: Path):
     """The language server over ``tmp_path``, the user's settings naming their own model."""
     (tmp_path / ".copy-as-decode.toml").write_text('warm_up = "off"\n')
-    attach(lsp_client)  # the editor it sets stands at lsp_client.editor
+    attach_recording(lsp_client)  # the editor it sets stands at lsp_client.editor
+    lsp_client.set_configuration({"copyAsDecode": {}})
     user = {"model": str(own_folder), "backend": "transformers", "allowedModels": ["default", str(own_folder)]}
     await lsp_client.initialize_session(types.InitializeParams(
         capabilities=client_capabilities("visual-studio-code"), root_uri=tmp_path.as_uri(),
@@ -135,10 +190,20 @@ async def lsp(lsp_client: LanguageClient, tmp_path: Path, own_folder: Path):
     await lsp_client.shutdown_session()
 
 
-async def test_the_language_server_decides_as_the_cli_and_answers_the_choice(lsp: LanguageClient, by_cli,
+async def test_the_language_server_decides_as_the_cli_and_answers_the_choice(lsp: LanguageClient, by_cli, by_rule,
                                                                              tmp_path: Path) -> None:
     choice, written = by_cli
     editor: Editor = lsp.editor  # type: ignore[attr-defined]
+    # Asked in aligner first: the rule decides and no model is loaded for it.
+    asked = (tmp_path / "asked.py").as_uri()
+    (tmp_path / "asked.py").write_text(TWINS)
+    editor.open(asked, TWINS, "python")
+    outcome = await asyncio.wait_for(lsp.workspace_execute_command_async(types.ExecuteCommandParams(
+        command="copyAsDecode.server.applyUpdate",
+        arguments=[{"uri": asked, "update": UPDATE, "instruction": INSTRUCTION, "mode": "aligner"}])), 300)
+    assert outcome["status"] == "done", outcome
+    assert outcome["choice"] == by_rule[0] and editor.docs[asked][0] == by_rule[1]
+    assert "loading" not in editor.status  # type: ignore[attr-defined]
     uri = (tmp_path / "inv.py").as_uri()
     (tmp_path / "inv.py").write_text(TWINS)
     editor.open(uri, TWINS, "python")
@@ -148,3 +213,4 @@ async def test_the_language_server_decides_as_the_cli_and_answers_the_choice(lsp
     assert outcome["status"] == "done", outcome
     assert _brief(outcome["choice"]) == _brief(choice) and choice["note"] in outcome["message"]
     assert editor.docs[uri][0] == written
+    assert "loading" in editor.status  # type: ignore[attr-defined]  # in auto the model was loaded for it

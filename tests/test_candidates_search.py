@@ -1,22 +1,21 @@
 """The candidate search (engine.candidates.search_fixes) and what the CLI makes of it.
 
 The paths that need a model to misbehave on cue (a duplicate, a destructive candidate, a check
-that fails, a cancel mid-check) run on ``ScriptedEngine``, a fake that answers each request with
-a scripted output; the CLI's exit-6 and passing paths and the no-fix message run the real
-embedded model on the examples' bug."""
+that fails, a cancel mid-check) run on ``scripted``, a fake engine (tests/scripted_engine.py) that
+answers each request with a scripted output; the CLI's exit-6 and passing paths and the no-fix
+message run the real embedded model on the examples' bug."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
+from scripted_engine import ScriptedEngine
 from support import ADD_DOCUMENTED as BUGGY
 
 from engine.api import EditRequest
@@ -40,22 +39,9 @@ def result(text: str, output: str, score: float = -1.0, ranked: tuple[int, ...] 
                       focus=FocusLines(hint=3, guarded=3, ranked=ranked))
 
 
-@dataclass
-class ScriptedEngine:
-    """A fake engine (no model): answers the n-th request with the n-th scripted output, and
-    records each request's instruction and focus."""
-
-    outputs: list[str]
-    asked: list[EditRequest] = field(default_factory=list)
-
-    def model_for(self, mode: str) -> SimpleNamespace:
-        meter = contextlib.nullcontext(SimpleNamespace(sizes=lambda: [10]))
-        return SimpleNamespace(runtime=SimpleNamespace(meter=lambda: meter))
-
-    def edit(self, request: EditRequest, cancelled=lambda: False) -> EditResult:
-        self.asked.append(request)
-        output = self.outputs[min(len(self.asked), len(self.outputs)) - 1]
-        return result(request.text, output, score=-float(len(self.asked)), ranked=(3, 2, 1))
+def scripted(outputs: list[str]) -> ScriptedEngine:
+    """The search's fake engine (tests/scripted_engine.py) answering with :func:`result`s ranked (3, 2, 1)."""
+    return ScriptedEngine(outputs, partial(result, ranked=(3, 2, 1)))
 
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "buggy_add.py"
@@ -76,7 +62,7 @@ def test_duplicates_are_dropped_and_a_guard_refuses_before_any_check(tmp_path: P
     path = buggy_file(tmp_path)
     log = tmp_path / "checked.log"
     check = CheckSpec(f"cat {{file}} >> {log}; echo --- >> {log}; exit 1")
-    engine = ScriptedEngine([WRONG, WRONG, BROKEN, WRONG, BUGGY, WRONG])
+    engine = scripted([WRONG, WRONG, BROKEN, WRONG, BUGGY, WRONG])
     search = search_fixes(engine, EditRequest(BUGGY, "Fix add.", language="python"), k=3, check=check,
                           file_path=path)
     outputs = [c.result.output_text for c in search.candidates]
@@ -90,7 +76,7 @@ def test_duplicates_are_dropped_and_a_guard_refuses_before_any_check(tmp_path: P
 
 def test_the_first_passing_candidate_ends_the_search(tmp_path: Path) -> None:
     path = buggy_file(tmp_path)
-    engine = ScriptedEngine([WRONG, FIXED, BUGGY.replace("a - b", "b + a")])
+    engine = scripted([WRONG, FIXED, BUGGY.replace("a - b", "b + a")])
     search = search_fixes(engine, EditRequest(BUGGY, "Fix add."), k=8, check=CheckSpec(PASSES_IF_FIXED),
                           file_path=path)
     assert search.passed is not None and search.passed.result.output_text == FIXED
@@ -100,7 +86,7 @@ def test_the_first_passing_candidate_ends_the_search(tmp_path: Path) -> None:
 
 
 def test_variants_try_the_localizers_other_lines_then_samples() -> None:
-    engine = ScriptedEngine([WRONG, FIXED, BROKEN, BUGGY.replace("a - b", "b - a")])
+    engine = scripted([WRONG, FIXED, BROKEN, BUGGY.replace("a - b", "b - a")])
     search = search_fixes(engine, EditRequest(BUGGY, "Fix add.", focus_line=3), k=4, check=None)
     first, *rest = engine.asked
     assert first.focus_line == 3 and first.temperature == 0
@@ -113,7 +99,7 @@ def test_variants_try_the_localizers_other_lines_then_samples() -> None:
 
 def test_a_second_round_is_told_the_first_failing_check(tmp_path: Path) -> None:
     path = buggy_file(tmp_path)
-    engine = ScriptedEngine([WRONG, FIXED])
+    engine = scripted([WRONG, FIXED])
     check = CheckSpec(f"echo 'AssertionError: add(2, 3) == -1' ; {PASSES_IF_FIXED}")
     search = search_fixes(engine, EditRequest(BUGGY, "Fix add."), k=1, check=check, max_rounds=2,
                           file_path=path)
@@ -124,7 +110,7 @@ def test_a_second_round_is_told_the_first_failing_check(tmp_path: Path) -> None:
 
 def test_a_round_without_a_checked_candidate_is_told_the_check_on_the_file(tmp_path: Path) -> None:
     path = buggy_file(tmp_path)
-    engine = ScriptedEngine([BUGGY] * budget_for(1) + [FIXED])  # round 1: no change in its whole budget
+    engine = scripted([BUGGY] * budget_for(1) + [FIXED])  # round 1: no change in its whole budget
     check = CheckSpec(f"echo 'the file as it is fails'; {PASSES_IF_FIXED}")
     search = search_fixes(engine, EditRequest(BUGGY, "Fix add."), k=1, check=check, max_rounds=2,
                           file_path=path)
@@ -142,7 +128,7 @@ def test_a_cancel_during_a_check_ends_the_search_within_half_a_second(tmp_path: 
 
     threading.Thread(target=lambda: checking.wait(10) and (time.sleep(0.3), cancel.set())).start()
     started = time.monotonic()
-    search = search_fixes(ScriptedEngine([WRONG]), EditRequest(BUGGY, "Fix add."), k=1,
+    search = search_fixes(scripted([WRONG]), EditRequest(BUGGY, "Fix add."), k=1,
                           check=CheckSpec("sleep 30"), file_path=path, cancelled=cancel.is_set, progress=progress)
     cancelled_at = time.monotonic()
     assert search.stop_reason == "cancelled" and search.passed is None
@@ -200,7 +186,7 @@ def test_a_search_that_changed_nothing_without_a_check_is_no_fix() -> None:
     """Every candidate kept the code: EXIT_NO_FIX (not a written fix), the advice after K = 4."""
     from engine.verdict import EXIT_NO_FIX
 
-    search = search_fixes(ScriptedEngine([BUGGY, BUGGY]), EditRequest(BUGGY, "Fix add.", focus_line=3), k=4,
+    search = search_fixes(scripted([BUGGY, BUGGY]), EditRequest(BUGGY, "Fix add.", focus_line=3), k=4,
                           check=None)
     assert search.candidates and not any(c.result.changed for c in search.candidates)
     decision = decide(search, checked=False, k=4)

@@ -1,6 +1,6 @@
 """A round's tally (engine.candidates.tally): K distinct candidates or a shortfall counted by kind,
 the search that keeps decoding variants until it has K or its budget is spent, and the words the
-front doors print. The search runs on ``ScriptedEngine`` (tests/test_candidates_search.py), a
+front doors print. The search runs on ``scripted`` (tests/test_candidates_search.py), a
 fake that answers each request with a scripted output: a real model does not repeat, refuse or
 keep the code on cue."""
 
@@ -10,7 +10,7 @@ import itertools
 from pathlib import Path
 
 from support import ADD_DOCUMENTED as BUGGY
-from test_candidates_search import BROKEN, FIXED, WRONG, ScriptedEngine, buggy_file, result
+from test_candidates_search import BROKEN, FIXED, WRONG, buggy_file, result, scripted
 
 from engine.api import EditRequest
 from engine.bench.candidates import extra_candidate_cost, extra_decode_cost, reach
@@ -54,7 +54,7 @@ def test_a_full_or_passed_round_is_not_short() -> None:
 
 
 def test_the_search_decodes_past_refusals_and_repeats_until_k_distinct() -> None:
-    engine = ScriptedEngine([BUGGY, BROKEN, WRONG, WRONG, FIXED, SWAPPED, WRONG])
+    engine = scripted([BUGGY, BROKEN, WRONG, WRONG, FIXED, SWAPPED, WRONG])
     search = search_fixes(engine, EditRequest(BUGGY, "Fix add.", language="python"), k=3, check=None)
     usable = sorted(c.result.output_text for c in search.candidates if c.refused is None)
     assert usable == sorted([WRONG, FIXED, SWAPPED]) and len(engine.asked) == 6  # stops at K
@@ -67,7 +67,7 @@ def test_the_search_decodes_past_refusals_and_repeats_until_k_distinct() -> None
 
 def test_a_model_with_no_other_fix_ends_at_the_budget_and_says_so(tmp_path: Path) -> None:
     path = buggy_file(tmp_path)
-    engine = ScriptedEngine([BUGGY, WRONG])  # then WRONG again and again
+    engine = scripted([BUGGY, WRONG])  # then WRONG again and again
     search = search_fixes(engine, EditRequest(BUGGY, "Fix add.", language="python"), k=4,
                           check=CheckSpec("exit 1"), file_path=path)
     assert len(engine.asked) == budget_for(4) == search.decodes
@@ -77,7 +77,7 @@ def test_a_model_with_no_other_fix_ends_at_the_budget_and_says_so(tmp_path: Path
     decision = decide(search, checked=True, k=4)
     assert decision.exit_code == EXIT_NO_VERIFIED_FIX and words in decision.message
     assert "--candidates 4 " not in decision.message + " "  # advice never repeats the K given
-    unchecked = search_fixes(ScriptedEngine([BUGGY, WRONG]), EditRequest(BUGGY, "Fix add."), k=2, check=None)
+    unchecked = search_fixes(scripted([BUGGY, WRONG]), EditRequest(BUGGY, "Fix add."), k=2, check=None)
     written = decide(unchecked, checked=False, k=2)
     assert written.exit_code == 0 and written.write is not None and "the model had no second" in written.message
 
@@ -85,7 +85,7 @@ def test_a_model_with_no_other_fix_ends_at_the_budget_and_says_so(tmp_path: Path
 def test_a_pass_ends_the_round_without_a_shortfall(tmp_path: Path) -> None:
     path = buggy_file(tmp_path)
     passes = "grep -q 'a + b' {file}"
-    search = search_fixes(ScriptedEngine([FIXED, WRONG]), EditRequest(BUGGY, "Fix add."), k=4,
+    search = search_fixes(scripted([FIXED, WRONG]), EditRequest(BUGGY, "Fix add."), k=4,
                           check=CheckSpec(passes), file_path=path)
     assert search.passed is not None and search.shortfall() == ""
 

@@ -11,13 +11,12 @@ of the line pointed at, here ``--focus 8``. One test runs the model's own far fi
 
 from __future__ import annotations
 
-import contextlib
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from scripted_engine import ScriptedEngine
 
 from engine.api import EditRequest
 from engine.candidates import search_fixes
@@ -116,27 +115,10 @@ def test_near_the_focus_or_without_one_no_rule_holds_it(capsys, contains: Path, 
     assert json.loads(out)["far_from_focus"] is None and contains.read_text() == SIGNATURE_REWRITTEN
 
 
-@dataclass
-class ScriptedEngine:
-    """A fake engine (no model) for the candidate search: the n-th request gets the n-th output."""
-
-    outputs: list[str]
-    asked: list[EditRequest] = field(default_factory=list)
-
-    def model_for(self, mode: str) -> SimpleNamespace:
-        meter = contextlib.nullcontext(SimpleNamespace(sizes=lambda: [10]))
-        return SimpleNamespace(runtime=SimpleNamespace(meter=lambda: meter))
-
-    def edit(self, request: EditRequest, cancelled=lambda: False) -> EditResult:
-        self.asked.append(request)
-        return _result(request.text, self.outputs[min(len(self.asked), len(self.outputs)) - 1],
-                       score=-float(len(self.asked)))
-
-
 def test_candidates_are_judged_against_the_users_focus_not_a_variants_hint() -> None:
     """The variant hinted at line 4 (the localizer's next line) rewrites line 4: near its own hint,
     far from line 8, where the user pointed, so the search refuses it with the verdict's words."""
-    engine = ScriptedEngine([LOOP_FIXED, SIGNATURE_REWRITTEN])
+    engine = ScriptedEngine([LOOP_FIXED, SIGNATURE_REWRITTEN], _result)
     request = EditRequest(CONTAINS, "Fix the loop bound", language="go", focus_line=8)
     search = search_fixes(engine, request, k=2, check=None)
     assert [asked.focus_line for asked in engine.asked][:2] == [8, 4]  # then variants until the budget
@@ -144,7 +126,7 @@ def test_candidates_are_judged_against_the_users_focus_not_a_variants_hint() -> 
     assert refused == {SIGNATURE_REWRITTEN: WHERE, LOOP_FIXED: None}
     decision = decide(search, checked=False, k=2)
     assert decision.exit_code == 0 and decision.write is not None and decision.write.result.output_text == LOOP_FIXED
-    only_far = search_fixes(ScriptedEngine([SIGNATURE_REWRITTEN]), request, k=1, check=None)
+    only_far = search_fixes(ScriptedEngine([SIGNATURE_REWRITTEN], _result), request, k=1, check=None)
     assert decide(only_far, checked=False).exit_code == 4 and WHERE in decide(only_far, checked=False).message
 
 

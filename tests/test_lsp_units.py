@@ -13,6 +13,7 @@ from lsprotocol import types
 
 from engine import settings as config
 from engine.core.lines import split_lines
+from engine.settings import Settings
 from lsp_server import actions, edits, positions
 from lsp_server.models import EditQueue, ModelKey, ModelPool
 from lsp_server.workspace_config import FileLayers, WorkspaceConfig
@@ -290,14 +291,21 @@ def test_uri_argument_of_the_commands():
 
 def test_apply_update_arguments():
     """``copyAsDecode.server.applyUpdate``: the update as it was sent (whitespace kept), kind
-    ``apply``, the whole document; a missing update, a non-string instruction or a non-boolean
-    ``partial`` is refused with the expected shape."""
+    ``apply``, the whole document, the mode asked for over the setting's; a missing update, a
+    non-string instruction, a non-boolean ``partial`` or a mode no apply runs is refused with the
+    expected shape."""
     update = "def f():\n    # ... existing code ...\n    return 2\n"
     args = actions.EditArgs.parse_apply([{"uri": "file:///a.py", "update": update}])
     assert (args.kind, args.update, args.range, args.instruction, args.partial) == ("apply", update, None, None, False)
     named = actions.EditArgs.parse_apply({"uri": "file:///a.py", "update": update, "instruction": " Fix f ",
                                           "partial": True})
-    assert (named.instruction, named.partial) == ("Fix f", True)
+    assert (named.instruction, named.partial, named.mode) == ("Fix f", True, None)
+    asked = actions.EditArgs.parse_apply({"uri": "file:///a.py", "update": update, "mode": "aligner"})
+    settings = Settings(mode="program")
+    assert asked.mode == "aligner" and asked.over(settings).edit.mode == "aligner"
+    assert named.over(settings) is settings  # no mode asked: the setting's
+    with pytest.raises(ValueError, match="'mode' must be one of auto, program, speculative, ar, aligner or null"):
+        actions.EditArgs.parse_apply({"uri": "file:///a.py", "update": update, "mode": "pld"})
     with pytest.raises(ValueError, match=r"'update' must be the text to apply, got None; expected \{"):
         actions.EditArgs.parse_apply({"uri": "file:///a.py"})
     with pytest.raises(ValueError, match="'instruction' must be a string or null"):

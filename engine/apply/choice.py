@@ -2,16 +2,16 @@
 new definition; which of two alike definitions a rename replaces), the candidate merges, and who
 picks one: the loaded model, by how likely it finds each merged region, or the fixed rule.
 
-The model reads the file (a window of it around the region), the update and the instruction, then
-each candidate's region: the lines where the candidates differ with :data:`CONTEXT` lines on each
-side. The score is what the instruction adds (:data:`MEASURE`): the region's summed token
-log-likelihood with the instruction less without it. What the readings and the candidates share
-is read once (:func:`_likelihoods`): everything before the instruction, which comes last before
-the region, so the window is one forward (the prefix cache may keep it for the next session);
-per reading, its few tail tokens with the regions' common first lines; then the candidates'
-rests in sorted order, each forwarded only from where it parts from the one before, the cache
-cropped back to there. Without an instruction no reading differs and the rule decides, with no
-forward at all.
+The model reads the file (a window of it around the region) and the update, then each
+candidate's region: the lines where the candidates differ with :data:`CONTEXT` lines on each side,
+then the instruction. The score (:data:`MEASURE`) is how likely the instruction is after the
+region: by Bayes, what the instruction adds to the region's likelihood, less the instruction's own
+likelihood, the same for every candidate. What the candidates share is read once: the window, one
+forward (the prefix cache may keep it for the next session); then the candidates in sorted order,
+each forwarded only from where it parts from the one before, the cache cropped back to there, and
+the LM head run only on the rows that predict the instruction. Without an instruction no reading
+differs and the rule decides, with no forward at all. The other measures (:data:`Measure`) read
+the instruction before the region and are kept to be measured beside it.
 """
 
 from __future__ import annotations
@@ -33,13 +33,16 @@ CHOICE_RULES = "Merge an update into a file: write the merged file."
 
 Decider = Literal["model", "rule"]
 # How a region's likelihood is measured: summed token log-likelihood, its mean per token, the sum
-# less the region's own likelihood without the file, update and instruction (what they add), or
-# less its likelihood without the instruction alone (what the instruction adds).
-Measure = Literal["sum", "mean", "pmi", "instruction"]
-# What the instruction adds: the one measure that follows what the user asked (measured beside the
-# others: scripts/measure_apply_choices.py, results/apply/choices.json); without an instruction
-# every reading scores 0 and the rule decides.
-MEASURE: Measure = "instruction"
+# less the region's own likelihood without the file, update and instruction (what they add), less
+# its likelihood without the instruction alone (what the instruction adds), or that same quantity
+# in Bayes' form (``explains``): how likely the instruction is after the region, which differs
+# from it by the instruction's likelihood alone, the same for every region (:func:`explaining_scores`).
+Measure = Literal["sum", "mean", "pmi", "instruction", "explains"]
+# What the instruction adds, read as what explains it: the measure that follows what the user asked,
+# each region read once with no LM head on its rows (measured beside the others:
+# scripts/measure_apply_choices.py, results/apply/choices.json); without an instruction every
+# reading scores 0 and the rule decides.
+MEASURE: Measure = "explains"
 
 
 @dataclass(frozen=True)
@@ -165,6 +168,8 @@ def model_scorer(loaded: LoadedModel, measure: Measure = MEASURE,
     ``cancelled`` returns True it stops within one forward (a prompt chunk; on transformers one
     layer) with :class:`engine.core.errors.Cancelled`."""
     def score(instruction: str, file: Sequence[str], update: Sequence[str], texts: Sequence[str]) -> list[float]:
+        if measure == "explains":
+            return explaining_scores(loaded, instruction, file, update, texts, cancelled)
         found = region_scores(loaded, instruction, file, update, texts,
                               baseline="bare" if measure == "pmi" else "uninstructed" if measure == "instruction"
                               else None, cancelled=cancelled)
@@ -227,6 +232,61 @@ def reading_prompts(loaded: LoadedModel, instruction: str, file: Sequence[str], 
     if baseline is not None:
         prompts.append(prompt("Code:" if baseline == "bare" else common))
     return prompts, ids
+
+
+INSTRUCTION_HEAD = "```\nInstruction:"  # what follows a region, before the instruction it is scored on
+
+
+def explaining_scores(loaded: LoadedModel, instruction: str, file: Sequence[str], update: Sequence[str],
+                      texts: Sequence[str], cancelled: Callable[[], bool] = never_cancelled) -> list[float]:
+    """Each text's score as how likely ``instruction`` is after its differing region, given the
+    file's window and the update before it: by Bayes, what the instruction adds to the region's
+    likelihood, less the instruction's own likelihood, which is the same for every region. Each
+    region is read once, in sorted order from where it parts from the one before (as
+    :func:`_rests`), and the LM head runs only on the rows that predict the instruction's tokens;
+    what comes before the regions is one forward. No instruction: every text scores 0."""
+    asked = instruction.strip()
+    if not asked:
+        return [0.0] * len(texts)
+    prompts, regions = reading_prompts(loaded, "", file, update, texts)
+    encode = loaded.tokenizer.encode
+    head = list(encode(INSTRUCTION_HEAD, add_special_tokens=False))
+    said = list(encode(" " + asked, add_special_tokens=False))
+    sequences = [ids + head + said for ids in regions]
+    session = loaded.session()
+    session.cancelled = cancelled
+    try:
+        session.append(prompts[0], "choice_prompt")
+        return _instruction_likelihoods(session, sequences, len(said), cancelled)
+    finally:
+        session.close()
+
+
+def _instruction_likelihoods(session, sequences: list[list[int]], scored: int,
+                             cancelled: Callable[[], bool]) -> list[float]:
+    """Each sequence's last ``scored`` tokens summed in log-likelihood after what the session
+    holds and the sequence's earlier tokens. In sorted order, each sequence forwards only from
+    where it parts from the one before (the cache cropped back to there), asking for the rows
+    that predict its scored tokens alone."""
+    import torch
+
+    after = session.length
+    path: list[int] = []  # the tokens the session holds after ``after``
+    scores = [0.0] * len(sequences)
+    for k in sorted(range(len(sequences)), key=lambda k: sequences[k]):
+        if cancelled():  # (a backend that cannot stop inside a forward stops here)
+            raise Cancelled("cancelled while the model decided a choice")
+        sequence = sequences[k]
+        keep = min(common_prefix(path, sequence), len(sequence) - scored - 1)
+        session.crop(after + keep)
+        first = len(sequence) - scored - 1  # the row that predicts the first scored token
+        logits = session.append(sequence[keep:-1], "choice", rows=list(range(first - keep, len(sequence) - 1 - keep)))
+        picked = torch.log_softmax(logits.float(), dim=-1).gather(
+            1, torch.tensor(sequence[-scored:], dtype=torch.long).unsqueeze(1))
+        scores[k] = float(picked.sum())
+        path = sequence[:-1]
+    session.crop(after)
+    return scores
 
 
 def _likelihoods(loaded: LoadedModel, prompts: list[list[int]], regions: list[list[int]],

@@ -13,6 +13,7 @@
   tail deletions and syntax breaks of free edits.
 * :mod:`engine.bench.merge`: partial results (case ranges) merged into one record.
 * :mod:`engine.bench.runner`: runs a corpus case's tests on a candidate, isolated, with a timeout.
+* :mod:`engine.bench.local_vllm`: a local vLLM server on loopback (the tests' and the scripts').
 * :mod:`engine.bench.harness`: what every benchmark shares (machine description, forward meter,
   JSON writing, engine cache). :mod:`engine.bench.plot`: every PNG. :mod:`engine.bench.report`:
   Markdown tables from result files.

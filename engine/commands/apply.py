@@ -18,7 +18,7 @@ from engine.api import EditError, EditRequest, Engine, language_for
 from engine.commands.files import ENGINE_FLAGS, read_text, workspace_settings
 from engine.commands.report import deliver, streamed
 from engine.core.errors import ModelLoadError
-from engine.core.modes import needs_model
+from engine.core.modes import APPLY_AUTO_MODE, needs_model
 from engine.decoding.events import EditResult
 from engine.dispatch import ModelFree
 from engine.language.resolve import ResolveError
@@ -42,8 +42,10 @@ alike, or a new one beside it) and --model names your own model: then it is
 loaded and the likelier merge is written. The result names who chose ("model"
 or "rule") and the alternative (--json: breakdown.choice); with the embedded
 model (no better than the rule there), or when no model loads, the rule decides.
---mode program has the model write the merge, with the aligner's program as its
-draft (the model decides such a choice there too); --mode speculative has the
+--mode aligner is the rules alone: the rule decides every such choice and no
+model is loaded, whatever --model names. --mode program has the model write the
+merge, with the aligner's program as its draft (the model decides such a choice
+there too); --mode speculative has the
 model rewrite the file, drafted from that merge (the output is the model's own
 rewrite, ar's, at copy speed where it agrees; --json's warnings say how many
 drafted tokens it accepted).
@@ -95,8 +97,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--create", action="store_true",
                    help="without FILE: create the files the answer names that do not exist (else refused)")
     p.add_argument("--instruction", "-i", default="", help="what the update is for (optional; the model reads it)")
-    add_setting_flags(p, ["mode", "model", "device", "dtype", "max_new_tokens", "apply_window_lines",
-                          "apply_max_lines"])
+    add_setting_flags(p, ["mode"], extra_choices={"mode": (APPLY_AUTO_MODE,)},
+                      extra_help={"mode": f"{APPLY_AUTO_MODE} is the rules alone: no model is loaded, and the rule "
+                                  "decides where they leave a choice (auto lets your own --model decide it)."})
+    add_setting_flags(p, ["model", "device", "dtype", "max_new_tokens", "apply_window_lines", "apply_max_lines"])
     add_setting_flags(p, (*ENGINE_FLAGS[3:], "verify"))
     p.add_argument("--partial", action="store_true", help="when some of the update cannot be placed, write the "
                    "rest and list what was not placed (exit status 0)")

@@ -48,15 +48,25 @@ def _load(args: argparse.Namespace, console: Any, reuse_prompts: bool = False) -
 
 
 def run_apply(args: argparse.Namespace) -> int:
+    """``bench apply``: the rules' arms alone, or the model's arms; exit 2 where this checkout
+    cannot read the pinned sources the cases are cut from (the message says what to do)."""
     from rich.console import Console
-
-    from engine.bench.apply import run_cases, table_rows
-    from engine.bench.apply_cases import held_out
 
     console = Console(stderr=True)
     arms = [a.strip() for a in args.arms.split(",") if a.strip()]
-    if arms and all(a in RULE_ARMS for a in arms):
-        return _run_rule_arms(args, arms, console)
+    try:
+        if arms and all(a in RULE_ARMS for a in arms):
+            return _run_rule_arms(args, arms, console)
+        return _run_model_arms(args, arms, console)
+    except PinnedSourceMissing as exc:
+        print(f"copy-as-decode bench apply: {exc}", file=sys.stderr)
+        return 2
+
+
+def _run_model_arms(args: argparse.Namespace, arms: list[str], console: Any) -> int:
+    from engine.bench.apply import run_cases, table_rows
+    from engine.bench.apply_cases import held_out
+
     unknown = [a for a in arms if a not in APPLY_ARMS]
     if args.cases != "styles":
         print("copy-as-decode bench apply: --cases shapes/both runs the rules' arms (--arms lines,structure)",
@@ -66,11 +76,7 @@ def run_apply(args: argparse.Namespace) -> int:
         print(f"copy-as-decode bench apply: unknown arm {unknown[0]!r}" if unknown else
               "copy-as-decode bench apply: --per-style must be >= 1", file=sys.stderr)
         return 2
-    try:
-        cases = list(held_out(args.per_style, args.seed))
-    except PinnedSourceMissing as exc:
-        print(f"copy-as-decode bench apply: {exc}", file=sys.stderr)
-        return 2
+    cases = list(held_out(args.per_style, args.seed))
     try:
         engine = _load(args, console, reuse_prompts=True)
     except ModelLoadError as exc:
@@ -103,12 +109,8 @@ def _run_rule_arms(args: argparse.Namespace, arms: list[str], console: Any) -> i
     if args.per_style < 1 or args.per_shape < 1:
         print("copy-as-decode bench apply: --per-style and --per-shape must be >= 1", file=sys.stderr)
         return 2
-    try:
-        cases = [*(held_out(args.per_style, args.seed) if args.cases in ("styles", "both") else []),
-                 *(shape_cases(args.per_shape, args.seed) if args.cases in ("shapes", "both") else [])]
-    except PinnedSourceMissing as exc:
-        print(f"copy-as-decode bench apply: {exc}", file=sys.stderr)
-        return 2
+    cases = [*(held_out(args.per_style, args.seed) if args.cases in ("styles", "both") else []),
+             *(shape_cases(args.per_shape, args.seed) if args.cases in ("shapes", "both") else [])]
     data = run_rule_arms(cases, arms, progress=lambda m: console.print(f"[dim]{m}[/dim]"))
     data = {"cases": len(cases), "case_set": args.cases, "per_style": args.per_style, "per_shape": args.per_shape,
             "seed": args.seed, "pinned_commit": PINNED_COMMIT,

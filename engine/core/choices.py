@@ -17,6 +17,10 @@ from typing import Literal, get_args
 Mode = Literal["auto", "program", "speculative", "ar", "pld", "forced", "aligner"]
 # What the ``mode`` setting offers: auto (program with a span selector, else speculative).
 UserMode = Literal["auto", "program", "speculative", "ar"]
+# What one apply may ask for (the CLI's ``apply --mode``, the language server's ``applyUpdate``,
+# ``POST /v1/code/apply``): the setting's modes, and ``aligner``: the rules alone, where the fixed
+# rule decides every choice they leave (in ``auto`` a user's own model decides it).
+ApplyUserMode = Literal["auto", "program", "speculative", "ar", "aligner"]
 # When an edit reaches the editor's document.
 ApplyMode = Literal["stream", "final", "preview"]
 # Program mode's prompt.
@@ -45,6 +49,7 @@ SelectorChoice = Literal["auto", "none"]
 
 MODES: tuple[str, ...] = get_args(Mode)
 USER_MODES: tuple[str, ...] = get_args(UserMode)
+APPLY_USER_MODES: tuple[str, ...] = get_args(ApplyUserMode)
 APPLY_MODES: tuple[str, ...] = get_args(ApplyMode)
 PROMPT_STYLES: tuple[str, ...] = get_args(PromptStyle)
 VERIFY_RULES: tuple[str, ...] = get_args(Verify)

@@ -73,7 +73,11 @@ class EditRequest:
     region; ``instruction`` may then be empty. ``partial`` (an apply): write what could be placed
     when some of the update's chunks could not (they are listed in ``EditResult.unplaced``);
     without it such an apply writes nothing. An apply in ``aligner`` mode (what ``auto`` runs for
-    one) is the aligner's program, resolved without the model (engine.apply.job).
+    one) is the aligner's program, resolved without the model (engine.apply.job). Where its rules
+    leave a choice, only an apply asked in ``auto`` lets a user's own model decide; one asked in
+    ``aligner`` is the fixed rule's (engine.dispatch.ModelFree.needs_choice). ``asked_mode``: an
+    apply's mode as asked, kept when ``mode`` is made concrete (engine.dispatch.resolved); None:
+    ``mode`` is as asked (:attr:`asked`).
     ``apply_window_lines``: file lines the model reads on each side of a change
     (engine.apply.windows); ``apply_max_lines``: the longest file
     (or region) an apply may merge into.
@@ -103,6 +107,7 @@ class EditRequest:
     partial: bool = False
     apply_window_lines: int = DEFAULTS.apply.window_lines
     apply_max_lines: int = DEFAULTS.apply.max_lines
+    asked_mode: Mode | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings, text: str, instruction: str, **given: Any) -> EditRequest:
@@ -169,6 +174,12 @@ class EditRequest:
                             "(mode 'program')")
         if mode.given_program and self.program is None:
             raise EditError(f"mode {self.mode!r} needs a program to decode")
+
+    @property
+    def asked(self) -> Mode:
+        """The mode the user asked for, before the engine made it concrete: ``auto`` and an explicit
+        ``aligner`` both run the aligner's merge, and only ``auto`` lets a model decide its choices."""
+        return self.asked_mode or self.mode
 
     @property
     def is_apply(self) -> bool:

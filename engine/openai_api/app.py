@@ -181,10 +181,10 @@ def create_app(engine: Engine, config: ServerConfig) -> FastAPI:
                             headers=headers)
 
     def start_apply(parts: ApplyParts, partial: bool, max_tokens: int | None = None,
-                    path: str | None = None) -> tuple[ApplyRun, Ticket]:
+                    path: str | None = None, mode: str | None = None) -> tuple[ApplyRun, Ticket]:
         """The apply's run and its place in the queue; an input the engine refuses is a 400."""
         try:
-            edit = apply_request(config.settings, parts, partial, max_tokens, language_for(path or ""))
+            edit = apply_request(config.settings, parts, partial, max_tokens, language_for(path or ""), mode)
         except EditError as exc:
             raise ApiError(400, str(exc), "invalid_apply") from None
         return ApplyRun(engine, edit), queue.admit()
@@ -209,7 +209,7 @@ def create_app(engine: Engine, config: ServerConfig) -> FastAPI:
         authorize(request)
         body = await read_body(request, ApplyBody)
         run, ticket = start_apply(ApplyParts(body.initial_code, body.edit_snippet, body.instruction), body.partial,
-                                  path=body.path)
+                                  path=body.path, mode=body.mode)
         if body.stream:
             return StreamingResponse(_code_apply_events(queue, ticket, run), media_type="text/event-stream")
         if await _collect(request, queue, ticket, run.deltas) is None:

@@ -75,13 +75,14 @@ def apply_parts(message: str) -> ApplyParts | None:
 
 
 def apply_request(settings: Settings, parts: ApplyParts, partial: bool = False, max_tokens: int | None = None,
-                  language: str = "") -> EditRequest:
+                  language: str = "", mode: str | None = None) -> EditRequest:
     """The validated apply request for ``parts`` under the server's ``settings``, as the CLI's
     ``apply`` builds it (its mode ``auto`` is resolved by the engine: the aligner's program);
-    ``max_tokens``: the bound on the merged file's tokens, else the setting's. Raises
-    :class:`EditError` saying why the engine would refuse it."""
+    ``max_tokens``: the bound on the merged file's tokens, else the setting's; ``mode``: the one
+    the client asked for, else the setting's. Raises :class:`EditError` saying why the engine
+    would refuse it."""
     return EditRequest.from_settings(settings, parts.code, parts.instruction, update=parts.update, partial=partial,
-                                     max_new_tokens=max_tokens, language=language)
+                                     max_new_tokens=max_tokens, language=language, mode=mode)
 
 
 def unplaced_json(result: EditResult) -> list[dict[str, Any]]:
@@ -191,7 +192,7 @@ def apply_extension(result: EditResult) -> dict[str, Any]:
 
 def choice_json(result: EditResult) -> dict[str, Any] | None:
     """Where the merge's rules left a choice: who decided (``by``: the server's model when it is a
-    user's own, else the rule), the reading ``chosen``, the ``alternatives``, the model's
+    user's own and the apply runs in ``auto``, else the rule), the reading ``chosen``, the ``alternatives``, the model's
     ``scores`` and the ``note`` in words (engine.apply.choice.Decision.json, the CLI's
     ``breakdown.choice``); None when there was none."""
     return result.breakdown.get("choice")

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
 
-from engine.core.choices import Verify
+from engine.core.choices import ApplyUserMode, Verify
 from engine.openai_api.errors import ApiError
 
 MAX_STOP = 32
@@ -163,7 +163,9 @@ class ApplyBody(BaseModel):
     """``POST /v1/code/apply`` (Relace's shape): merge ``editSnippet`` into ``initialCode``
     (snake_case names are taken too, as Relace's newer clients send them). Fields a client adds
     for its own service (``model``, metadata) are ignored: one engine serves every apply.
-    ``partial``: write what could be placed and list the rest; ``path`` only names the language."""
+    ``partial``: write what could be placed and list the rest; ``path`` only names the language;
+    ``mode``: the mode asked for this apply (``aligner``: the rules alone, the rule deciding any
+    choice they leave); None: the server's ``mode`` setting."""
 
     model_config = ConfigDict(extra="ignore")
 
@@ -173,6 +175,7 @@ class ApplyBody(BaseModel):
     stream: bool = False
     partial: bool = False
     path: str | None = None
+    mode: ApplyUserMode | None = None
 
 
 def completion_id() -> str:
