@@ -8,13 +8,18 @@ that measure it (engine.bench.line_choices) are checked here too."""
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
+
+import pytest
 
 from engine.apply.align import CHOICE_RATIO, PAIR_RATIO, Choice, align
 from engine.apply.choice import by_rule, survey
 from engine.apply.plan import plan
 from engine.bench.apply_shapes import _broken
-from engine.bench.line_choices import bucket, line_cases, measure, ratio
+from engine.bench.line_choices import (TRUTHS, bench_instruction, bucket, line_cases, measure, model_row, model_sample,
+                                       model_tally, ratio, said)
+from engine.training.apply.updates import ApplyCase
 from engine.cli import main
 
 FILE = ["import os\n", "import sys\n", "\n", "def f(x):\n", "    a = compute(x, 1)\n", "    b = compute(x, 2)\n",
@@ -119,3 +124,64 @@ def test_twin_cases_share_an_update_where_the_old_line_is_hidden_and_measure_the
         if r["arm"] == "structure" and r["wrong"]:  # and where it writes the wrong one, the other reading is right
             assert r["choice"] == "line: other", r
     assert bucket(1.0) == "0.9-1.0" and bucket(0.55) == "0.5-0.6"
+
+
+def test_each_twin_carries_what_a_user_would_ask_and_only_that() -> None:
+    cases = list(line_cases(per_language=1, languages=("python",)))
+    for lc in cases:
+        old = next(ln for ln in lc.case.file.splitlines() if ln not in lc.case.gold.splitlines()) \
+            if lc.truth == "replace" else None
+        new = next(ln for ln in lc.case.gold.splitlines() if ln not in lc.case.file.splitlines())
+        if lc.truth == "replace":
+            assert lc.instruction == f"Change `{old.strip()}` to `{new.strip()}`."
+        else:
+            assert lc.instruction.startswith(f"Add `{new.strip()}` ") and lc.instruction.endswith("`.")
+        assert lc.case.name.split("-")[1] not in lc.instruction  # no label, reading or line number in it
+    # the insert twins say where, as a user would: after or before the old line, as the gold has it
+    assert said("insert", "  a = 1\n", "  b = 1\n", after=False) == "Add `b = 1` before `a = 1`."
+
+
+def test_a_bench_case_gets_the_change_at_the_choices_lines_in_a_users_words() -> None:
+    file, gold = "".join(FILE), REPLACED
+    case = ApplyCase("c", "python", "x", len(FILE), file, "".join(EDGE), gold)
+    assert bench_instruction(case, "replace line 6") == "Change `b = compute(x, 2)` to `b = compute(x, 3)`."
+    assert bench_instruction(case, "replace lines 6-7") == bench_instruction(case, "replace line 6")
+    assert bench_instruction(case, "replace line 1") == ""  # no change touches line 1
+    added = ApplyCase("c", "python", "x", len(FILE), file, "", INSERTED)
+    assert bench_instruction(added, "replace line 6") == "Add `b = compute(x, 3)` after `b = compute(x, 2)`."
+
+
+def test_the_model_sample_is_seeded_one_sided_and_balanced_over_truths_from_the_choice_ratio() -> None:
+    cases = list(line_cases(per_language=2, languages=("python", "java")))
+    sample = model_sample(cases, 30, seed=1)
+    assert [lc.case.name for lc in sample] == [lc.case.name for lc in model_sample(cases, 30, seed=1)]
+    assert len(sample) == 30 and len({lc.case.name for lc in sample}) == 30
+    assert all(lc.paired is not None and lc.paired >= CHOICE_RATIO for lc in sample)
+    assert Counter(lc.truth for lc in sample) == {t: 10 for t in TRUTHS}
+    per_bucket = Counter(bucket(lc.paired) for lc in sample if lc.truth == "replace")
+    assert len(per_bucket) >= 3 and max(per_bucket.values()) - min(per_bucket.values()) <= 1  # round-robin
+
+
+def test_a_model_row_without_a_scorer_is_the_rules_pick_beside_the_truth() -> None:
+    case = ApplyCase("c", "python", "x", len(FILE), "".join(FILE), "".join(EDGE), INSERTED)
+    row = model_row(None, case, said("insert", FILE[5], EDGE[0]))
+    assert row is not None and row["readings"] == ["replace line 6", "insert after line 6"]
+    assert row["truth"] == ["insert after line 6"] and row["rule"] == row["model"] == "replace line 6"
+    assert row["by"] == "rule" and not row["rule_right"] and not row["model_right"]
+    plain = ApplyCase("c", "python", "x", len(FILE), "".join(FILE), "".join(FILE[4:7]), "".join(FILE))
+    assert model_row(None, plain, "") is None  # no line choice: nothing to measure
+    tally = model_tally([{**row, "bucket": "0.5-0.6"}], ("bucket",))
+    assert tally["all"] == {"n": 1, "model_right": 0, "rule_right": 0, "model_fell_to_rule": 1, "model_differs": 0}
+    assert tally["by_bucket"]["0.5-0.6"]["n"] == 1
+
+
+@pytest.mark.model
+def test_the_embedded_model_decides_a_line_choice_given_the_users_instruction(default_engine) -> None:
+    from engine.apply.choice import model_scorer
+
+    score = model_scorer(default_engine.loaded)
+    replace = ApplyCase("r", "python", "x", len(FILE), "".join(FILE), "".join(EDGE), REPLACED)
+    row = model_row(score, replace, said("replace", FILE[5], EDGE[0]))
+    assert row is not None and row["by"] == "model" and len(set(row["scores"])) == 2
+    assert row["model"] in row["readings"] and row["model_right"] == (row["model"] in row["truth"])
+    assert model_row(score, replace, "")["by"] == "rule"  # no instruction: every reading scores the same

@@ -17,7 +17,9 @@ words or numbers changed (words of the same file), so that the twins span the si
 Each is written in three shapes (:data:`SIDES`): context after the changed line only, before
 it only, or on both sides (two lines each), with marker comments around it or none. Each case
 carries the similarity of ``L'`` to the file line the rule would pair it with (the one next to
-the anchor on the open side; ``L`` itself where the update does not show it).
+the anchor on the open side; ``L`` itself where the update does not show it), and the
+instruction a user would write beside the update (:func:`said`): the only place the truth shows,
+as the user would say it.
 """
 
 from __future__ import annotations
@@ -54,6 +56,15 @@ class LineCase:
     markers: bool
     twin: float
     paired: float | None
+    instruction: str = ""
+
+
+def said(truth: str, old: str, new: str, after: bool = True) -> str:
+    """What a user asks for with the update: ``Change `L` to `L'`.`` for an edit, ``Add `L'`
+    after `L`.`` (or before) for a new line; lines stripped."""
+    if truth == "replace":
+        return f"Change `{old.strip()}` to `{new.strip()}`."
+    return f"Add `{new.strip()}` {'after' if after else 'before'} `{old.strip()}`."
 
 
 def ratio(a: str, b: str) -> float:
@@ -130,7 +141,8 @@ def twins(language: str, name: str, lines: list[str], i: int, new: str, tag: str
                 yield LineCase(ApplyCase(label, language, f"{truth}/{side}", len(lines), "".join(lines),
                                          "".join(update), "".join(gold)),
                                truth, side, markers, round(ratio(new, old), 3),
-                               None if side == "both" else round(ratio(new, paired), 3))
+                               None if side == "both" else round(ratio(new, paired), 3),
+                               said(truth, old, new, after_l))
 
 
 def line_cases(per_language: int = 20, seed: int = 0,
@@ -255,4 +267,94 @@ def firing(cases: Sequence[ApplyCase]) -> dict[str, Any]:
         if met["kind"] == "line":
             out[f"line_{verdict}" if verdict == "neither" else f"line_{verdict}_right"] += 1
             out["line_cases"].append({"case": case.name, **met})
+    return out
+
+
+_LINES = re.compile(r"lines? (\d+)(?:-(\d+))?")
+
+
+def bench_instruction(case: ApplyCase, reading: str) -> str:
+    """What a user would write for the change a bench case (which carries no instruction) makes
+    at a line choice whose reading names file lines (``replace lines 11-12``): :func:`said` for the
+    first difference between the file and the gold that touches those lines, its lines joined;
+    "" where none does."""
+    found = _LINES.search(reading)
+    if found is None:
+        return ""
+    low, high = int(found.group(1)) - 1, int(found.group(2) or found.group(1))
+    file, gold = case.file.splitlines(), case.gold.splitlines()
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, file, gold, autojunk=False).get_opcodes():
+        if tag == "equal" or i2 < low or i1 > high:
+            continue
+        old = " ".join(ln.strip() for ln in file[i1:i2] if ln.strip())
+        new = " ".join(ln.strip() for ln in gold[j1:j2] if ln.strip())
+        if tag == "replace" and old and new:
+            return said("replace", old, new)
+        if tag == "insert" and new and i1 > 0:
+            return said("insert", file[i1 - 1], new)
+        if tag == "delete" and old:
+            return f"Remove `{old}`."
+    return ""
+
+
+def model_sample(cases: Sequence[LineCase], n: int, seed: int = 0) -> list[LineCase]:
+    """``n`` one-sided twins (seeded) where the line rules pose a choice (the paired similarity
+    from :data:`engine.apply.align.CHOICE_RATIO` up), balanced over truths (``n`` split evenly)
+    and, within each, over similarity buckets (round-robin, each bucket shuffled)."""
+    from engine.apply.align import CHOICE_RATIO
+
+    rng = random.Random(f"{seed}-model-sample")
+    out: list[LineCase] = []
+    for k, truth in enumerate(TRUTHS):
+        groups: dict[str, list[LineCase]] = {}
+        for lc in cases:
+            if lc.truth == truth and lc.paired is not None and lc.paired >= CHOICE_RATIO:
+                groups.setdefault(bucket(lc.paired), []).append(lc)
+        order = sorted(groups)
+        for key in order:
+            rng.shuffle(groups[key])
+        want = len(out) + (n - len(out)) // (len(TRUTHS) - k)
+        while len(out) < want and any(groups[b] for b in order):
+            for key in order:
+                if groups[key] and len(out) < want:
+                    out.append(groups[key].pop())
+    return out
+
+
+def model_row(score: Any, case: ApplyCase, instruction: str) -> dict[str, Any] | None:
+    """The line choice on ``case`` decided by ``score`` (engine.apply.choice.model_scorer) with
+    ``instruction`` and by the rule, beside the truth (the readings that merge to the gold); None
+    where the merge ``auto`` runs meets no line choice (a structure choice is not this measure's)."""
+    import time
+
+    from engine.apply.choice import by_rule, decide, survey
+
+    file, update = case.file.splitlines(keepends=True), case.update.splitlines(keepends=True)
+    _, found = survey(file, update, case.language)
+    if found is None or found[0].key >= 0:
+        return None
+    choice, readings = found
+    _, rule = by_rule(choice, readings)
+    started = time.perf_counter()
+    _, model = decide(score, choice, instruction, file, update, readings)
+    right = [c.reading for c in readings if c.text == case.gold]
+    return {"case": case.name, "instruction": instruction, "readings": [c.reading for c in readings],
+            "truth": right, "rule": rule.chosen, "model": model.chosen, "by": model.by,
+            "scores": [round(s, 2) for s in model.scores], "rule_right": rule.chosen in right,
+            "model_right": model.chosen in right, "seconds": round(time.perf_counter() - started, 2)}
+
+
+def model_tally(rows: Sequence[dict[str, Any]], keys: Sequence[str]) -> dict[str, Any]:
+    """Right / wrong of the model and of the rule, overall and by each of ``keys`` (a row's
+    field), and how often the model fell back to the rule (its scores tied)."""
+    def counts(mine: list[dict[str, Any]]) -> dict[str, int]:
+        return {"n": len(mine), "model_right": sum(r["model_right"] for r in mine),
+                "rule_right": sum(r["rule_right"] for r in mine),
+                "model_fell_to_rule": sum(r["by"] == "rule" for r in mine),
+                "model_differs": sum(r["model"] != r["rule"] for r in mine)}
+
+    out: dict[str, Any] = {"all": counts(list(rows))}
+    for key in keys:
+        out[f"by_{key}"] = {v: counts([r for r in rows if r[key] == v])
+                            for v in sorted(dict.fromkeys(r[key] for r in rows))}
     return out
