@@ -47,6 +47,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", action="store_true", help="the embedded model against the rule (module docstring)")
     parser.add_argument("--model-sample", type=int, default=60, help="twins the model decides")
     parser.add_argument("--backend", default="transformers", help="the embedded model's backend (--model)")
+    parser.add_argument("--instruction", choices=("full", "short"), default="full",
+                        help="full: Change `L` to `L'`. / Add `L'` after `L`.; short: Change that line to `L'`. / "
+                             "Add the line `L'`. (engine.bench.line_choices.said)")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     cases = list(line_cases(args.per_language, args.seed, args.languages.split(",")))
@@ -96,7 +99,7 @@ def model_arm(args: argparse.Namespace, cases: list, argv: list[str] | None, sta
     score = model_scorer(engine.loaded)
     twins = []
     for lc in model_sample(cases, args.model_sample, args.seed):
-        row = model_row(score, lc.case, lc.instruction)
+        row = model_row(score, lc.case, lc.short if args.instruction == "short" else lc.instruction)
         if row is not None:
             row.update(truth_kind=lc.truth, side=lc.side, markers=lc.markers, bucket=bucket(lc.paired),
                        language=lc.case.language)
@@ -109,14 +112,15 @@ def model_arm(args: argparse.Namespace, cases: list, argv: list[str] | None, sta
         plain = model_row(None, case, "")
         if plain is None:
             continue
-        row = model_row(score, case, bench_instruction(case, plain["readings"][0]))
+        row = model_row(score, case, bench_instruction(case, plain["readings"][0], args.instruction == "short"))
         row["no_instruction"] = plain["model"]  # (without one every reading scores the same: the rule)
         bench_rows.append(row)
         print(json.dumps(row), flush=True)
     record = {"command": "PYTHONPATH=. OMP_NUM_THREADS=1 python scripts/measure_line_choices.py " + " ".join(
                   sys.argv[1:] if argv is None else argv),
               "model": engine.name, "backend": args.backend, "measure": MEASURE, "choice_ratio": CHOICE_RATIO,
-              "instructions": {"replace": "Change `L` to `L'`.", "insert": "Add `L'` after `L`. (or before)"},
+              "instructions": {"replace": "Change `L` to `L'`.", "insert": "Add `L'` after `L`. (or before)"}
+              if args.instruction == "full" else {"replace": "Change that line to `L'`.", "insert": "Add the line `L'`."},
               "sampled": args.model_sample, "twins_with_a_line_choice": len(twins),
               "twins": model_tally(twins, ("truth_kind", "bucket", "side", "language")),
               "bench_cases": len(bench), "bench": model_tally(bench_rows, ()),

@@ -137,6 +137,8 @@ def test_each_twin_carries_what_a_user_would_ask_and_only_that() -> None:
         else:
             assert lc.instruction.startswith(f"Add `{new.strip()}` ") and lc.instruction.endswith("`.")
         assert lc.case.name.split("-")[1] not in lc.instruction  # no label, reading or line number in it
+        assert lc.short == (f"Change that line to `{new.strip()}`." if lc.truth == "replace"
+                            else f"Add the line `{new.strip()}`.")
     # the insert twins say where, as a user would: after or before the old line, as the gold has it
     assert said("insert", "  a = 1\n", "  b = 1\n", after=False) == "Add `b = 1` before `a = 1`."
 
@@ -146,6 +148,7 @@ def test_a_bench_case_gets_the_change_at_the_choices_lines_in_a_users_words() ->
     case = ApplyCase("c", "python", "x", len(FILE), file, "".join(EDGE), gold)
     assert bench_instruction(case, "replace line 6") == "Change `b = compute(x, 2)` to `b = compute(x, 3)`."
     assert bench_instruction(case, "replace lines 6-7") == bench_instruction(case, "replace line 6")
+    assert bench_instruction(case, "replace line 6", short=True) == "Change that line to `b = compute(x, 3)`."
     assert bench_instruction(case, "replace line 1") == ""  # no change touches line 1
     added = ApplyCase("c", "python", "x", len(FILE), file, "", INSERTED)
     assert bench_instruction(added, "replace line 6") == "Add `b = compute(x, 3)` after `b = compute(x, 2)`."

@@ -57,11 +57,15 @@ class LineCase:
     twin: float
     paired: float | None
     instruction: str = ""
+    short: str = ""  # the same ask in fewer words: only the verb and the new line (:func:`said`)
 
 
-def said(truth: str, old: str, new: str, after: bool = True) -> str:
+def said(truth: str, old: str, new: str, after: bool = True, short: bool = False) -> str:
     """What a user asks for with the update: ``Change `L` to `L'`.`` for an edit, ``Add `L'`
-    after `L`.`` (or before) for a new line; lines stripped."""
+    after `L`.`` (or before) for a new line; ``short``: ``Change that line to `L'`.`` and ``Add
+    the line `L'`.`` (the old line unquoted); lines stripped."""
+    if short:
+        return f"Change that line to `{new.strip()}`." if truth == "replace" else f"Add the line `{new.strip()}`."
     if truth == "replace":
         return f"Change `{old.strip()}` to `{new.strip()}`."
     return f"Add `{new.strip()}` {'after' if after else 'before'} `{old.strip()}`."
@@ -142,7 +146,7 @@ def twins(language: str, name: str, lines: list[str], i: int, new: str, tag: str
                                          "".join(update), "".join(gold)),
                                truth, side, markers, round(ratio(new, old), 3),
                                None if side == "both" else round(ratio(new, paired), 3),
-                               said(truth, old, new, after_l))
+                               said(truth, old, new, after_l), said(truth, old, new, short=True))
 
 
 def line_cases(per_language: int = 20, seed: int = 0,
@@ -273,7 +277,7 @@ def firing(cases: Sequence[ApplyCase]) -> dict[str, Any]:
 _LINES = re.compile(r"lines? (\d+)(?:-(\d+))?")
 
 
-def bench_instruction(case: ApplyCase, reading: str) -> str:
+def bench_instruction(case: ApplyCase, reading: str, short: bool = False) -> str:
     """What a user would write for the change a bench case (which carries no instruction) makes
     at a line choice whose reading names file lines (``replace lines 11-12``): :func:`said` for the
     first difference between the file and the gold that touches those lines, its lines joined;
@@ -289,11 +293,11 @@ def bench_instruction(case: ApplyCase, reading: str) -> str:
         old = " ".join(ln.strip() for ln in file[i1:i2] if ln.strip())
         new = " ".join(ln.strip() for ln in gold[j1:j2] if ln.strip())
         if tag == "replace" and old and new:
-            return said("replace", old, new)
+            return said("replace", old, new, short=short)
         if tag == "insert" and new and i1 > 0:
-            return said("insert", file[i1 - 1], new)
+            return said("insert", file[i1 - 1], new, short=short)
         if tag == "delete" and old:
-            return f"Remove `{old}`."
+            return "Remove that line." if short else f"Remove `{old}`."
     return ""
 
 
