@@ -14,6 +14,11 @@ unless marker comments stand there (:mod:`engine.apply.markers`):
   file), unless a marker says where the update's lines go (the file's start or end); there the
   update's lines next to the anchor replace the file's they are variants of, unless they are
   only braces and blank lines (which end a new block as well as an old one);
+* an update line that stands next to an anchor on one side only (the update's first or last
+  line, or one next to a marker) and is a variant of the file line beyond it but not that line
+  (:data:`CHOICE_RATIO` alike or more) is an edit of it or a new line beside it: the update reads
+  the same either way. The rule pairs it at :data:`PAIR_RATIO`; each such place is a
+  :class:`Choice` (``replace``, ``insert``) a model may decide, keyed ``-(update line + 1)``;
 * an update without markers at all shows only what changed: a gap between two anchors where it
   has no code keeps the file's lines there;
 * code the update shows that recurs in the file (two functions alike) is anchored where it stands
@@ -35,7 +40,7 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass, field
-from typing import Literal, Sequence
+from typing import Literal, Mapping, Sequence
 
 from engine.apply.indent import common_offset, leading, shifted, to_file_style
 from engine.apply.markers import marker_lines
@@ -47,6 +52,28 @@ PAIR_RATIO = 0.5  # how alike an update line and a file line must be for the one
 WHOLE_FILE_RATIO = 0.7  # an update this close in length to the file (either way) may be the whole file
 STRONG_BLOCK = 3  # a matched block this long anchors even when its lines recur in the file
 NEIGHBOUR_LINES = 3  # the update lines on each side of recurring code that say which copy it is
+# How alike an update line next to an anchor on one side only and the file line beyond it must be
+# (and not equal) for both readings to stand: an edit of that line, or a new line beside it. On
+# twins whose update reads the same either way, the rule is wrong on one twin of every pair from
+# 0.3 up (scripts/measure_line_choices.py, results/apply/line_choices.json).
+CHOICE_RATIO = 0.4
+
+
+@dataclass(frozen=True)
+class Choice:
+    """Where the rules leave more than one reading of an update: a definition of a new name that
+    may rename one of the file's, or be new; a definition shown up to a line in its middle without
+    markers, whole or only its start (engine.apply.structure); an update line next to an anchor
+    on one side only that may edit the file line beyond it or stand beside it (the line rules).
+    ``key``: what a merge's ``picks`` name (the update line a definition starts on; ``-(j + 1)``
+    for the line rules' choice at update line ``j``); ``readings``: what each reading is, in
+    words (``rename low_stock -> understocked``, ``replace line 12``, ``insert before line 13``);
+    ``rule``: the reading the fixed rule takes (None: it takes none, and the chunk is left
+    unplaced)."""
+
+    key: int
+    readings: tuple[str, ...]
+    rule: int | None
 
 
 _HEADER = re.compile(r"^\s*(?:(?:export|default|async|pub|public|private|protected|static|final|abstract)\s+)*"
@@ -184,14 +211,34 @@ def _is_whole_file(update: Sequence[str], file: Sequence[str], markers: set[int]
     return bool(ukeys and fkeys) and ukeys[0] == fkeys[0] and ukeys[-1] == fkeys[-1]
 
 
+@dataclass(frozen=True)
+class Where:
+    """Where the walk's lines stand in the whole file and update, for a part merged on its own
+    (engine.apply.structure): each file and update line's 0-based index there (default: its own)."""
+
+    files: Sequence[int] | None = None
+    updates: Sequence[int] | None = None
+
+    def file_line(self, i: int) -> int:
+        """File line ``i``'s number (1-based) in the whole file."""
+        return (self.files[i] if self.files is not None else i) + 1
+
+    def update_index(self, j: int) -> int:
+        return self.updates[j] if self.updates is not None else j
+
+
 class _AnchorWalk:
     """The walk over anchors and the gaps between them (see the module docstring)."""
 
-    def __init__(self, update: list[str], file: Sequence[str], markers: set[int], has_markers: bool | None = None):
+    def __init__(self, update: list[str], file: Sequence[str], markers: set[int], has_markers: bool | None = None,
+                 picks: Mapping[int, int] | None = None, where: Where | None = None):
         self.update, self.file, self.markers = update, file, markers
         self.has_markers = bool(markers) if has_markers is None else has_markers
         self.out: list[tuple[Source, int]] = []
         self.unplaced: list[tuple[int, int]] = []
+        self.picks = picks or {}
+        self.where = where or Where()
+        self.choices: list[Choice] = []
 
     def run(self, anchors: list[tuple[int, int]]) -> None:
         prev_u, prev_f = -1, -1
@@ -205,36 +252,63 @@ class _AnchorWalk:
                 self.out.append(("file", f))
             prev_u, prev_f = u, f
 
-    def near(self, u: int, f: int, strict: bool) -> bool:
-        """May update line ``u`` replace file line ``f``: the same line, or a variant of it; when
-        ``strict``, a definition only one of the same name."""
+    def near(self, u: int, f: int, strict: bool, ratio: float = PAIR_RATIO) -> bool:
+        """May update line ``u`` replace file line ``f``: the same line, or a variant of it
+        (``ratio`` alike); when ``strict``, a definition only one of the same name."""
         written, line = self.update[u], self.file[f]
         if _key(written) == _key(line):
             return True
         if strict and (_header_name(written) or _header_name(line)) and _header_name(written) != _header_name(line):
             return False
-        return near_copy(written, line, PAIR_RATIO)
+        return near_copy(written, line, ratio)
+
+    def edge(self, seg: list[int], fs: list[int], forward: bool, strict: bool = False) -> int:
+        """How many of ``seg``'s lines at its anchored end (its first when ``forward``) replace
+        ``fs``'s there (:meth:`pair_forward`, :meth:`pair_backward`), where ``seg`` meets an anchor
+        on that side only. When the update's line there is a variant of the file's but not that
+        line (:data:`CHOICE_RATIO`), it may be an edit or a new line beside it: a :class:`Choice`,
+        which ``picks`` may settle the other way."""
+        pair = self.pair_forward if forward else self.pair_backward
+        rule = pair(seg, fs, strict)
+        if not seg or not fs:
+            return rule
+        j, i = (seg[0], fs[0]) if forward else (seg[-1], fs[-1])
+        written, line = self.update[j], self.file[i]
+        if _key(written) == _key(line) or _trivial(_key(written)) or not self.near(j, i, strict, CHOICE_RATIO):
+            return rule
+        near = pair(seg, fs, strict, CHOICE_RATIO)
+        if near == 0:
+            return rule
+        span = [self.where.file_line(k) for k in (fs[:near] if forward else fs[len(fs) - near:])]
+        lines = f"line {span[0]}" if len(span) == 1 else f"lines {span[0]}-{span[-1]}"
+        readings = (f"replace {lines}", f"insert {'before' if forward else 'after'} line {self.where.file_line(i)}")
+        key = -(self.where.update_index(j) + 1)
+        self.choices.append(Choice(key, readings, 0 if rule else 1))
+        pick = self.picks.get(key)
+        if pick is None:
+            return rule
+        return (rule or near) if pick % 2 == 0 else 0
 
     def telling(self, seg: list[int]) -> bool:
         """Whether update lines paired with the file's say that they replace them: one of them has
         a word (a brace and blank lines alone end every block, a new one's as well)."""
         return any(not _trivial(_key(self.update[j])) for j in seg)
 
-    def pair_forward(self, seg: list[int], fs: list[int], strict: bool = False) -> int:
+    def pair_forward(self, seg: list[int], fs: list[int], strict: bool = False, ratio: float = PAIR_RATIO) -> int:
         """How many of ``seg``'s first lines replace ``fs``'s first lines. ``strict`` (no anchor
         next to them): none when a definition follows the paired lines in ``seg``, since the
         segment then adds code of its own rather than ending what it replaces."""
         k = 0
-        while k < min(len(seg), len(fs)) and self.near(seg[k], fs[k], strict):
+        while k < min(len(seg), len(fs)) and self.near(seg[k], fs[k], strict, ratio):
             k += 1
         if strict and any(_header_name(self.update[j]) for j in seg[k:]):
             return 0
         return k
 
-    def pair_backward(self, seg: list[int], fs: list[int], strict: bool = False) -> int:
+    def pair_backward(self, seg: list[int], fs: list[int], strict: bool = False, ratio: float = PAIR_RATIO) -> int:
         """As :meth:`pair_forward` from the ends of ``seg`` and ``fs``."""
         k = 0
-        while k < min(len(seg), len(fs)) and self.near(seg[-1 - k], fs[-1 - k], strict):
+        while k < min(len(seg), len(fs)) and self.near(seg[-1 - k], fs[-1 - k], strict, ratio):
             k += 1
         if strict and any(_header_name(self.update[j]) for j in seg[:len(seg) - k]):
             return 0
@@ -305,7 +379,7 @@ class _AnchorWalk:
             self.emit_file(fs)
         elif left_open:  # before the first anchor: the update's lines go right before it
             guard = bool(seg) and right is not None and len(leading(self.update[seg[-1]])) <= len(leading(right))
-            q = self.pair_backward(seg, fs) if guard else 0
+            q = self.edge(seg, fs, forward=False) if guard else 0
             q = q if self.telling(seg[len(seg) - q:]) else 0
             self.emit_file(fs[:len(fs) - q])
             if q == 0 and seg:
@@ -313,7 +387,7 @@ class _AnchorWalk:
             self.emit_update(seg)
         elif right_open:  # after the last anchor: right after it
             guard = bool(seg) and left is not None and len(leading(self.update[seg[0]])) >= len(leading(left))
-            p = self.pair_forward(seg, fs) if guard else 0
+            p = self.edge(seg, fs, forward=True) if guard else 0
             p = p if self.telling(seg[:p]) else 0
             self.emit_update(seg)
             if p == 0 and seg and fs and not _blank(self.file[fs[0]]):
@@ -380,7 +454,7 @@ class _AnchorWalk:
     def marked_gap(self, segments: list[list[int]], marks: list[int], fs: list[int], left_open: bool,
                    right_open: bool) -> None:
         first = segments[0]
-        p = self.pair_forward(first, fs)
+        p = self.edge(first, fs, forward=True)
         self.emit_update(first)
         pos = p
         for i, mark in enumerate(marks, start=1):
@@ -407,7 +481,7 @@ class _AnchorWalk:
                     pos = len(fs)
                     continue
             body = seg[:len(seg) - closed]
-            q = self.pair_backward(body, fs[pos:end], strict=indent > 0 or right_open)
+            q = self.edge(body, fs[pos:end], forward=False, strict=indent > 0 or right_open)
             self.emit_file(fs[pos:end - q])
             self.emit_update(body)
             self.emit_file(fs[end:end + closed])
@@ -425,13 +499,18 @@ def blank_as_file(lines: Sequence[str], file: Sequence[str]) -> list[str]:
 
 
 def align(file: Sequence[str], update: Sequence[str], *, has_markers: bool | None = None,
-          whole: bool = True, own_comments: bool = False, restyle: bool = True) -> Alignment:
+          whole: bool = True, own_comments: bool = False, restyle: bool = True,
+          picks: Mapping[int, int] | None = None, choices: list[Choice] | None = None,
+          where: Where | None = None) -> Alignment:
     """Align ``update`` (its lines) with ``file`` (its lines); see the module docstring.
     ``has_markers``: whether the update (of which ``update`` may be a part) elides code with
     markers anywhere (default: whether ``update`` has any); ``whole``: whether an update without
     markers may be taken as the whole new file; ``own_comments``: a comment that reads like a
     marker but stands in the file as it is, is the file's (engine.apply.markers.marker_lines);
-    ``restyle``: re-indent the update to the file's unit (False: it was)."""
+    ``restyle``: re-indent the update to the file's unit (False: it was); ``picks``: the reading
+    to take at a :class:`Choice` (by its key; the rule's elsewhere); ``choices``: where given, the
+    choices the walk met are added to it; ``where``: the lines' places in a whole file and update
+    (a part of them merged on its own), which the choices' keys and words name."""
     markers = marker_lines(update, file if own_comments else None)
     styled = blank_as_file(to_file_style(update, file), file) if restyle else list(update)
     loose = _anchors(styled, file, markers, strip=True)
@@ -443,6 +522,8 @@ def align(file: Sequence[str], update: Sequence[str], *, has_markers: bool | Non
         lines: list[tuple[Source, int]] = [("file", exact[j]) if j in exact else ("update", j)
                                            for j in range(len(merged))]
         return Alignment(lines, merged, whole_file=True)
-    walk = _AnchorWalk(merged, file, markers, has_markers)
+    walk = _AnchorWalk(merged, file, markers, has_markers, picks, where)
     walk.run(anchors)
+    if choices is not None:
+        choices.extend(walk.choices)
     return Alignment(walk.out, merged, walk.unplaced)

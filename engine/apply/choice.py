@@ -1,6 +1,9 @@
-"""Where the structure-aware merge leaves a choice (engine.apply.structure.Choice: a rename or a
-new definition; which of two alike definitions a rename replaces), the candidate merges, and who
-picks one: the loaded model, by how likely it finds each merged region, or the fixed rule.
+"""Where the merge leaves a choice (engine.apply.structure.Choice), the candidate merges, and who
+picks one: the loaded model, by how likely it finds each merged region, or the fixed rule. The
+structure-aware merge poses a rename or a new definition, and which of two alike definitions a
+rename replaces; the line rules (engine.apply.align, on their own or for the lines the
+structure-aware merge hands them) pose replace or insert: an update line next to an anchor on
+one side only, alike the file line beyond it, is an edit of that line or a new line beside it.
 
 The model reads the file (a window of it around the region) and the update, then each
 candidate's region: the lines where the candidates differ with :data:`CONTEXT` lines on each side,
@@ -85,15 +88,18 @@ Scorer = Callable[[str, Sequence[str], Sequence[str], Sequence[str]], Sequence[f
 
 
 def candidates(file: Sequence[str], update: Sequence[str], language: str) -> tuple[Choice, list[Candidate]] | None:
-    """The first choice the structure-aware merge meets and each reading's merge; None when it
-    meets none, or every reading merges to the same text (nothing to choose)."""
+    """The first choice the merge meets (the structure-aware merge's or the line rules') and each
+    reading's merge; None when it meets none, or every reading merges to the same text (nothing
+    to choose)."""
     return survey(file, update, language)[1]
 
 
 def survey(file: Sequence[str], update: Sequence[str],
            language: str) -> tuple[Alignment, tuple[Choice, list[Candidate]] | None]:
     """The rule's merge (engine.apply.structure.merged_alignment) and :func:`candidates`, the
-    merge run once more per reading only where there is a choice."""
+    merge run once more per reading only where there is a choice. Only the first choice met is
+    posed (to the model, where one decides): any later one in the same merge keeps the rule's
+    reading."""
     found: list[Choice] = []
     ruled = merged_alignment(file, update, language, choices=found)
     if not found:

@@ -37,7 +37,7 @@ import re
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from engine.apply.align import PAIR_RATIO, Alignment, Source, align, blank_as_file
+from engine.apply.align import PAIR_RATIO, Alignment, Choice, Source, Where, align, blank_as_file
 from engine.apply.definitions import Definition, GrammarUnavailable, parse_definitions
 from engine.apply.indent import leading, shifted, to_file_style
 from engine.apply.markers import is_marker, marker_lines
@@ -49,20 +49,6 @@ START_RATIO = 0.85  # how alike a line must be to the old one's to be it, edited
 TOP, BOTTOM = "\0structure-top\n", "\0structure-bottom\n"  # sentinels that anchor a gap's ends
 COMMENTS = ("#", "//", "/*", "*", "--", ";")  # a line that starts so is a comment (a new definition's)
 TRIVIAL_SIGNATURES = {"", "()", "(self)", "(&self)", "(&mut self)", "(this)", "(cls)"}
-
-
-@dataclass(frozen=True)
-class Choice:
-    """Where the rules leave more than one reading of an update: a definition of a new name that
-    may rename one of the file's, or be new; a definition shown up to a line in its middle without
-    markers, whole or only its start. ``key``: the update line the definition starts on
-    (what :func:`merged_alignment`'s ``picks`` name); ``readings``: what each reading is, in
-    words (``rename low_stock -> understocked``, ``new function understocked``); ``rule``: the
-    reading the fixed rule takes (None: it takes none, and the definition is left unplaced)."""
-
-    key: int
-    readings: tuple[str, ...]
-    rule: int | None
 
 
 @dataclass(frozen=True)
@@ -86,11 +72,13 @@ def merged_alignment(file: Sequence[str], update: Sequence[str], language: str,
     try:
         structured = structure_alignment(file, styled, language, picks, choices)
     except (GrammarUnavailable, RecursionError) as exc:  # (a file nested deeper than Python recurses)
-        result = align(file, styled, own_comments=True, restyle=False)
+        result = align(file, styled, own_comments=True, restyle=False, picks=picks, choices=choices)
         why = exc if isinstance(exc, GrammarUnavailable) else "the file nests too deep to read its definitions"
         result.notes.append(f"{why}: the line rules merged it")
         return result
-    return structured if structured is not None else align(file, styled, own_comments=True, restyle=False)
+    if structured is not None:
+        return structured
+    return align(file, styled, own_comments=True, restyle=False, picks=picks, choices=choices)
 
 
 def structure_alignment(file: Sequence[str], styled: Sequence[str], language: str,
@@ -559,7 +547,10 @@ class _Merge:
         tail = [] if right_open else [BOTTOM]
         file = [*head, *self.file[fa:fb], *tail]
         update = [*head, *(self.update_lines[j] for j in us), *tail]
-        part = align(file, update, has_markers=has_markers, whole=False, own_comments=True, restyle=False)
+        where = Where([-1] * len(head) + list(range(fa, fb)) + [-1] * len(tail),
+                      [-1] * len(head) + list(us) + [-1] * len(tail))
+        part = align(file, update, has_markers=has_markers, whole=False, own_comments=True, restyle=False,
+                     picks=self.picks, choices=self.choices, where=where)
         shift = len(head)
         for source, index in part.lines:
             if source == "file":
