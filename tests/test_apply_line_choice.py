@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from engine.apply.align import CHOICE_RATIO, PAIR_RATIO, Choice, align
-from engine.apply.choice import by_rule, survey
+from engine.apply.choice import by_rule, decide, survey
 from engine.apply.plan import plan
 from engine.bench.apply_shapes import _broken
 from engine.bench.line_choices import (TRUTHS, bench_instruction, bucket, line_cases, measure, model_row, model_sample,
@@ -36,7 +36,7 @@ def merged(file: list[str], update: list[str], **kwargs) -> str:
 def test_a_line_next_to_one_anchor_alike_the_file_line_beyond_is_a_choice_the_rule_reads_as_an_edit() -> None:
     found: list[Choice] = []
     assert merged(FILE, EDGE, choices=found) == REPLACED
-    assert found == [Choice(-1, ("replace line 6", "insert after line 6"), 0)]
+    assert found == [Choice(-1, ("replace line 6", "insert after line 6"), 0, model_decides=False)]
     assert merged(FILE, EDGE, picks={-1: 1}) == INSERTED
     assert merged(FILE, EDGE, picks={-1: 0}) == REPLACED
 
@@ -45,7 +45,7 @@ def test_after_the_last_anchor_and_between_a_marker_and_an_anchor_too() -> None:
     before = ["    a = compute(x, 1)\n", "    b = compute(x, 3)\n"]  # context before the line only
     found: list[Choice] = []
     assert merged(FILE, before, choices=found) == REPLACED
-    assert found == [Choice(-2, ("replace line 6", "insert before line 6"), 0)]
+    assert found == [Choice(-2, ("replace line 6", "insert before line 6"), 0, model_decides=False)]
     assert merged(FILE, before, picks={-2: 1}) == "".join([*FILE[:5], "    b = compute(x, 3)\n", *FILE[5:]])
     marked = ["    # ... existing code ...\n", *EDGE]
     found = []
@@ -60,7 +60,7 @@ def test_below_the_pairing_ratio_the_rule_inserts_and_the_edit_is_the_other_read
     update = [line, *EDGE[1:]]
     found: list[Choice] = []
     assert merged(FILE, update, choices=found) == "".join([*FILE[:6], line, *FILE[6:]])
-    assert found == [Choice(-1, ("replace line 6", "insert after line 6"), 1)]
+    assert found == [Choice(-1, ("replace line 6", "insert after line 6"), 1, model_decides=False)]
     assert merged(FILE, update, picks={-1: 0}) == "".join([*FILE[:5], line, *FILE[6:]])
 
 
@@ -91,13 +91,14 @@ def test_the_cli_names_the_rules_reading_and_the_alternative(capsys, tmp_path: P
     target, update = tmp_path / "f.py", tmp_path / "u.py"
     target.write_text("".join(FILE))
     update.write_text("".join(EDGE))
-    missing = str(tmp_path / "no-model-here")  # a model is tried for the choice; it cannot load: the rule decides
+    missing = str(tmp_path / "no-model-here")  # your own model: not loaded for the line rules' choice
     try:
         code = main(["apply", str(target), "--update", str(update), "--model", missing, "--json", "--in-place"])
     except SystemExit as exc:
         code = int(exc.code or 0)
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
     assert code == 0 and target.read_text() == REPLACED
+    assert "no-model-here" not in err  # no load was tried (one that fails names the path)
     choice = json.loads(out)["breakdown"]["choice"]
     assert choice["by"] == "rule" and choice["chosen"] == "replace line 6"
     assert choice["alternatives"] == ["insert after line 6"]
@@ -188,3 +189,18 @@ def test_the_embedded_model_decides_a_line_choice_given_the_users_instruction(de
     assert row is not None and row["by"] == "model" and len(set(row["scores"])) == 2
     assert row["model"] in row["readings"] and row["model_right"] == (row["model"] in row["truth"])
     assert model_row(score, replace, "")["by"] == "rule"  # no instruction: every reading scores the same
+
+
+def test_the_line_rules_choice_is_the_rules_even_with_a_scorer() -> None:
+    """The line rules' choice is named in the result but never handed to a model: the scorer is
+    not called and the rule's reading is written."""
+    _, found = survey(FILE, EDGE, "python")
+    assert found is not None
+    choice, readings = found
+    assert not choice.model_decides
+
+    def scorer(*args):  # a fake: a model that would have picked the other reading
+        raise AssertionError("the model was asked")
+
+    index, decision = decide(scorer, choice, "Add the line.", FILE, EDGE, readings)
+    assert decision.by == "rule" and decision.chosen == "replace line 6" and index == 0

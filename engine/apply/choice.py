@@ -97,14 +97,15 @@ def candidates(file: Sequence[str], update: Sequence[str], language: str) -> tup
 def survey(file: Sequence[str], update: Sequence[str],
            language: str) -> tuple[Alignment, tuple[Choice, list[Candidate]] | None]:
     """The rule's merge (engine.apply.structure.merged_alignment) and :func:`candidates`, the
-    merge run once more per reading only where there is a choice. Only the first choice met is
-    posed (to the model, where one decides): any later one in the same merge keeps the rule's
-    reading."""
+    merge run once more per reading only where there is a choice. One choice is posed: the first
+    a model may decide (:attr:`Choice.model_decides`), else the first met (the rule's, named in
+    the result); any other in the same merge keeps the rule's reading."""
     found: list[Choice] = []
     ruled = merged_alignment(file, update, language, choices=found)
     if not found:
         return ruled, None
-    return ruled, _readings(file, update, language, found[0])
+    posed = next((c for c in found if c.model_decides), found[0])
+    return ruled, _readings(file, update, language, posed)
 
 
 def _readings(file: Sequence[str], update: Sequence[str], language: str,
@@ -134,9 +135,9 @@ def by_rule(choice: Choice, found: list[Candidate]) -> tuple[int | None, Decisio
 
 def decide(score: Scorer | None, choice: Choice, instruction: str, file: Sequence[str], update: Sequence[str],
            found: list[Candidate]) -> tuple[int | None, Decision]:
-    """The model's pick where there is one (``score``) and it tells the readings apart, else the
-    rule's."""
-    if score is not None:
+    """The model's pick where there is one (``score``), the choice is one a model may decide and
+    it tells the readings apart, else the rule's."""
+    if score is not None and choice.model_decides:
         index, decision = by_model(score, instruction, file, update, found)
         if len(set(decision.scores)) > 1:
             return index, decision

@@ -119,8 +119,8 @@ def _scorer(loaded: LoadedModel | None, cancelled: Callable[[], bool]) -> Scorer
 
 
 def has_choice(request: EditRequest) -> bool:
-    """Whether the structure-aware merge of the apply ``request`` leaves a choice a model may
-    decide (engine.apply.choice): a front door loads a model for ``auto`` only then. Asked of the
+    """Whether the merge of the apply ``request`` leaves a choice a model may decide
+    (engine.apply.choice; the line rules' is the rule's alone: Choice.model_decides): a front door loads a model for ``auto`` only then. Asked of the
     same request by the door and again by the engine's plan: the answer is kept for the last few."""
     assert request.update is not None
     a, b = request.region_bounds()
@@ -129,7 +129,8 @@ def has_choice(request: EditRequest) -> bool:
 
 @lru_cache(maxsize=4)
 def _has_choice(text: str, update: str, language: str, a: int, b: int) -> bool:
-    return candidates(split_lines(text)[a:b], split_lines(update), language) is not None
+    found = candidates(split_lines(text)[a:b], split_lines(update), language)
+    return found is not None and found[0].model_decides
 
 
 def aligned(name: str, request: EditRequest, cancelled: Callable[[], bool],

@@ -328,8 +328,11 @@ def model_sample(cases: Sequence[LineCase], n: int, seed: int = 0) -> list[LineC
 def model_row(score: Any, case: ApplyCase, instruction: str) -> dict[str, Any] | None:
     """The line choice on ``case`` decided by ``score`` (engine.apply.choice.model_scorer) with
     ``instruction`` and by the rule, beside the truth (the readings that merge to the gold); None
-    where the merge ``auto`` runs meets no line choice (a structure choice is not this measure's)."""
+    where the merge ``auto`` runs meets no line choice (a structure choice is not this measure's).
+    The model is asked as if it decided the line choice, which it does not in the product
+    (Choice.model_decides): this is the measure that says why."""
     import time
+    from dataclasses import replace
 
     from engine.apply.choice import by_rule, decide, survey
 
@@ -340,7 +343,7 @@ def model_row(score: Any, case: ApplyCase, instruction: str) -> dict[str, Any] |
     choice, readings = found
     _, rule = by_rule(choice, readings)
     started = time.perf_counter()
-    _, model = decide(score, choice, instruction, file, update, readings)
+    _, model = decide(score, replace(choice, model_decides=True), instruction, file, update, readings)
     right = [c.reading for c in readings if c.text == case.gold]
     return {"case": case.name, "instruction": instruction, "readings": [c.reading for c in readings],
             "truth": right, "rule": rule.chosen, "model": model.chosen, "by": model.by,
