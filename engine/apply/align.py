@@ -18,7 +18,8 @@ unless marker comments stand there (:mod:`engine.apply.markers`):
   line, or one next to a marker) and is a variant of the file line beyond it but not that line
   (:data:`CHOICE_RATIO` alike or more) is an edit of it or a new line beside it: the update reads
   the same either way. The rule pairs it at :data:`PAIR_RATIO`; each such place is a
-  :class:`Choice` (``replace``, ``insert``) a model may decide, keyed ``-(update line + 1)``;
+  :class:`Choice` (``replace``, ``insert``) keyed ``-(update line + 1)``, named in the result
+  and always the rule's (:attr:`Choice.model_decides`);
 * an update without markers at all shows only what changed: a gap between two anchors where it
   has no code keeps the file's lines there;
 * code the update shows that recurs in the file (two functions alike) is anchored where it stands
