@@ -87,7 +87,7 @@ def test_sampled_programs_always_parse_and_resolve(tiny_random_engine: Engine, n
     text = "".join(f"line {i} = {i * 7 % 13}\n" for i in range(1, n_lines + 1))
     bias = _structure_bias(tiny_random_engine)
     saw_copy = False
-    tables = tables_for(tiny_random_engine.loaded).prime()
+    tables = tables_for(tiny_random_engine.loaded)
     for seed in range(3 if n_lines > 100 else 10):
         result = tiny_random_engine.edit(EditRequest(text, "Rewrite.", mode="program", temperature=1.0, seed=seed,
                                                      max_new_tokens=48, logit_bias=bias))
@@ -116,7 +116,7 @@ def test_a_program_pushed_to_end_cannot_end_early(tiny_random_engine: Engine, mo
     ``</`` gets +30) still cannot end after a copy that stopped early or before its first op: it
     ends after a gen or after a copy of the last line."""
     text = "".join(f"line {i} = {i * 7 % 13}\n" for i in range(1, 8))
-    texts = tables_for(tiny_random_engine.loaded).prime().vocab_texts
+    texts = tables_for(tiny_random_engine.loaded).vocab_texts
     bias = {i: 30.0 for i, t in enumerate(texts) if t.startswith(("/", "</"))}
     bias.update({i: 6.0 for s in ['"', "-", '"/>', "copy"] + list("0123456789")
                  for i in encode(tiny_random_engine.loaded.tokenizer, s)})
@@ -144,7 +144,7 @@ def test_forced_program_that_ends_early_is_refused(default_engine: Engine) -> No
 
 
 def test_grammar_rejects_out_of_range_and_leading_zeros(default_engine: Engine) -> None:
-    tables = tables_for(default_engine.loaded).prime()
+    tables = tables_for(default_engine.loaded)
     for bad in ['<program><copy lines="8-', '<program><copy lines="0', '<program><copy lines="01',
                 '<program><gen>x<gen>', '<program><gen>x</program>']:
         assert not tables.grammar.matcher(7).accept_string(bad), bad
@@ -159,7 +159,7 @@ def test_every_program_opens_with_the_forced_opening(default_engine: Engine) -> 
     from engine.language.program import PROGRAM_OPENING
     from engine.language.scanner import ProgramScanner
 
-    grammar = tables_for(default_engine.loaded).prime().grammar
+    grammar = tables_for(default_engine.loaded).grammar
     for n in (0, 1, 7, 120):
         assert accept_forced_literal(grammar.matcher(n), ProgramScanner()) == PROGRAM_OPENING
 
@@ -167,7 +167,7 @@ def test_every_program_opens_with_the_forced_opening(default_engine: Engine) -> 
 def test_prefetched_grammar_is_the_one_the_matcher_uses(default_engine: Engine) -> None:
     """A grammar compiled in the background (the edit's start, engine.decoding.run) is the request's
     grammar: same limits, and a matcher asked for while the compile runs waits for it."""
-    grammar = tables_for(default_engine.loaded).prime().grammar
+    grammar = tables_for(default_engine.loaded).grammar
     for n in (7, 3, 7, 12):
         grammar.prefetch(n)
     for n in (12, 3):

@@ -108,6 +108,7 @@ def decode_parts(loaded: LoadedModel, request: EditRequest, parts: list[Part], j
     decode writes them. ``done`` collects the totals; a window that stops early stops the merge. In
     process only: the drafter prices its drafts with the runtime's cost model, and the decoder
     reads each drafted step's logits (engine.apply.job refuses the model's merge on a server)."""
+    tables = tables_for(loaded)
     by_window = {(job.window.first, job.window.last): job for job in jobs}
     for part in parts:
         if isinstance(part, Outside):
@@ -118,7 +119,6 @@ def decode_parts(loaded: LoadedModel, request: EditRequest, parts: list[Part], j
         part = job.window  # as its prompt shows the update
         n_window = part.size
         n_update = len(job.virtual.splitlines(keepends=True)) - n_window
-        tables = tables_for(loaded).prime()
         ranges = ApplyRanges(tables.vocab_texts, n_window, n_update, job.markers)
         line_ids = [encode(loaded.tokenizer, line) for line in job.virtual.splitlines(keepends=True)]
         drafter = AlignedDrafter(part.draft(), n_window, line_ids, cost=loaded.runtime.cost)

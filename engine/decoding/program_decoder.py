@@ -33,7 +33,7 @@ from engine.decoding.events import OpResolved
 from engine.decoding.noop_gen import NoOpGenGuard
 from engine.decoding.outcome import DecodeOutcome
 from engine.decoding.program_drafting import DraftingWalk, TokenMark
-from engine.decoding.tables import GrammarTables
+from engine.decoding.tables import ModelTables
 from engine.language.grammar import RangeConstraint
 from engine.language.program import Gen, Program
 from engine.language.resolve import check_ending, resolve
@@ -59,7 +59,7 @@ class FeedRecorder:
         del self.ids[length:], self.chosen[length:]
 
 
-def decode_program(loaded: LoadedModel, tables: GrammarTables, region: str, prompt_ids: Sequence[int],
+def decode_program(loaded: LoadedModel, tables: ModelTables, region: str, prompt_ids: Sequence[int],
                    max_new_tokens: int, cancelled: Callable[[], bool], token_copies: bool = False,
                    teacher_program: Program | None = None, temperature: float = 0.0, seed: int = 0,
                    monotonic: bool = True, logit_bias: dict[int, float] | None = None, draft: bool = True,
@@ -87,7 +87,7 @@ class ProgramDecoder(DraftingWalk):
     decoder shares, drafting its :class:`engine.decoding.program_drafting.DraftingWalk`; this
     class adds the model's choice and no-op gens."""
 
-    def __init__(self, loaded: LoadedModel, tables: GrammarTables, region: str, prompt_ids: Sequence[int],
+    def __init__(self, loaded: LoadedModel, tables: ModelTables, region: str, prompt_ids: Sequence[int],
                  max_new_tokens: int, cancelled: Callable[[], bool], *, token_copies: bool = False,
                  teacher_program: Program | None = None, temperature: float = 0.0, seed: int = 0,
                  monotonic: bool = True, logit_bias: dict[int, float] | None = None, draft: bool = True,
@@ -291,7 +291,7 @@ class ProgramDecoder(DraftingWalk):
         self.logprobs[index] = self.logprobs.get(index, 0.0) - deviation.gap
         self.take_choice(deviation.token)
 
-def masked_scores(logits: torch.Tensor, bitmask, tables: GrammarTables, in_gen: bool, banned: set[int]) -> torch.Tensor:
+def masked_scores(logits: torch.Tensor, bitmask, tables: ModelTables, in_gen: bool, banned: set[int]) -> torch.Tensor:
     """A copy of ``logits`` with -inf on every token the grammar and the constraints forbid."""
     import xgrammar as xgr
 

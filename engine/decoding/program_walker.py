@@ -26,7 +26,7 @@ from typing import Any, NamedTuple, Protocol, Sequence
 from engine.core.lines import line_offsets, split_lines
 from engine.core.tokens import encode, token_pieces
 from engine.decoding.program_writer import ProgramWriter, WrittenState, accept_forced_literal
-from engine.decoding.tables import GrammarTables, bit_is_set, unpack_allowed
+from engine.decoding.tables import ModelTables, bit_is_set, unpack_allowed
 from engine.language.grammar import RangeConstraint
 from engine.language.program import CopyLines, CopyTokens, Gen, Op, Program
 
@@ -68,7 +68,7 @@ class ProgramTeacher:
     """Replaces the model's choice by the next token of a given program (``forced`` mode): the
     longest grammar-allowed token whose bytes continue the program text."""
 
-    def __init__(self, program: Program, tables: GrammarTables):
+    def __init__(self, program: Program, tables: ModelTables):
         self.target = program.serialize().encode("utf-8")
         self.pos = 0
         self.tables = tables
@@ -85,7 +85,7 @@ class ProgramTeacher:
         return tok
 
 
-def longest_allowed_token(tables: GrammarTables, rest: bytes, bitmask, banned: set[int]) -> int | None:
+def longest_allowed_token(tables: ModelTables, rest: bytes, bitmask, banned: set[int]) -> int | None:
     """The longest token the mask allows whose bytes start ``rest`` (how a text is drafted or forced)."""
     for length in range(min(len(rest), tables.max_token_bytes), 0, -1):
         tok = tables.bytes_to_id.get(rest[:length])
@@ -117,7 +117,7 @@ class ProgramWalker:
     ``("forced", tokens)`` per literal and ``("copied", tokens)`` per copy (taken back on restore).
     """
 
-    def __init__(self, tokenizer: Any, tables: GrammarTables, region: str, max_new_tokens: int, session: Transcript,
+    def __init__(self, tokenizer: Any, tables: ModelTables, region: str, max_new_tokens: int, session: Transcript,
                  *, vocab_size: int, token_copies: bool = False, teacher_program: Program | None = None,
                  monotonic: bool = True, recorder: Recorder | None = None, checked: bool = False,
                  ledger: list[tuple[str, int]] | None = None, started: float | None = None,

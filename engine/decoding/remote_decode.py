@@ -124,7 +124,7 @@ def reject_special(runtime: RemoteRuntime, tables: ModelTables, tok: int) -> Non
     document stays as it was. The end tokens are the caller's to stop on, before this check."""
     if tok in tables.special_ids and tok not in tables.stop_ids:
         raise RemoteError(f"{runtime.address}: the server sent the special token {tok} "
-                          f"({tables.prime().vocab_texts[tok]!r}) inside the edit's output; nothing was written")
+                          f"({tables.vocab_texts[tok]!r}) inside the edit's output; nothing was written")
 
 
 class SentTranscript:
@@ -167,7 +167,7 @@ class RemoteProgramDecoder:
         self.max_new_tokens, self.cancelled = max_new_tokens, cancelled
         self.sampling = sampling or {}  # temperature and seed when sampling (greedy otherwise)
         self.transcript = SentTranscript(prompt_ids)
-        self.walk = ProgramWalker(loaded.tokenizer, tables.prime(), region, max_new_tokens, self.transcript,
+        self.walk = ProgramWalker(loaded.tokenizer, tables, region, max_new_tokens, self.transcript,
                                   vocab_size=loaded.vocab_size, monotonic=monotonic, checked=True)
         self.writer = self.walk.writer
         self.requests = 0
@@ -246,7 +246,7 @@ class RemoteProgramDecoder:
         before the gen, could not know); the server's speculative tokens after it are dropped."""
         reject_special(self.runtime, self.tables, tok)
         with self.server_errors():
-            if self.writer.meant_op(self.walk.tables.vocab_texts[tok]):
+            if self.writer.meant_op(self.tables.vocab_texts[tok]):
                 self.walk.close_gen_instead()
                 return True
             ops, next_line = len(self.writer.ops), self.walk.ranges.next_line
@@ -261,7 +261,7 @@ class RemoteProgramDecoder:
         try:
             yield
         except GrammarRefused as exc:
-            text = self.walk.tables.vocab_texts[exc.token]
+            text = self.tables.vocab_texts[exc.token]
             raise RemoteError(f"{address}: the server's output left the program grammar at token {exc.token} "
                               f"({text!r}); is structured output enabled?") from None
         except RuleBroken as exc:

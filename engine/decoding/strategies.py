@@ -126,7 +126,7 @@ def _refuse_on_a_server(job: DecodeJob) -> None:
 
 def _prefetch_grammar(job: DecodeJob) -> None:
     if not job.request.token_copies:
-        job.tables.prime().grammar.prefetch(job.n_lines)  # compiles while the forwards that follow run
+        job.tables.grammar.prefetch(job.n_lines)  # compiles while the forwards that follow run
 
 
 def _plan_focus(job: DecodeJob) -> None:
@@ -211,7 +211,7 @@ def _program_decoder(job: DecodeJob, teacher: bool) -> Decoded:
     from engine.decoding.program_decoder import decode_program  # imports torch
 
     request = job.request
-    return decode_program(job.loaded, job.tables.prime(), job.region, job.prompt_ids, request.max_new_tokens, job.cancelled,
+    return decode_program(job.loaded, job.tables, job.region, job.prompt_ids, request.max_new_tokens, job.cancelled,
                           token_copies=job.token_copies, teacher_program=request.program if teacher else None,
                           temperature=request.temperature, seed=request.seed, logit_bias=request.logit_bias,
                           draft=request.draft, recorder=job.recorder, monotonic=request.monotonic and not teacher,

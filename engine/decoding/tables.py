@@ -42,7 +42,7 @@ class GrammarTables:
 
 class ModelTables:
     """A model's decoding tables: ``stop_ids`` and ``special_ids`` at once; the
-    :class:`GrammarTables` (``grammar``, ``vocab_bytes``, ...) built by :meth:`prime` on first use."""
+    :class:`GrammarTables` fields (``grammar``, ``vocab_bytes``, ...) built on first use."""
 
     def __init__(self, loaded: LoadedModel, stop_ids: frozenset[int], special_ids: frozenset[int]):
         self._loaded: LoadedModel | None = loaded
@@ -66,6 +66,34 @@ class ModelTables:
                 self._grammar_tables = _grammar_tables(self._loaded, self.special_ids)
                 self._loaded = None  # the tables keep what they need
             return self._grammar_tables
+
+    @property
+    def grammar(self) -> GrammarCompilerCache:
+        return self.prime().grammar
+
+    @property
+    def vocab_bytes(self) -> list[bytes]:
+        return self.prime().vocab_bytes
+
+    @property
+    def vocab_texts(self) -> list[str]:
+        return self.prime().vocab_texts
+
+    @property
+    def bytes_to_id(self) -> dict[bytes, int]:
+        return self.prime().bytes_to_id
+
+    @property
+    def max_token_bytes(self) -> int:
+        return self.prime().max_token_bytes
+
+    @property
+    def copy_crossing_ids(self) -> Any:
+        return self.prime().copy_crossing_ids
+
+    @property
+    def content_bitmask(self) -> Any:
+        return self.prime().content_bitmask
 
 
 _TABLES: dict[tuple[int, int], ModelTables] = {}

@@ -42,7 +42,7 @@ def record_window(loaded: Any, window: Window, file: Sequence[str], update: Sequ
     virtual = virtual_input(lines, list(update))
     ids = render(loaded.tokenizer, apply_messages(instruction, len(lines), len(update), virtual))
     markers = [len(lines) + j + 1 for j, line in enumerate(update) if is_marker(line)]
-    tables = tables_for(loaded).prime()
+    tables = tables_for(loaded)
     ranges = ApplyRanges(tables.vocab_texts, len(lines), len(update), markers)
     recorder = FeedRecorder()
     decoder = ProgramDecoder(loaded, tables, virtual, ids, PROGRAM_TOKENS, never_cancelled,
