@@ -89,7 +89,10 @@ def test_code_apply_answers_the_engines_merge(base_url: str, default_engine: Eng
     want = merged(default_engine, FILE, UPDATE)
     answer = httpx.post(base_url + "/v1/code/apply", headers=headers, timeout=300,
                         json={"initialCode": FILE, "editSnippet": UPDATE, "model": "relace-apply-3"}).json()
-    assert answer["mergedCode"] == want and set(answer) == {"mergedCode", "usage"}
+    # Relace's shape, and the choice the line rules met: `return a + b` after a marker, beside the
+    # file's `return a - b`, an edit of it or a new line; the rule's reading (an edit) is written
+    assert answer["mergedCode"] == want and set(answer) == {"mergedCode", "usage", "choice"}
+    assert answer["choice"]["by"] == "rule" and answer["choice"]["chosen"] == "replace line 3"
     assert set(answer["usage"]) == {"prompt_tokens", "completion_tokens", "total_tokens"}
     # the merged file's tokens, though the aligner (auto) wrote it without the model
     assert answer["usage"]["completion_tokens"] == len(encode(default_engine.loaded.tokenizer, want)) > 0
