@@ -18,7 +18,7 @@ import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 from test_apply_choice import FILE, UPDATE, run
-from test_lsp_answer import Editor
+from test_lsp_answer import attach
 
 from engine.decoding.request import EditRequest
 from engine.dispatch import ModelFree, resolved
@@ -74,42 +74,25 @@ SERVER = ClientServerConfig(
 )
 
 
-def attach_recording(lsp_client: LanguageClient) -> Editor:
-    """The editor's handlers (tests/test_lsp_answer.py's), recording the status bar's states in
-    ``editor.status`` (a ``loading`` one: the server tried to load a model)."""
-    editor = Editor(lsp_client)
-    editor.status = []  # type: ignore[attr-defined]
-    lsp_client.editor = editor  # type: ignore[attr-defined]
-
-    @lsp_client.feature(types.WORKSPACE_APPLY_EDIT)
-    def apply_edit(params: types.ApplyWorkspaceEditParams):
-        return editor.apply(params)
-
-    @lsp_client.feature(types.CLIENT_REGISTER_CAPABILITY)
-    def register_capability(params: types.RegistrationParams) -> None:
-        """Accepted, as VS Code does."""
-
-    @lsp_client.feature("copyAsDecode/status")
-    def status(params) -> None:
-        editor.status.append(params.state)  # type: ignore[attr-defined]
-
-    return editor
-
-
 @pytest_lsp.fixture(config=SERVER)
 async def lsp(lsp_client: LanguageClient, tmp_path: Path):
     """The language server over ``tmp_path``; the user's own model is a path where no model is."""
-    attach_recording(lsp_client)
-    (tmp_path / ".copy-as-decode.toml").write_text('warm_up = "off"\n')
+    attach(lsp_client)  # its editor, recording the status bar's states, stands at lsp_client.editor
     missing = str(tmp_path / "no-model-here")
-    user = {"model": missing, "allowedModels": ["default", missing]}
     lsp_client.set_configuration({"copyAsDecode": {"model": missing}})
+    await open_session(lsp_client, tmp_path, {"model": missing, "allowedModels": ["default", missing]})
+    yield
+    await lsp_client.shutdown_session()
+
+
+async def open_session(lsp_client: LanguageClient, tmp_path: Path, user: dict) -> None:
+    """Initialize the language server as VS Code does over the workspace ``tmp_path`` (warm-up off),
+    with ``user``'s settings as its initialization options."""
+    (tmp_path / ".copy-as-decode.toml").write_text('warm_up = "off"\n')
     await lsp_client.initialize_session(types.InitializeParams(
         capabilities=client_capabilities("visual-studio-code"), root_uri=tmp_path.as_uri(),
         initialization_options={"copyAsDecode": user},
         workspace_folders=[types.WorkspaceFolder(uri=tmp_path.as_uri(), name="ws")]))
-    yield
-    await lsp_client.shutdown_session()
 
 
 async def _apply(client: LanguageClient, tmp_path: Path, folder: str, mode: str | None, update: str) -> dict:

@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 import pytest_lsp
 from lsprotocol import types
-from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+from pytest_lsp import ClientServerConfig, LanguageClient
 from test_apply_choice import TWINS, UPDATE, run
-from test_apply_choice_asked import attach_recording
-from test_lsp_answer import Editor
+from test_apply_choice_asked import open_session
+from test_lsp_answer import Editor, attach
 
 from engine.api import Engine
 from engine.cli import main
@@ -178,14 +178,9 @@ SERVER = ClientServerConfig(
 @pytest_lsp.fixture(config=SERVER)
 async def lsp(lsp_client: LanguageClient, tmp_path: Path, own_folder: Path):
     """The language server over ``tmp_path``, the user's settings naming their own model."""
-    (tmp_path / ".copy-as-decode.toml").write_text('warm_up = "off"\n')
-    attach_recording(lsp_client)  # the editor it sets stands at lsp_client.editor
-    lsp_client.set_configuration({"copyAsDecode": {}})
+    attach(lsp_client)  # its editor, recording the status bar's states, stands at lsp_client.editor
     user = {"model": str(own_folder), "backend": "transformers", "allowedModels": ["default", str(own_folder)]}
-    await lsp_client.initialize_session(types.InitializeParams(
-        capabilities=client_capabilities("visual-studio-code"), root_uri=tmp_path.as_uri(),
-        initialization_options={"copyAsDecode": user},
-        workspace_folders=[types.WorkspaceFolder(uri=tmp_path.as_uri(), name="ws")]))
+    await open_session(lsp_client, tmp_path, user)
     yield
     await lsp_client.shutdown_session()
 

@@ -51,6 +51,7 @@ class Editor:
         self.client = client
         self.docs: dict[str, list] = {}
         self.sent: list[types.WorkspaceEdit] = []
+        self.status: list[str] = []  # the status bar's states, in order (``loading``: a model load began)
 
     def open(self, uri: str, text: str, language: str) -> None:
         self.docs[uri] = [text, 1]
@@ -116,7 +117,8 @@ def attach(lsp_client: LanguageClient) -> Editor:
 
     @lsp_client.feature("copyAsDecode/status")
     def status(params) -> None:
-        """The status bar item; not what this test looks at."""
+        """The status bar item: its states recorded (``editor.status``)."""
+        editor.status.append(params.state)
 
     lsp_client.set_configuration({"copyAsDecode": {}})
     return editor
