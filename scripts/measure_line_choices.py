@@ -3,13 +3,13 @@ lines between definitions to them) on twin cases whose truth is an edited line o
 beside a similar one (engine.bench.line_choices), right / wrong and written / refused by the
 similarity of the lines the rule pairs, and where the merge ``auto`` runs meets the line rules'
 replace-or-insert choice, whether its other reading is the truth; then how often that choice is
-met on the apply bench's own cases (what a model decision costs). No model. Usage:
+met on the apply bench's own cases (how often a result names it). No model. Usage:
 
     PYTHONPATH=. OMP_NUM_THREADS=1 python scripts/measure_line_choices.py \\
         --per-language 20 --seed 0 --out results/apply/line_choices.json
 
-With ``--model``, instead: the embedded model decides the line choice (engine.apply.choice.decide,
-its shipped measure) against the rule on a seeded sample of one-sided twins balanced over truths
+With ``--model``, instead: the embedded model decides the line choice as if it could (the product
+leaves it to the rule: Choice.model_decides; engine.apply.choice.decide, its shipped measure) against the rule on a seeded sample of one-sided twins balanced over truths
 and similarity buckets (``--model-sample``), each with the instruction a user would write
 (engine.bench.line_choices.said), and on the bench's own cases where the choice is met (they
 carry no instruction: one is written from the change at the choice's lines, as a user would:
@@ -27,8 +27,7 @@ import sys
 import time
 from pathlib import Path
 
-from engine.apply.align import PAIR_RATIO
-from engine.apply.align import CHOICE_RATIO
+from engine.apply.align import CHOICE_RATIO, PAIR_RATIO
 from engine.bench.apply_cases import held_out
 from engine.bench.apply_shapes import shape_cases
 from engine.bench.line_choices import (LANGUAGES, bench_instruction, bucket, firing, line_cases, measure, model_row,

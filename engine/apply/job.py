@@ -120,8 +120,9 @@ def _scorer(loaded: LoadedModel | None, cancelled: Callable[[], bool]) -> Scorer
 
 def has_choice(request: EditRequest) -> bool:
     """Whether the merge of the apply ``request`` leaves a choice a model may decide
-    (engine.apply.choice; the line rules' is the rule's alone: Choice.model_decides): a front door loads a model for ``auto`` only then. Asked of the
-    same request by the door and again by the engine's plan: the answer is kept for the last few."""
+    (engine.apply.choice; the line rules' is the rule's alone: Choice.model_decides): a front
+    door loads a model for ``auto`` only then. Asked of the same request by the door and again by
+    the engine's plan: the answer is kept for the last few."""
     assert request.update is not None
     a, b = request.region_bounds()
     return _has_choice(to_lf(request.text), to_lf(request.update), request.language, a, b)
